@@ -1,0 +1,183 @@
+"""The canonical conversation every dialect parses into and renders from.
+
+Dialects (OpenAI Chat, OpenAI Responses, Anthropic Messages) translate their wire
+shapes to and from these types; rendering turns a :class:`Conversation` into prompt
+token ids; engines never see any of it. Plain dataclasses keep the hot path cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Completion",
+    "CompletionDelta",
+    "ContentPart",
+    "Conversation",
+    "FinishReason",
+    "ImagePart",
+    "Message",
+    "ReasoningDelta",
+    "Role",
+    "SamplingParams",
+    "TextDelta",
+    "TextPart",
+    "ToolCall",
+    "ToolCallArgumentsDelta",
+    "ToolCallStart",
+    "ToolChoice",
+    "ToolSpec",
+    "Usage",
+]
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+# "tool_calls": the model asked for tools; "length": max tokens or context; "stop": EOS or a
+# stop sequence; "abort": the client went away or the engine was cancelled; "error": the engine failed.
+FinishReason = Literal["stop", "length", "tool_calls", "abort", "error"]
+
+
+@dataclass(slots=True)
+class TextPart:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ImagePart:
+    """An image as a URL: a ``data:`` URL for inline bytes, or a remote address."""
+
+    url: str
+    media_type: str | None = None
+    type: Literal["image"] = "image"
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A call the model made. ``arguments`` is the JSON text exactly as generated."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    content: list[ContentPart] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    # For role "tool": the id of the call this message answers.
+    tool_call_id: str | None = None
+    name: str | None = None
+    # Reasoning ("thinking") text the assistant produced before its answer.
+    reasoning: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts (images skipped)."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(slots=True)
+class ToolChoice:
+    """``mode`` is auto, none or required; ``name`` forces one tool (mode "required")."""
+
+    mode: Literal["auto", "none", "required"] = "auto"
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class SamplingParams:
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k filter
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    seed: int | None = None
+    logprobs: bool = False  # the client asked for logprobs in its answer (we always record them)
+    top_logprobs: int = 0
+
+
+@dataclass(slots=True)
+class Conversation:
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    params: SamplingParams = field(default_factory=SamplingParams)
+    model: str = ""
+    stream: bool = False
+    # Reasoning requested by the client (Anthropic ``thinking``, OpenAI ``reasoning``).
+    reasoning: bool = False
+    # Tool declarations a harness sent that are not functions (web_search, ...): kept, not served.
+    ignored_tools: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(slots=True)
+class Completion:
+    """What the model answered, with the exact tokens behind it."""
+
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    prompt_ids: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    output_logprobs: list[float] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
+# Stream events: one internal event model, rendered per dialect at the edge.
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    text: str
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(slots=True)
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+    type: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(slots=True)
+class ToolCallArgumentsDelta:
+    index: int
+    arguments: str
+    type: Literal["tool_call_arguments"] = "tool_call_arguments"
+
+
+CompletionDelta = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgumentsDelta

@@ -1,0 +1,21 @@
+"""Engines: token ids in, token ids and logprobs out."""
+
+from openforge.engines.base import (
+    Engine,
+    EngineError,
+    EngineInfo,
+    EngineOverloaded,
+    EngineRequest,
+    TextEngine,
+    TokenChunk,
+)
+
+__all__ = [
+    "Engine",
+    "EngineError",
+    "EngineInfo",
+    "EngineOverloaded",
+    "EngineRequest",
+    "TextEngine",
+    "TokenChunk",
+]

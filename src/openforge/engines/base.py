@@ -1,0 +1,100 @@
+"""The engine interface the gateway serves from.
+
+Exceptions::
+
+    EngineError            the engine failed or could not be reached (503 / 529 to harnesses)
+    └── EngineOverloaded   the engine is up but refuses work now (retryable)
+
+An engine knows nothing of dialects or conversations: it takes prompt token ids and
+sampling parameters and yields the ids it sampled with the logprob of each, as it
+samples them. Cancelling the consuming task cancels the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from openforge.conversation import Completion, Conversation, SamplingParams
+
+
+__all__ = [
+    "Engine",
+    "EngineError",
+    "EngineInfo",
+    "EngineOverloaded",
+    "EngineRequest",
+    "TextEngine",
+    "TokenChunk",
+]
+
+EngineFinish = Literal["stop", "length", "abort"]
+
+
+class EngineError(Exception):
+    """The engine failed or is unreachable."""
+
+
+class EngineOverloaded(EngineError):
+    """The engine refuses work for now; the client should retry."""
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    prompt_ids: list[int]
+    params: SamplingParams
+    # Lets multi-replica engines keep a rollout on one replica (prefix-cache reuse).
+    rollout_id: str | None = None
+    request_id: str = ""
+    # Absolute limit on prompt + output tokens; engines cap max_tokens to fit.
+    context_length: int | None = None
+
+
+@dataclass(slots=True)
+class TokenChunk:
+    """Newly sampled ids with their logprobs; the last chunk carries ``finish_reason``.
+
+    ``finish_reason`` is "stop" for EOS, a stop token or a stop string (the matched
+    stop string's tokens are included in ``ids``; ``stop_text`` names it), "length" for
+    max tokens, "abort" when cancelled.
+    """
+
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: EngineFinish | None = None
+    stop_text: str | None = None
+
+
+@dataclass(slots=True)
+class EngineInfo:
+    kind: str  # "scripted", "local", "vllm", "sglang", "upstream"
+    model: str  # what the engine serves (a name or path)
+    context_length: int
+    weight_version: str = "0"
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A token-in/token-out engine."""
+
+    def info(self) -> EngineInfo: ...
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
+        """Stream the sampled ids; the final chunk has ``finish_reason`` set."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TextEngine(Protocol):
+    """A text-level engine (a teacher API): its calls are recorded for SFT, never RL."""
+
+    def info(self) -> EngineInfo: ...
+
+    def complete(self, conversation: Conversation) -> AsyncIterator[Completion]:
+        """Yield one finished :class:`Completion` (text-level: no ids or logprobs)."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,136 @@
+"""The store's shapes: rollout and call records, their states and allowed transitions.
+
+A rollout goes ``created → running → (completed | agent_error | timeout | infra_error)``;
+``reward`` set on a finished rollout means it is scored. Finishing is idempotent: the
+same terminal status (and reward) again is accepted, a different one is a conflict.
+"""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "TERMINAL",
+    "TRANSITIONS",
+    "CallRecord",
+    "CallStatus",
+    "Rollout",
+    "RolloutStatus",
+    "decode_ids",
+    "decode_logprobs",
+    "encode_ids",
+    "encode_logprobs",
+]
+
+
+class RolloutStatus(enum.StrEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    AGENT_ERROR = "agent_error"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+TERMINAL = frozenset(
+    {
+        RolloutStatus.COMPLETED,
+        RolloutStatus.AGENT_ERROR,
+        RolloutStatus.TIMEOUT,
+        RolloutStatus.INFRA_ERROR,
+    }
+)
+
+TRANSITIONS: dict[RolloutStatus, frozenset[RolloutStatus]] = {
+    RolloutStatus.CREATED: frozenset({RolloutStatus.RUNNING}) | TERMINAL,
+    RolloutStatus.RUNNING: TERMINAL,
+    **{s: frozenset() for s in TERMINAL},
+}
+
+
+class CallStatus(enum.StrEnum):
+    OK = "ok"  # answered in full: a trainable sample
+    CLIENT_ABORTED = "client_aborted"  # the client went away mid-answer
+    ENGINE_ERROR = "engine_error"  # the engine failed; the harness got an error
+    REJECTED = "rejected"  # refused before generation (context too long, bad request)
+
+
+@dataclass(slots=True)
+class Rollout:
+    id: str
+    key: str
+    status: RolloutStatus = RolloutStatus.CREATED
+    task_id: str | None = None
+    group_id: str | None = None
+    reward: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    finished_at: float | None = None
+    # Why a rollout ended as it did (an agent_error's message, a verifier's details).
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One served call, token-exactly.
+
+    ``prompt_ids + output_ids`` is exactly what the engine saw and sampled;
+    ``output_logprobs[i]`` is the logprob of ``output_ids[i]`` under the distribution
+    it was sampled from. ``fork`` is set when the prompt could not be rendered as an
+    extension of an earlier call of the rollout (the harness edited history).
+    """
+
+    id: str
+    rollout_id: str
+    seq: int  # 0-based arrival order within the rollout
+    dialect: str  # "openai_chat", "openai_responses", "anthropic"
+    status: CallStatus
+    prompt_ids: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    output_logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+    request_model: str = ""  # the model name the harness asked for
+    engine: str = ""  # engine kind ("teacher" calls come from "upstream")
+    served_model: str = ""
+    weight_version: str = "0"
+    fork: bool = False
+    # Rendering notes: fork reason, drifted assistant turns [{"message": i, "position": p}], ...
+    render_info: dict[str, Any] = field(default_factory=dict)
+    raw_request: bytes = b""  # the request body as received (compressed by the store)
+    conversation: dict[str, Any] = field(default_factory=dict)  # canonical conversation, JSON-able
+    completion: dict[str, Any] = field(default_factory=dict)  # text, reasoning, tool_calls
+    error: str | None = None
+    harness: dict[str, Any] = field(default_factory=dict)  # user agent + identifying headers
+    created_at: float = 0.0
+    queued_s: float = 0.0  # waiting (pause, engine queue) before generation started
+    first_token_s: float | None = None
+    total_s: float = 0.0
+
+
+def encode_ids(ids: list[int]) -> bytes:
+    """Token ids as little-endian int32 bytes (compact, fast to decode)."""
+    return array("i", ids).tobytes()
+
+
+def decode_ids(blob: bytes | None) -> list[int]:
+    if not blob:
+        return []
+    out = array("i")
+    out.frombytes(blob)
+    return out.tolist()
+
+
+def encode_logprobs(values: list[float]) -> bytes:
+    """Logprobs as float32 bytes; float32 is what engines compute them in."""
+    return array("f", values).tobytes()
+
+
+def decode_logprobs(blob: bytes | None) -> list[float]:
+    if not blob:
+        return []
+    out = array("f")
+    out.frombytes(blob)
+    return out.tolist()
