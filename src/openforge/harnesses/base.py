@@ -1,0 +1,64 @@
+"""The harness adapter interface: run an unmodified agent harness inside a sandbox.
+
+An adapter configures a harness only the way its users do — a base URL, a key, a model
+name, its own config file — and never patches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["Harness", "HarnessError", "HarnessNotInstalled", "Launch"]
+
+Dialect = Literal["openai_chat", "openai_responses", "anthropic"]
+
+
+class HarnessError(Exception):
+    """A harness could not be set up."""
+
+
+class HarnessNotInstalled(HarnessError):
+    """Missing or of the wrong version; the message says how to install the pinned one."""
+
+
+@dataclass(slots=True)
+class Launch:
+    """How to start the harness for one instruction."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    stdin: bytes | None = None
+
+
+@runtime_checkable
+class Harness(Protocol):
+    name: str
+    version: str  # the pinned version
+    dialect: Dialect
+
+    def install_command(self) -> str:
+        """The shell command that installs the pinned version."""
+        ...
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """Raise :class:`HarnessNotInstalled` if absent or of another version."""
+        ...
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Point the harness at ``base_url`` (the rollout's gateway root, ``…/r/<key>``).
+
+        Writes the harness's own config files inside the sandbox.
+        """
+        ...
+
+    def command(self, instruction: str) -> Launch:
+        """The non-interactive invocation for ``instruction``."""
+        ...
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The harness's own transcript, or None if it wrote none."""
+        ...

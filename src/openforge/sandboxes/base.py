@@ -1,0 +1,110 @@
+"""The sandbox interface: one isolated place per rollout where a harness and its tools run.
+
+Exceptions::
+
+    SandboxError           a sandbox could not be created, reached or used (an infra error)
+    └── SandboxTimeout     an exec ran past its timeout (its processes were killed)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "ExecResult",
+    "NetworkPolicy",
+    "OutputCallback",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxError",
+    "SandboxSpec",
+    "SandboxTimeout",
+]
+
+# "none": no network at all; "gateway": only the gateway's address; "open": unrestricted.
+NetworkPolicy = Literal["none", "gateway", "open"]
+# Called with ("stdout" | "stderr", chunk) as output arrives.
+OutputCallback = Callable[[str, bytes], Awaitable[None] | None]
+
+
+class SandboxError(Exception):
+    """The sandbox could not be created, reached or used: an infrastructure error."""
+
+
+class SandboxTimeout(SandboxError):
+    """An exec ran past its timeout; all of its processes were killed."""
+
+
+@dataclass(slots=True)
+class SandboxSpec:
+    image: str | None = None  # container image (container and Kubernetes backends)
+    workdir: str = "/workspace"
+    env: dict[str, str] = field(default_factory=dict)
+    cpu: float | None = None  # cores
+    memory_mb: int | None = None
+    pids: int | None = None
+    disk_mb: int | None = None
+    network: NetworkPolicy = "gateway"
+    # The gateway as the host sees it (http://127.0.0.1:PORT); the backend maps it to an
+    # address reachable from inside and reports that as ``Sandbox.gateway_url``.
+    gateway_url: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    # Upper bound on the sandbox's whole life (Kubernetes activeDeadlineSeconds, reapers).
+    lifetime_s: float | None = None
+
+
+@dataclass(slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    id: str
+    # The gateway's URL as seen from inside this sandbox (None when network is "none").
+    gateway_url: str | None
+
+    async def exec(
+        self,
+        cmd: Sequence[str] | str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (argv, or a string for ``sh -c``); stream output to ``on_output``.
+
+        On timeout every process of the exec is killed and ``timed_out`` is set.
+        """
+        ...
+
+    async def put(self, files: Mapping[str, bytes]) -> None:
+        """Write files; relative paths are under the workdir."""
+        ...
+
+    async def get(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """Read files; a missing path is absent from the result."""
+        ...
+
+    async def close(self) -> None:
+        """Kill everything inside and remove the sandbox; idempotent."""
+        ...
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    name: str
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        """Create a ready sandbox or raise :class:`SandboxError`."""
+        ...
+
+    async def close(self) -> None:
+        """Remove every sandbox this backend still holds."""
+        ...
