@@ -8,6 +8,7 @@ from openforge.engines.base import (
     EngineRequest,
     TextEngine,
     TokenChunk,
+    UpdatableEngine,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "EngineRequest",
     "TextEngine",
     "TokenChunk",
+    "UpdatableEngine",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "EngineRequest",
     "TextEngine",
     "TokenChunk",
+    "UpdatableEngine",
 ]
 
 EngineFinish = Literal["stop", "length", "abort"]
@@ -98,3 +99,12 @@ class TextEngine(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class UpdatableEngine(Protocol):
+    """An engine whose weights can be replaced without restarting the gateway."""
+
+    async def update_weights(self, path: str, version: str) -> None:
+        """Load the checkpoint at ``path`` (a safetensors directory) as ``version``."""
+        ...
