@@ -1,0 +1,252 @@
+"""Claw: OpenForge's minimal ReAct agent (the OpenForgeRL paper's "ReACT*").
+
+A plain OpenAI Chat Completions tool loop with bash, read, write, edit and submit tools
+and a compact system prompt that fits an 8k-token context, for small models and the
+quickstart. It runs inside the sandbox as a standalone script: standard library only, so
+any Python 3.8+ runs it, with no OpenForge install inside the sandbox.
+
+Configured the way an OpenAI client is: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
+``OPENFORGE_MODEL``. Exit codes: 0 when the agent submitted or answered, 2 when it ran out
+of turns, 3 when the model API refused or failed (its error is printed and transcribed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SYSTEM_PROMPT = """You are Claw, an agent that completes tasks in a Linux workspace.
+Use the tools to inspect and change files. Call one tool at a time and wait for its result.
+When the task is done, call submit. Paths are relative to the workspace."""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command in the workspace; returns its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a text file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write",
+            "description": "Write a text file, replacing its content.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "edit",
+            "description": "Replace the first occurrence of old with new in a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string"},
+                    "new": {"type": "string"},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Finish the task.",
+            "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}},
+        },
+    },
+]
+
+# Tool output is cut to this many characters so a long listing cannot overflow 8k tokens.
+MAX_OBSERVATION = 2000
+
+
+class ModelError(Exception):
+    """The model API answered with an error or could not be reached."""
+
+
+def _chat(base_url: str, key: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {key}",
+            "User-Agent": "openforge-claw/1",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+    except urllib.error.HTTPError as exc:
+        raise ModelError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise ModelError(f"model API unreachable: {exc}") from exc
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_OBSERVATION:
+        return text
+    half = MAX_OBSERVATION // 2
+    return f"{text[:half]}\n…[{len(text) - MAX_OBSERVATION} characters cut]…\n{text[-half:]}"
+
+
+def _inside(workspace: Path, path: str) -> Path:
+    return (workspace / path).resolve() if not os.path.isabs(path) else Path(path)
+
+
+def run_tool(name: str, args: dict[str, Any], workspace: Path, timeout: float) -> str:
+    """Execute one tool call and return its observation text."""
+    try:
+        if name == "bash":
+            done = subprocess.run(
+                str(args["command"]),
+                shell=True,
+                cwd=workspace,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+            output = (done.stdout + done.stderr).decode(errors="replace")
+            return _clip(f"{output}\n[exit code {done.returncode}]".lstrip("\n"))
+        if name == "read":
+            return _clip(_inside(workspace, str(args["path"])).read_text(errors="replace"))
+        if name == "write":
+            target = _inside(workspace, str(args["path"]))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(str(args["content"]))
+            return f"wrote {len(str(args['content']))} characters to {args['path']}"
+        if name == "edit":
+            target = _inside(workspace, str(args["path"]))
+            text = target.read_text()
+            old, new = str(args["old"]), str(args["new"])
+            if old not in text:
+                return f"error: the text to replace was not found in {args['path']}"
+            target.write_text(text.replace(old, new, 1))
+            return f"edited {args['path']}"
+        return f"error: unknown tool {name!r}"
+    except subprocess.TimeoutExpired:
+        return f"error: command timed out after {timeout:.0f} s"
+    except KeyError as exc:
+        return f"error: missing argument {exc.args[0]!r} for {name}"
+    except OSError as exc:
+        return f"error: {exc}"
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    """The ReAct loop; returns the process exit code."""
+    workspace = Path(args.workspace).resolve()
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": args.instruction},
+    ]
+    transcript = Path(args.transcript)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(outcome: str, error: str | None = None) -> None:
+        record = {"outcome": outcome, "error": error, "messages": messages}
+        transcript.write_text(json.dumps(record, indent=1))
+
+    for _ in range(args.max_turns):
+        body = {
+            "model": args.model,
+            "messages": messages,
+            "tools": TOOLS,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+        }
+        try:
+            answer = _chat(args.base_url, args.api_key, body, args.request_timeout)
+            message = answer["choices"][0]["message"]
+        except (ModelError, KeyError, IndexError, ValueError) as exc:
+            print(f"claw: {exc}", file=sys.stderr)
+            save("model_error", str(exc))
+            return 3
+        calls = message.get("tool_calls") or []
+        messages.append(
+            {"role": "assistant", "content": message.get("content"), "tool_calls": calls or None}
+        )
+        if not calls:
+            save("answered")
+            return 0
+        for call in calls:
+            function = call.get("function", {})
+            name = function.get("name", "")
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+                if not isinstance(arguments, dict):
+                    raise ValueError("arguments must be a JSON object")
+            except ValueError as exc:
+                observation = f"error: invalid arguments: {exc}"
+            else:
+                if name == "submit":
+                    save("submitted")
+                    return 0
+                observation = run_tool(name, arguments, workspace, args.tool_timeout)
+            messages.append(
+                {"role": "tool", "tool_call_id": call.get("id"), "content": observation}
+            )
+    save("max_turns")
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments (falling back to the environment) and run the agent."""
+    env = os.environ
+    parser = argparse.ArgumentParser(prog="claw", description="OpenForge's minimal ReAct agent")
+    parser.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
+    parser.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
+    parser.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
+    parser.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
+    parser.add_argument("--workspace", default=os.getcwd())
+    parser.add_argument(
+        "--transcript", default=str(Path.home() / ".claw" / "transcript.json")
+    )
+    parser.add_argument("--max-turns", type=int, default=int(env.get("CLAW_MAX_TURNS", "8")))
+    parser.add_argument("--max-tokens", type=int, default=int(env.get("CLAW_MAX_TOKENS", "256")))
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--tool-timeout", type=float, default=30.0)
+    parser.add_argument("--request-timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    if not args.base_url:
+        parser.error("no model API: pass --base-url or set OPENAI_BASE_URL")
+    if not args.instruction:
+        parser.error("no instruction: pass it or set OPENFORGE_INSTRUCTION")
+    return run_agent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
