@@ -1,0 +1,597 @@
+"""The SQLite store: WAL mode, one writer thread with group commit, cached key lookups.
+
+Why a writer thread: a synchronous ``COMMIT`` per call is most of a naive gateway's
+time (see DESIGN.md, "Hot paths"). Callers enqueue writes and await a future; the
+writer drains everything queued, runs it in one transaction (a savepoint per write, so
+one bad write does not sink its neighbours), commits once, and only then resolves the
+futures. ``record_call`` therefore returns only when the call is committed: the WAL
+frame is written to the file, so a process killed with SIGKILL afterwards loses
+nothing. ``synchronous=NORMAL`` (the WAL default) survives process death; pass
+``synchronous="FULL"`` to survive power loss too, at an fsync per group.
+
+Reads run on a separate single reader thread with its own connection, so a large
+export never stalls the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import zstandard
+
+from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.schemas import (
+    TERMINAL,
+    TRANSITIONS,
+    CallRecord,
+    CallStatus,
+    Rollout,
+    RolloutStatus,
+    decode_ids,
+    decode_logprobs,
+    encode_ids,
+    encode_logprobs,
+)
+
+__all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
+
+SCHEMA_VERSION = 1
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    task_id TEXT,
+    group_id TEXT,
+    reward REAL,
+    metadata TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    details TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
+CREATE TABLE IF NOT EXISTS calls (
+    id TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+    seq INTEGER NOT NULL,
+    dialect TEXT NOT NULL,
+    status TEXT NOT NULL,
+    prompt_ids BLOB,
+    output_ids BLOB,
+    output_logprobs BLOB,
+    prompt_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    finish_reason TEXT,
+    request_model TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    served_model TEXT NOT NULL,
+    weight_version TEXT NOT NULL,
+    fork INTEGER NOT NULL,
+    render_info TEXT NOT NULL,
+    raw_request BLOB,
+    conversation TEXT NOT NULL,
+    completion TEXT NOT NULL,
+    error TEXT,
+    harness TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    queued_s REAL NOT NULL,
+    first_token_s REAL,
+    total_s REAL NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
+"""
+
+_CALL_COLUMNS = (
+    "id, rollout_id, seq, dialect, status, prompt_ids, output_ids, output_logprobs,"
+    " prompt_tokens, output_tokens, finish_reason, request_model, engine, served_model,"
+    " weight_version, fork, render_info, raw_request, conversation, completion, error,"
+    " harness, created_at, queued_s, first_token_s, total_s"
+)
+_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+_ROLLOUT_COLUMNS = (
+    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
+)
+
+_STOP = object()
+_MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
+
+
+class SchemaMismatch(StoreError):
+    """The file was written by another schema version than this code reads."""
+
+
+def new_rollout_key() -> str:
+    """A rollout key: 24 random bytes (192 bits), URL-safe."""
+    return secrets.token_urlsafe(24)
+
+
+def _connect(path: str, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Create a fresh schema, accept the current one, refuse any other with a clear message."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        conn.executescript(
+            "BEGIN;" + _SCHEMA + f"INSERT INTO schema_version VALUES ({SCHEMA_VERSION}); COMMIT;"
+        )
+        return
+    if "schema_version" not in tables:
+        raise SchemaMismatch(
+            f"{path} is an SQLite file but not an OpenForge store (no schema_version table)"
+        )
+    row = conn.execute("SELECT version FROM schema_version").fetchone()
+    version = int(row[0]) if row else 0
+    if version > SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"store {path} has schema version {version}, newer than this OpenForge reads "
+            f"({SCHEMA_VERSION}); upgrade openforge to open it"
+        )
+    if version < SCHEMA_VERSION:
+        # No older released schema exists yet; a future version adds its migration here.
+        raise SchemaMismatch(
+            f"store {path} has schema version {version} and no migration to "
+            f"{SCHEMA_VERSION} exists; export it with the OpenForge that wrote it"
+        )
+
+
+def _rollout_from_row(row: Sequence[Any]) -> Rollout:
+    return Rollout(
+        id=row[0],
+        key=row[1],
+        status=RolloutStatus(row[2]),
+        task_id=row[3],
+        group_id=row[4],
+        reward=row[5],
+        metadata=orjson.loads(row[6]),
+        created_at=row[7],
+        finished_at=row[8],
+        details=orjson.loads(row[9]),
+    )
+
+
+def _call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[Any, ...]:
+    return (
+        call.id,
+        call.rollout_id,
+        call.seq,
+        call.dialect,
+        str(call.status),
+        encode_ids(call.prompt_ids),
+        encode_ids(call.output_ids),
+        encode_logprobs(call.output_logprobs),
+        len(call.prompt_ids),
+        len(call.output_ids),
+        call.finish_reason,
+        call.request_model,
+        call.engine,
+        call.served_model,
+        call.weight_version,
+        int(call.fork),
+        orjson.dumps(call.render_info),
+        compressor.compress(call.raw_request) if call.raw_request else None,
+        orjson.dumps(call.conversation),
+        orjson.dumps(call.completion),
+        call.error,
+        orjson.dumps(call.harness),
+        call.created_at,
+        call.queued_s,
+        call.first_token_s,
+        call.total_s,
+    )
+
+
+def _call_from_row(
+    row: Sequence[Any], tokens: bool, decompressor: zstandard.ZstdDecompressor
+) -> CallRecord:
+    raw = row[17]
+    return CallRecord(
+        id=row[0],
+        rollout_id=row[1],
+        seq=row[2],
+        dialect=row[3],
+        status=CallStatus(row[4]),
+        prompt_ids=decode_ids(row[5]) if tokens else [],
+        output_ids=decode_ids(row[6]) if tokens else [],
+        output_logprobs=decode_logprobs(row[7]) if tokens else [],
+        finish_reason=row[10],
+        request_model=row[11],
+        engine=row[12],
+        served_model=row[13],
+        weight_version=row[14],
+        fork=bool(row[15]),
+        render_info=orjson.loads(row[16]),
+        raw_request=decompressor.decompress(raw) if raw else b"",
+        conversation=orjson.loads(row[18]),
+        completion=orjson.loads(row[19]),
+        error=row[20],
+        harness=orjson.loads(row[21]),
+        created_at=row[22],
+        queued_s=row[23],
+        first_token_s=row[24],
+        total_s=row[25],
+    )
+
+
+class _Write:
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        future: asyncio.Future[Any],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the awaiting task was cancelled; the write still happened
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SqliteStore:
+    """The default :class:`~openforge.store.base.Store`: one SQLite file in WAL mode.
+
+    Opening is synchronous (a one-off at startup). ``call_counts`` of a rollout, token
+    counts without the blobs, are available through :meth:`call_summaries`.
+    """
+
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer_conn = _connect(self.path, synchronous.upper())
+        try:
+            _check_schema(self._writer_conn, self.path)
+        except BaseException:
+            self._writer_conn.close()
+            raise
+        self._reader_conn = _connect(self.path, synchronous.upper())
+        self._by_key: dict[str, Rollout] = {}
+        self._by_id: dict[str, Rollout] = {}
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._compressor = zstandard.ZstdCompressor(level=3)
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
+        self._closed = False
+        self._writer = threading.Thread(target=self._write_loop, name="store-write", daemon=True)
+        self._writer.start()
+
+    # -- the writer thread ---------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        conn = self._writer_conn
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            group: list[_Write] = [first]
+            stop = False
+            while len(group) < _MAX_GROUP:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                group.append(item)
+            self._run_group(conn, group)
+            if stop:
+                return
+
+    def _run_group(self, conn: sqlite3.Connection, group: list[_Write]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for w in group:
+                conn.execute("SAVEPOINT w")
+                try:
+                    outcomes.append((w.fn(conn), None))
+                    conn.execute("RELEASE w")
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO w")
+                    conn.execute("RELEASE w")
+                    outcomes.append((None, exc))
+            conn.execute("COMMIT")
+        except Exception as exc:  # the commit itself failed (disk full, I/O error)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            err = StoreError(f"store {self.path}: write failed: {exc}")
+            outcomes = [(None, err)] * len(group)
+        for w, (result, error) in zip(group, outcomes, strict=True):
+            # A RuntimeError means the caller's loop is closed: nobody is waiting.
+            with contextlib.suppress(RuntimeError):
+                w.loop.call_soon_threadsafe(_resolve, w.future, result, error)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Write(fn, future, loop))
+        return await future
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, fn, self._reader_conn)
+
+    def _cache(self, rollout: Rollout) -> Rollout:
+        self._by_id[rollout.id] = rollout
+        self._by_key[rollout.key] = rollout
+        return rollout
+
+    # -- rollouts --------------------------------------------------------------
+
+    async def create_rollout(
+        self,
+        task_id: str | None = None,
+        group_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
+        rollout = Rollout(
+            id="ro_" + secrets.token_hex(8),
+            key=new_rollout_key(),
+            task_id=task_id,
+            group_id=group_id,
+            metadata=dict(metadata or {}),
+            created_at=time.time(),
+        )
+        row = (
+            rollout.id,
+            rollout.key,
+            str(rollout.status),
+            task_id,
+            group_id,
+            None,
+            orjson.dumps(rollout.metadata),
+            rollout.created_at,
+            None,
+            b"{}",
+        )
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(f"INSERT INTO rollouts ({_ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                         row)
+
+        await self._write(insert)
+        return self._cache(rollout)
+
+    async def get_rollout(self, rollout_id: str) -> Rollout:
+        """The rollout; raises :class:`RolloutNotFound` when absent."""
+        cached = self._by_id.get(rollout_id)
+        if cached is not None:
+            return cached
+
+        def select(conn: sqlite3.Connection) -> Rollout | None:
+            row = conn.execute(
+                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
+            ).fetchone()
+            return _rollout_from_row(row) if row else None
+
+        found = await self._read(select)
+        if found is None:
+            raise RolloutNotFound(rollout_id)
+        return self._cache(found)
+
+    async def rollout_by_key(self, key: str) -> Rollout | None:
+        """The rollout a key belongs to; cached after the first lookup."""
+        cached = self._by_key.get(key)
+        if cached is not None:
+            return cached
+
+        def select(conn: sqlite3.Connection) -> Rollout | None:
+            row = conn.execute(
+                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE key = ?", (key,)
+            ).fetchone()
+            return _rollout_from_row(row) if row else None
+
+        found = await self._read(select)
+        return self._cache(found) if found is not None else None
+
+    async def mark_running(self, rollout_id: str) -> None:
+        """created → running; a no-op for any other state."""
+        rollout = await self.get_rollout(rollout_id)
+        if rollout.status is not RolloutStatus.CREATED:
+            return
+
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE rollouts SET status = 'running' WHERE id = ? AND status = 'created'",
+                (rollout_id,),
+            )
+
+        await self._write(update)
+        if rollout.status is RolloutStatus.CREATED:
+            rollout.status = RolloutStatus.RUNNING
+
+    async def finish_rollout(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        reward: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Move to a terminal status. The same finish again is a no-op; another conflicts.
+
+        A repeat conflicts when its status differs, or it gives a reward that differs
+        from a recorded one; a repeat may add a reward to a finish that had none
+        (scoring happens after the harness ends).
+        """
+        status = RolloutStatus(status)
+        if status not in TERMINAL:
+            raise RolloutConflict(f"{status} is not a terminal status")
+        now = time.time()
+
+        def finish(conn: sqlite3.Connection) -> Rollout:
+            row = conn.execute(
+                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
+            ).fetchone()
+            if row is None:
+                raise RolloutNotFound(rollout_id)
+            current = _rollout_from_row(row)
+            if current.status in TERMINAL:
+                if current.status != status or (
+                    reward is not None and current.reward is not None and reward != current.reward
+                ):
+                    raise RolloutConflict(
+                        f"rollout {rollout_id} already finished as {current.status}"
+                        f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
+                    )
+                if reward is not None and current.reward is None:
+                    conn.execute("UPDATE rollouts SET reward = ? WHERE id = ?",
+                                 (reward, rollout_id))
+                    current.reward = reward
+                return current
+            if status not in TRANSITIONS[current.status]:
+                raise RolloutConflict(f"rollout {rollout_id}: {current.status} → {status}")
+            current.status = status
+            current.reward = reward
+            current.finished_at = now
+            current.details = dict(details or {})
+            conn.execute(
+                "UPDATE rollouts SET status = ?, reward = ?, finished_at = ?, details = ?"
+                " WHERE id = ?",
+                (str(status), reward, now, orjson.dumps(current.details), rollout_id),
+            )
+            return current
+
+        result = await self._write(finish)
+        cached = self._by_id.get(rollout_id)
+        if cached is not None:  # keep the object others hold in step
+            cached.status, cached.reward = result.status, result.reward
+            cached.finished_at, cached.details = result.finished_at, result.details
+            return cached
+        return self._cache(result)
+
+    async def rollouts(
+        self,
+        statuses: Sequence[RolloutStatus] | None = None,
+        group_id: str | None = None,
+    ) -> list[Rollout]:
+        """Rollouts filtered by status and group, oldest first."""
+        where: list[str] = []
+        args: list[Any] = []
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args.extend(str(s) for s in statuses)
+        if group_id is not None:
+            where.append("group_id = ?")
+            args.append(group_id)
+        sql = f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, rowid"
+
+        def select(conn: sqlite3.Connection) -> list[Rollout]:
+            return [_rollout_from_row(r) for r in conn.execute(sql, args)]
+
+        return await self._read(select)
+
+    # -- calls -----------------------------------------------------------------
+
+    async def record_call(self, call: CallRecord) -> None:
+        """Return once the call is committed. Marks a ``created`` rollout running."""
+        compressor = self._compressor  # used only on the writer thread
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(_CALL_INSERT, _call_row(call, compressor))
+            conn.execute(
+                "UPDATE rollouts SET status = 'running' WHERE id = ? AND status = 'created'",
+                (call.rollout_id,),
+            )
+
+        await self._write(insert)
+        cached = self._by_id.get(call.rollout_id)
+        if cached is not None and cached.status is RolloutStatus.CREATED:
+            cached.status = RolloutStatus.RUNNING
+
+    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
+        """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
+        columns = _CALL_COLUMNS
+        if not tokens:
+            columns = columns.replace("prompt_ids, output_ids, output_logprobs",
+                                      "NULL, NULL, NULL")
+        decompressor = self._decompressor  # used only on the reader thread
+
+        def select(conn: sqlite3.Connection) -> list[CallRecord]:
+            rows = conn.execute(
+                f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
+            )
+            return [_call_from_row(r, tokens, decompressor) for r in rows]
+
+        return await self._read(select)
+
+    async def call_summaries(self, rollout_id: str) -> list[dict[str, Any]]:
+        """Per call, without blobs: id, seq, dialect, status, token counts, finish, fork."""
+
+        def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                "SELECT id, seq, dialect, status, prompt_tokens, output_tokens, finish_reason,"
+                " fork, request_model, weight_version, error FROM calls WHERE rollout_id = ?"
+                " ORDER BY seq",
+                (rollout_id,),
+            )
+            keys = ("id", "seq", "dialect", "status", "prompt_tokens", "output_tokens",
+                    "finish_reason", "fork", "request_model", "weight_version", "error")
+            out = [dict(zip(keys, r, strict=True)) for r in rows]
+            for d in out:
+                d["fork"] = bool(d["fork"])
+            return out
+
+        return await self._read(select)
+
+    async def next_seq(self, rollout_id: str) -> int:
+        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
+
+        def select(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT MAX(seq) FROM calls WHERE rollout_id = ?", (rollout_id,)
+            ).fetchone()
+            return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+        return await self._read(select)
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the threads, close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        await asyncio.to_thread(self._writer.join)
+        self._reader.shutdown(wait=True)
+        self._writer_conn.close()
+        self._reader_conn.close()

@@ -1,0 +1,165 @@
+"""The SQLite store: round trips, finish semantics, schema checks, durability under SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from openforge.store import (
+    CallRecord,
+    CallStatus,
+    RolloutConflict,
+    RolloutNotFound,
+    RolloutStatus,
+    SchemaMismatch,
+    SqliteStore,
+    Store,
+)
+
+
+def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
+    base: dict[str, object] = dict(
+        id=f"c_{rollout_id}_{seq}",
+        rollout_id=rollout_id,
+        seq=seq,
+        dialect="anthropic",
+        status=CallStatus.OK,
+        prompt_ids=[1, 2, 3, 70000 + seq],
+        output_ids=[5, 6, seq],
+        output_logprobs=[-0.5, -0.25, 0.0],
+        finish_reason="tool_calls",
+        request_model="claude-sonnet",
+        raw_request=b'{"model": "claude-sonnet", "messages": []}' * 20,
+        conversation={"messages": [{"role": "user", "content": "hi"}]},
+        completion={"text": "ok", "tool_calls": []},
+        harness={"user-agent": "claude-cli/2.1.197"},
+        render_info={"fork_reason": None},
+        created_at=1.5,
+        first_token_s=0.01,
+        total_s=0.02,
+    )
+    base.update(kw)
+    return CallRecord(**base)  # type: ignore[arg-type]
+
+
+async def test_round_trip(tmp_path: Path) -> None:
+    store: Store = SqliteStore(tmp_path / "s.db")
+    r = await store.create_rollout(task_id="t1", group_id="g1", metadata={"a": 1})
+    assert len(r.key) >= 32 and r.status is RolloutStatus.CREATED
+    assert await store.rollout_by_key(r.key) is not None
+    assert await store.rollout_by_key("nope") is None
+    calls = [_call(r.id, i) for i in range(5)]
+    await asyncio.gather(*(store.record_call(c) for c in calls))
+    await store.close()
+
+    store2 = SqliteStore(tmp_path / "s.db")
+    got = await store2.calls(r.id)
+    assert [c.seq for c in got] == list(range(5))
+    assert got[3] == calls[3]
+    assert (await store2.rollout_by_key(r.key)).status is RolloutStatus.RUNNING  # type: ignore[union-attr]
+    bare = await store2.calls(r.id, tokens=False)
+    assert bare[0].prompt_ids == [] and bare[0].completion == {"text": "ok", "tool_calls": []}
+    summary = await store2.call_summaries(r.id)
+    assert summary[0]["prompt_tokens"] == 4 and summary[0]["output_tokens"] == 3
+    assert await store2.next_seq(r.id) == 5
+    assert [x.id for x in await store2.rollouts(group_id="g1")] == [r.id]
+    await store2.close()
+
+
+async def test_finish_is_idempotent_and_conflicts(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    r = await store.create_rollout()
+    done = await store.finish_rollout(r.id, RolloutStatus.COMPLETED)
+    assert done.status is RolloutStatus.COMPLETED and done.finished_at
+    again = await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=1.0)
+    assert again.reward == 1.0
+    assert (await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=1.0)).reward == 1.0
+    with pytest.raises(RolloutConflict):
+        await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=0.0)
+    with pytest.raises(RolloutConflict):
+        await store.finish_rollout(r.id, RolloutStatus.TIMEOUT)
+    with pytest.raises(RolloutNotFound):
+        await store.finish_rollout("ro_missing", RolloutStatus.TIMEOUT)
+    with pytest.raises(RolloutNotFound):
+        await store.get_rollout("ro_missing")
+    assert [x.id for x in await store.rollouts([RolloutStatus.COMPLETED])] == [r.id]
+    await store.close()
+
+
+async def test_one_bad_write_does_not_sink_its_group(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    r = await store.create_rollout()
+    results = await asyncio.gather(
+        store.record_call(_call(r.id, 0)),
+        store.record_call(_call(r.id, 0, id="dup-seq")),  # violates (rollout_id, seq)
+        store.record_call(_call(r.id, 1)),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert [c.seq for c in await store.calls(r.id)] == [0, 1]
+    await store.close()
+
+
+async def test_schema_version_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE schema_version SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaMismatch, match="newer than this OpenForge"):
+        SqliteStore(path)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaMismatch, match="not an OpenForge store"):
+        SqliteStore(other)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from openforge.store import CallRecord, CallStatus, SqliteStore
+
+    async def main():
+        store = SqliteStore(sys.argv[1])
+        r = await store.create_rollout()
+        for seq in range(int(sys.argv[2])):
+            await store.record_call(CallRecord(id=f"c{seq}", rollout_id=r.id, seq=seq,
+                dialect="openai_chat", status=CallStatus.OK, output_ids=[seq, seq + 1]))
+            print(r.id, seq, flush=True)  # "answered": the call was acknowledged
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_acknowledged_calls_survive_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(20)]
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to flush or close anything
+    proc.wait()
+    proc.stdout.close()
+    rollout_id = lines[0].split()[0]
+    store = SqliteStore(path)
+    calls = await store.calls(rollout_id)
+    assert [c.output_ids for c in calls] == [[s, s + 1] for s in range(20)]
+    await store.close()
