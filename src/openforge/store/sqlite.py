@@ -384,8 +384,9 @@ class SqliteStore:
         )
 
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(f"INSERT INTO rollouts ({_ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                         row)
+            conn.execute(
+                f"INSERT INTO rollouts ({_ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row
+            )
 
         await self._write(insert)
         return self._cache(rollout)
@@ -472,8 +473,9 @@ class SqliteStore:
                         f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
                     )
                 if reward is not None and current.reward is None:
-                    conn.execute("UPDATE rollouts SET reward = ? WHERE id = ?",
-                                 (reward, rollout_id))
+                    conn.execute(
+                        "UPDATE rollouts SET reward = ? WHERE id = ?", (reward, rollout_id)
+                    )
                     current.reward = reward
                 return current
             if status not in TRANSITIONS[current.status]:
@@ -543,8 +545,7 @@ class SqliteStore:
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
         columns = _CALL_COLUMNS
         if not tokens:
-            columns = columns.replace("prompt_ids, output_ids, output_logprobs",
-                                      "NULL, NULL, NULL")
+            columns = columns.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
         decompressor = self._decompressor  # used only on the reader thread
 
         def select(conn: sqlite3.Connection) -> list[CallRecord]:
@@ -565,8 +566,19 @@ class SqliteStore:
                 " ORDER BY seq",
                 (rollout_id,),
             )
-            keys = ("id", "seq", "dialect", "status", "prompt_tokens", "output_tokens",
-                    "finish_reason", "fork", "request_model", "weight_version", "error")
+            keys = (
+                "id",
+                "seq",
+                "dialect",
+                "status",
+                "prompt_tokens",
+                "output_tokens",
+                "finish_reason",
+                "fork",
+                "request_model",
+                "weight_version",
+                "error",
+            )
             out = [dict(zip(keys, r, strict=True)) for r in rows]
             for d in out:
                 d["fork"] = bool(d["fork"])
