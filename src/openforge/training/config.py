@@ -1,0 +1,199 @@
+"""The training run's configuration: one typed dataclass, loaded from one YAML file.
+
+Every field has a default that works on one CPU machine; a YAML file only names what it
+changes. Unknown keys, wrong types and bad combinations are rejected with the file, the
+key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+__all__ = ["ConfigError", "TrainConfig", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message names the file, the key and the allowed values."""
+
+    def __init__(self, key: str, message: str, source: str = "<config>") -> None:
+        super().__init__(f"{source}: {key}: {message}")
+        self.key = key
+        self.source = source
+
+
+@dataclass(slots=True)
+class TrainConfig:
+    """A GRPO run. Each field is documented once, here."""
+
+    # --- model and optimiser ---
+    model: str = "tiny"  # a registry name ("smollm2-135m", "tiny") or a HF directory
+    lora: bool = False  # train LoRA adapters (peft) instead of all weights
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = (
+        "auto"  # auto: bf16 on CUDA with bf16, else fp32
+    )
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    max_grad_norm: float = 1.0
+    micro_batch_tokens: int = (
+        4096  # gradient accumulation: at most this many padded tokens per pass
+    )
+    gradient_checkpointing: bool = False
+    # --- algorithm (see losses.py for the symbols) ---
+    advantage_scale: Literal["none", "std"] = "std"
+    eps_low: float = 0.2
+    eps_high: float = 0.28  # DAPO's clip-higher: leaves room for unlikely good tokens to grow
+    tis_cap: float | None = 2.0  # C; null turns truncated importance sampling off
+    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
+    kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
+    entropy_coef: float = 0.0  # α
+    sample_mode: Literal["per_call", "merged"] = "per_call"
+    # --- loop ---
+    steps: int = 4
+    tasks_per_step: int = 4  # B
+    group_size: int = 4  # G
+    async_rollouts: bool = False  # rollouts for step t+1 run while step t trains
+    max_staleness: int = 1  # async: drop samples more than this many versions old
+    eval_every: int = 0  # K; 0 evaluates only before and after training
+    eval_samples: int = 1  # rollouts per held-out task in evaluation
+    checkpoint_every: int = 1
+    keep_checkpoints: int = 2
+    seed: int = 0
+    run_dir: str = "runs/train"
+    # --- rollouts ---
+    tasks: str = "claw-mini"  # suite name or directory
+    train_split: str = "train"
+    eval_split: str = "held_out"
+    harness: str = "claw"
+    sandbox: str = "local"
+    engine: Literal["local", "vllm", "sglang"] = "local"
+    gateway_url: str | None = None  # null: start a gateway with the engine in a subprocess
+    admin_token: str | None = None
+    concurrency: int = 4
+    rollout_timeout_s: float = 300.0
+    temperature: float = 1.0
+    max_tokens: int = 512  # per call
+    rollout_options: dict[str, Any] = field(default_factory=dict)  # passed to the orchestrator
+    # --- where the config came from, for error messages (not a YAML key) ---
+    source: str = field(default="<config>", metadata={"internal": True})
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        positive = (
+            "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
+            "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
+            "rollout_timeout_s", "lora_rank",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}", self.source)
+        for name in ("max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, f"must be >= 0, got {getattr(self, name)!r}", self.source)
+        if self.group_size < 2:
+            raise ConfigError(
+                "group_size", "GRPO needs at least 2 rollouts per task (allowed: >= 2)", self.source
+            )
+        if not 0 <= self.eps_low < 1:
+            raise ConfigError("eps_low", "must be in [0, 1)", self.source)
+        if self.eps_high < 0:
+            raise ConfigError("eps_high", "must be >= 0", self.source)
+        if self.tis_cap is not None and self.tis_cap < 1:
+            raise ConfigError("tis_cap", "must be >= 1 (or null to turn TIS off)", self.source)
+        if self.eval_every < 0:
+            raise ConfigError("eval_every", "must be >= 0 (0: before and after only)", self.source)
+        if not 0 <= self.temperature <= 2:
+            raise ConfigError("temperature", "must be in [0, 2]", self.source)
+        if self.engine != "local" and self.gateway_url is None:
+            raise ConfigError(
+                "gateway_url",
+                f"engine {self.engine!r} runs outside OpenForge: give the gateway_url that "
+                "serves it (only engine 'local' can be started for you)",
+                self.source,
+            )
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError("lora_dropout", "must be in [0, 1)", self.source)
+
+
+def _fields() -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(TrainConfig) if not f.metadata.get("internal")}
+
+
+def _describe(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if isinstance(tp, types.UnionType) or origin is typing.Union:
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return isinstance(value, list) and all(_matches(v, inner) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return isinstance(value, tp)
+
+
+def _check_types(cfg: TrainConfig) -> None:
+    hints = typing.get_type_hints(TrainConfig)
+    for name in _fields():
+        value = getattr(cfg, name)
+        if not _matches(value, hints[name]):
+            raise ConfigError(name, f"expected {_describe(hints[name])}, got {value!r}", cfg.source)
+        if hints[name] is float and isinstance(value, int):
+            object.__setattr__(cfg, name, float(value))
+
+
+def load_config(path: str | Path | None, **overrides: Any) -> TrainConfig:
+    """Read ``path`` (YAML mapping; ``None`` for all defaults), apply ``overrides``, validate."""
+    source = str(path) if path is not None else "<defaults>"
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError("-", f"cannot read the file ({exc.strerror})", source) from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError("-", f"not valid YAML ({exc})", source) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError("-", "the file must hold a mapping of keys to values", source)
+        data = dict(loaded or {})
+    data.update(overrides)
+    known = _fields()
+    for key in data:
+        if key not in known:
+            raise ConfigError(
+                str(key), "unknown key; allowed keys: " + ", ".join(sorted(known)), source
+            )
+    return TrainConfig(**data, source=source)

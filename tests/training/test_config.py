@@ -1,0 +1,52 @@
+"""The YAML config: defaults that work, and bad input named by file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openforge.training.config import ConfigError, TrainConfig, load_config
+
+
+def test_defaults_are_valid() -> None:
+    cfg = load_config(None)
+    assert cfg == TrainConfig(source="<defaults>")
+    assert cfg.group_size >= 2
+
+
+def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
+    p = tmp_path / "run.yaml"
+    p.write_text("model: smollm2-135m\nlearning_rate: 1\nsteps: 7\ntis_cap: null\n")
+    cfg = load_config(p)
+    assert (cfg.model, cfg.steps, cfg.tis_cap) == ("smollm2-135m", 7, None)
+    assert isinstance(cfg.learning_rate, float)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "needle"),
+    [
+        ("stepz: 3\n", "stepz", "allowed keys"),
+        ("aggregation: mean\n", "aggregation", "'token_mean', 'seq_mean'"),
+        ("group_size: 1\n", "group_size", ">= 2"),
+        ("steps: three\n", "steps", "expected int"),
+        ("engine: vllm\n", "gateway_url", "gateway_url"),
+        ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
+        ("- a\n- b\n", "-", "mapping"),
+    ],
+)
+def test_bad_config_names_file_and_key(tmp_path: Path, text: str, key: str, needle: str) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert err.value.key == key
+    assert str(p) in str(err.value) and needle in str(err.value)
+
+
+def test_shipped_configs_load() -> None:
+    root = Path(__file__).resolve().parents[2] / "configs"
+    shipped = sorted(root.glob("train*.yaml"))
+    assert shipped, "configs/train*.yaml missing"
+    for p in shipped:
+        load_config(p)
