@@ -1,0 +1,339 @@
+"""The ``local`` backend: bubblewrap process sandboxes on this machine.
+
+"Create" is only a directory (workspace, HOME, /tmp) plus a cgroup: namespaces are set up by
+``bwrap`` on each exec, so creating a sandbox costs well under a millisecond of work and
+every exec starts from the same read-only system. See docs/sandboxes.md for exactly what
+this isolates and what it does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from openforge.sandboxes.base import (
+    ExecResult,
+    OutputCallback,
+    SandboxError,
+    SandboxSpec,
+)
+from openforge.sandboxes.fspaths import read_files, write_files
+from openforge.sandboxes.limits import Cgroup, CgroupLayout, detect_cgroups, rlimit_args
+from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
+
+__all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox"]
+
+log = logging.getLogger(__name__)
+
+SANDBOX_HOME = "/home/sandbox"
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Top-level system paths visible read-only (symlinks such as /bin -> usr/bin are mirrored).
+_SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+# Secrets in /etc that a sandbox has no business reading (it runs as uid 0 mapped to root).
+_MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+
+
+def _system_mounts() -> list[str]:
+    args: list[str] = []
+    for path in _SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    # /etc/resolv.conf is often a link into /run; bind its target so DNS config is visible.
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if not resolv.startswith("/etc/") and os.path.exists(resolv):
+        args += ["--ro-bind", resolv, resolv]
+    for secret in _MASKED:
+        if os.path.exists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    return args
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time, guards pid reuse
+
+
+async def _wait_gone(pid: int, limit_s: float = 5.0) -> None:
+    # bwrap's PID-1 dies of its parent-death signal, asynchronously; once it is gone (or a
+    # zombie) the kernel has killed every process of its namespace.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while loop.time() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        await asyncio.sleep(0.005)
+
+
+class LocalSandbox:
+    """One bubblewrap sandbox: a directory on the host, namespaces per exec."""
+
+    def __init__(
+        self, backend: LocalBackend, sid: str, spec: SandboxSpec, cgroup: Cgroup | None
+    ) -> None:
+        self.id = sid
+        self.spec = spec
+        self.dir = backend.root / sid
+        self.workdir = spec.workdir
+        self.home = SANDBOX_HOME
+        # "open" and "gateway" share the host network: the gateway's URL is unchanged.
+        self.gateway_url = None if spec.network == "none" else spec.gateway_url
+        self._backend = backend
+        self._cgroup = cgroup
+        self._running: set[int] = set()
+        self._closed = False
+        self._roots = {
+            self.workdir: self.dir / "workspace",
+            SANDBOX_HOME: self.dir / "home",
+            "/tmp": self.dir / "tmp",
+        }
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        base = {
+            "PATH": _DEFAULT_PATH,
+            "HOME": SANDBOX_HOME,
+            "USER": "root",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "OPENFORGE_SANDBOX_ID": self.id,
+        }
+        return {**base, **self.spec.env, **(env or {})}
+
+    def _argv(self, cmd: Sequence[str] | str, cwd: str | None, status_fd: int) -> list[str]:
+        spec = self.spec
+        wd = os.path.normpath(os.path.join(self.workdir, cwd or "."))
+        bwrap = [
+            self._backend.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop", "ALL",
+            "--hostname", "openforge",
+            "--json-status-fd", str(status_fd),
+            *self._backend.system_mounts,
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--bind", str(self._roots["/tmp"]), "/tmp",
+            "--bind", str(self._roots[SANDBOX_HOME]), SANDBOX_HOME,
+            "--bind", str(self._roots[self.workdir]), self.workdir,
+        ]  # fmt: skip
+        if spec.network == "none":
+            bwrap.append("--unshare-net")
+        bwrap += ["--chdir", wd, "--"]
+        bwrap += ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        # Limits a cgroup does not cover are rlimits, set by prlimit just before bwrap.
+        cpu_s = int(spec.lifetime_s * (spec.cpu or 1)) + 1 if spec.lifetime_s else None
+        mem = None if self._cgroup and "memory" in self._cgroup.dirs else spec.memory_mb
+        limits = rlimit_args(mem, spec.disk_mb, cpu_s)
+        if limits:
+            bwrap = ["/usr/bin/prlimit", *limits, "--", *bwrap]
+        if self._cgroup is None or not self._cgroup.dirs:
+            return bwrap
+        join = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files)
+        return ["/bin/sh", "-c", f'{join} && exec "$@"', "openforge-sandbox", *bwrap]
+
+    async def exec(
+        self,
+        cmd: Sequence[str] | str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` in fresh namespaces over this sandbox's directories.
+
+        On timeout the whole process tree is killed (killing bwrap tears down its PID
+        namespace) and ``timed_out`` is set; a sandbox that could not start raises
+        :class:`SandboxError`.
+        """
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_r, False)
+        started: list[int] = []
+
+        def register(pid: int) -> None:
+            started.append(pid)
+            self._running.add(pid)
+
+        def kill(pid: int) -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+        try:
+            argv = self._argv(cmd, cwd, status_w)
+            task = run_streaming(
+                argv,
+                env=self._env(env),
+                stdin=stdin,
+                timeout=timeout,
+                on_output=on_output,
+                max_output=self._backend.max_output,
+                kill=kill,
+                pass_fds=(status_w,),
+                on_start=register,
+            )
+            try:
+                result = await task
+            finally:
+                self._running.difference_update(started)
+                os.close(status_w)
+                status_w = -1
+            status = self._read_status(status_r)
+        except OSError as exc:
+            raise SandboxError(f"sandbox {self.id}: cannot start bwrap: {exc}") from exc
+        finally:
+            if status_w >= 0:
+                os.close(status_w)
+            os.close(status_r)
+        if result.timed_out and "child-pid" in status:
+            await _wait_gone(int(status["child-pid"]))
+        if "child-pid" not in status and not result.timed_out:
+            err = result.stderr.decode(errors="replace").strip()
+            raise SandboxError(f"sandbox {self.id}: bwrap failed to set up: {err}")
+        return result
+
+    @staticmethod
+    def _read_status(fd: int) -> dict[str, Any]:
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        status: dict[str, Any] = {}
+        for line in data.splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                status.update(orjson.loads(line))
+        return status
+
+    async def put(self, files: Mapping[str, bytes]) -> None:
+        """Write files: relative to the workdir, or absolute under workdir, ~ or /tmp."""
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        await asyncio.to_thread(write_files, files, self._roots, self.workdir, SANDBOX_HOME)
+
+    async def get(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """Read files; missing paths are absent; escaping paths raise ``PathEscape``."""
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        return await asyncio.to_thread(read_files, paths, self._roots, self.workdir, SANDBOX_HOME)
+
+    async def close(self) -> None:
+        """Kill every process of every exec, remove the cgroup and the directory."""
+        if self._closed:
+            return
+        self._closed = True
+        for pid in list(self._running):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        await asyncio.to_thread(self._remove)
+        self._backend.forget(self.id)
+
+    def _remove(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.remove()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LocalBackend:
+    """Creates :class:`LocalSandbox` es under ``root`` (default: $TMPDIR/openforge-sandboxes)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        bwrap: str | None = None,
+        cgroups: bool = True,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> None:
+        found = bwrap or shutil.which("bwrap")
+        if not found:
+            raise SandboxError(
+                "the local sandbox backend needs bubblewrap: apt-get install bubblewrap"
+            )
+        self.bwrap = found
+        default_root = Path(tempfile.gettempdir()) / "openforge-sandboxes"
+        self.root = Path(root) if root is not None else default_root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.max_output = max_output
+        self.system_mounts = _system_mounts()
+        self.cgroups: CgroupLayout | None = detect_cgroups() if cgroups else None
+        self._sandboxes: dict[str, LocalSandbox] = {}
+        self._owner = f"{os.getpid()} {_process_start(os.getpid())}"
+
+    async def create(self, spec: SandboxSpec) -> LocalSandbox:
+        """Make the sandbox's directories and cgroup; raise :class:`SandboxError` on failure."""
+        if not spec.workdir.startswith("/") or spec.workdir in ("/", "/tmp", SANDBOX_HOME):
+            raise SandboxError(f"workdir must be an absolute path of its own, not {spec.workdir!r}")
+        sid = "sb-" + secrets.token_hex(6)
+        cgroup = Cgroup(self.cgroups, f"openforge-{sid}") if self.cgroups else None
+        try:
+            await asyncio.to_thread(self._make, sid, spec, cgroup)
+        except OSError as exc:
+            raise SandboxError(f"cannot create sandbox {sid}: {exc}") from exc
+        box = LocalSandbox(self, sid, spec, cgroup)
+        self._sandboxes[sid] = box
+        return box
+
+    def _make(self, sid: str, spec: SandboxSpec, cgroup: Cgroup | None) -> None:
+        d = self.root / sid
+        for sub in ("workspace", "home", "tmp"):
+            (d / sub).mkdir(parents=True)
+        (d / "tmp").chmod(0o1777)
+        (d / "owner").write_text(self._owner)
+        if cgroup is not None and (spec.pids or spec.memory_mb or spec.cpu):
+            cgroup.create(spec.memory_mb, spec.pids, spec.cpu)
+        elif cgroup is not None:
+            cgroup.dirs.clear()  # no limits asked for: no cgroup to make or join
+
+    def forget(self, sid: str) -> None:
+        """Drop a closed sandbox from the backend's table."""
+        self._sandboxes.pop(sid, None)
+
+    async def close(self) -> None:
+        """Close every sandbox still open."""
+        await asyncio.gather(*(box.close() for box in list(self._sandboxes.values())))
+
+    async def reap_orphans(self) -> list[str]:
+        """Remove sandboxes left by processes that died without closing them (crash safety)."""
+        return await asyncio.to_thread(self._reap)
+
+    def _reap(self) -> list[str]:
+        reaped: list[str] = []
+        for d in self.root.iterdir():
+            try:
+                pid, start = (d / "owner").read_text().split()
+            except (OSError, ValueError):
+                continue
+            if _process_start(int(pid)) == start:
+                continue  # its owner is alive
+            if self.cgroups is not None:
+                Cgroup(self.cgroups, f"openforge-{d.name}").remove()
+            shutil.rmtree(d, ignore_errors=True)
+            reaped.append(d.name)
+        return reaped
