@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+grep -c ERROR app.log > errors.txt

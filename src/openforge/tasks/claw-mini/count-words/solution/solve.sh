@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+wc -w < data.txt | tr -d " " > words.txt

@@ -1,0 +1,43 @@
+import json, os, sys
+V = os.environ.get("OPENFORGE_VERIFY_DIR", os.path.dirname(os.path.abspath(__file__)))
+
+
+def done(ok, **details):
+    print(json.dumps({"reward": 1.0 if ok else 0.0, "details": details}))
+    sys.exit(0)
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def pristine(name):
+    with open(os.path.join(V, "data", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def run(argv, stdin=None):
+    import subprocess
+    try:
+        p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    return p.returncode, p.stdout
+
+
+import csv, io
+try:
+    got = json.loads(read("avg.json") or "")
+except ValueError:
+    done(False, why="invalid json")
+acc = {}
+for row in csv.DictReader(io.StringIO(pristine("scores.csv"))):
+    acc.setdefault(row["student"], []).append(int(row["score"]))
+want = {k: sum(v) / len(v) for k, v in acc.items()}
+ok = isinstance(got, dict) and set(got) == set(want) and all(
+    isinstance(got[k], (int, float)) and abs(got[k] - want[k]) < 0.01 for k in want)
+done(ok, want=want)

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+grep -l SECRET_TOKEN -r docs > found.txt

@@ -1,0 +1,3 @@
+import sys
+
+print(json.dumps(sys.argv[1:]))

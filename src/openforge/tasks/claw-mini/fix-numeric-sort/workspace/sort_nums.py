@@ -1,0 +1,3 @@
+import sys
+
+print(" ".join(sorted(sys.argv[1:])))

@@ -1,0 +1,7 @@
+import sys
+
+n = int(sys.argv[1])
+total = 0
+for i in range(n):
+    total += i
+print(total)

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+grep WARN app.log > warnings.txt

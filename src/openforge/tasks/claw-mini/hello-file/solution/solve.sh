@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+printf "hello\n" > hello.txt

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+ls -S files | head -n 1 > largest.txt

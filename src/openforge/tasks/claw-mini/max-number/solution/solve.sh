@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+sort -n numbers.txt | tail -n 1 > max.txt

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+sed -i 's/world/forge/g' greeting.txt

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+printf 'alpha\nbeta\n' > lines.txt

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+sort -u names.txt > unique.txt

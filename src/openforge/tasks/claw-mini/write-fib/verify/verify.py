@@ -1,0 +1,41 @@
+import json, os, sys
+V = os.environ.get("OPENFORGE_VERIFY_DIR", os.path.dirname(os.path.abspath(__file__)))
+
+
+def done(ok, **details):
+    print(json.dumps({"reward": 1.0 if ok else 0.0, "details": details}))
+    sys.exit(0)
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def pristine(name):
+    with open(os.path.join(V, "data", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def run(argv, stdin=None):
+    import subprocess
+    try:
+        p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    return p.returncode, p.stdout
+
+
+import importlib.util
+sys.path.insert(0, os.getcwd())
+try:
+    spec = importlib.util.spec_from_file_location("fib", "fib.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = [mod.fib(i) for i in (0, 1, 2, 10, 20, 30)]
+except Exception as exc:
+    done(False, why=repr(exc))
+done(got == [0, 1, 1, 55, 6765, 832040], got=got)

@@ -1,0 +1,108 @@
+"""The canonical task every loader produces, and the checks that keep a task inside its directory.
+
+Exceptions::
+
+    TaskError          a task could not be loaded: names the file, the field and what is wrong
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from openforge.sandboxes.base import NetworkPolicy
+
+__all__ = ["VERIFY_DIR", "Task", "TaskError", "collect_dir", "inside"]
+
+# Where the verifier's files are put in the sandbox (relative to the workdir), after the
+# agent has stopped, so the agent can neither read nor pre-empt them.
+VERIFY_DIR = ".openforge-verify"
+
+
+class TaskError(Exception):
+    """A task could not be loaded. ``str()`` reads ``FILE: FIELD: what is wrong``."""
+
+    def __init__(self, file: Path | str, field_name: str, problem: str) -> None:
+        self.file = str(file)
+        self.field = field_name
+        self.problem = problem
+        super().__init__(f"{self.file}: {field_name}: {problem}")
+
+
+@dataclass(slots=True)
+class Task:
+    """One task, whatever format it came from.
+
+    ``workspace`` maps sandbox-relative paths to files on the host (copied before the agent
+    starts); ``verify`` maps paths relative to :data:`VERIFY_DIR` to host files (copied after
+    the agent stops). ``verify_command`` runs with the workdir as its cwd and must print
+    ``{"reward": float in [0, 1], "details": ...}`` as the last line of its stdout.
+    """
+
+    id: str
+    instruction: str
+    path: Path
+    format: str = "native"
+    timeout_s: float = 300.0
+    verify_timeout_s: float = 120.0
+    cpu: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+    disk_mb: int | None = None
+    image: str | None = None
+    network: NetworkPolicy = "gateway"
+    tags: tuple[str, ...] = ()
+    split: str = "train"
+    workspace: dict[str, Path] = field(default_factory=dict)
+    verify: dict[str, Path] = field(default_factory=dict)
+    verify_command: str = ""
+    # Extra files written next to the verifier (generated wrappers), path -> content.
+    verify_extra: dict[str, bytes] = field(default_factory=dict)
+    solution: dict[str, Path] = field(default_factory=dict)
+
+    def workspace_bytes(self) -> dict[str, bytes]:
+        """The workspace's files, read now."""
+        return {rel: p.read_bytes() for rel, p in self.workspace.items()}
+
+    def verify_bytes(self) -> dict[str, bytes]:
+        """The verifier's files as sandbox paths (under :data:`VERIFY_DIR`) to content."""
+        out = {f"{VERIFY_DIR}/{rel}": p.read_bytes() for rel, p in self.verify.items()}
+        out.update({f"{VERIFY_DIR}/{rel}": data for rel, data in self.verify_extra.items()})
+        return out
+
+    def solution_bytes(self) -> dict[str, bytes]:
+        """The reference solution's files (``solve.sh`` and anything beside it)."""
+        return {rel: p.read_bytes() for rel, p in self.solution.items()}
+
+
+def inside(root: Path, rel: str, file: Path, field_name: str) -> Path:
+    """Resolve ``rel`` under ``root``, refusing absolute paths, ``..`` and symlinks out."""
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or rel.startswith("~"):
+        raise TaskError(file, field_name, f"absolute path {rel!r} is not allowed")
+    if ".." in pure.parts:
+        raise TaskError(file, field_name, f"path {rel!r} escapes the task directory")
+    target = (root / pure).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise TaskError(file, field_name, f"path {rel!r} leads outside the task directory")
+    return target
+
+
+def collect_dir(root: Path, sub: str, field_name: str) -> dict[str, Path]:
+    """Every regular file under ``root/sub`` as relative path -> path; symlinks out refused."""
+    base = root / sub
+    if not base.is_dir():
+        return {}
+    real_root = root.resolve()
+    out: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            if p.is_symlink() and not p.resolve().is_relative_to(real_root):
+                raise TaskError(p, field_name, "symlink points outside the task directory")
+        for name in filenames:
+            p = Path(dirpath) / name
+            if p.is_file():
+                out[p.relative_to(base).as_posix()] = p
+    return out

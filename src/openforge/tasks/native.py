@@ -1,0 +1,138 @@
+"""The native task format: a directory with task.toml, workspace/, verify/ and solution/.
+
+``task.toml``::
+
+    id = "hello-file"                 # required, [A-Za-z0-9._-]
+    instruction = "Create hello.txt…" # or an instruction.md beside task.toml
+    timeout = 120                     # seconds the agent may run (default 300)
+    split = "train"                   # "train" or "test" (held out)
+    tags = ["easy", "files"]
+    image = "openforge/base"          # container/Kubernetes backends only
+    network = "gateway"               # none | gateway | open
+
+    [resources]
+    cpu = 1.0
+    memory_mb = 512
+    pids = 256
+    disk_mb = 256
+
+    [verify]
+    # Runs with the workdir as cwd; the verifier's files are in $OPENFORGE_VERIFY_DIR.
+    command = "python3 $OPENFORGE_VERIFY_DIR/check.py"  # default: verify.sh, else verify.py
+    timeout = 60
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, collect_dir
+
+__all__ = ["ID_RE", "load_native", "number", "string_list"]
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+_NETWORKS = ("none", "gateway", "open")
+_SPLITS = ("train", "test")
+
+
+def number(file: Path, table: dict[str, Any], key: str, default: float | None,
+           prefix: str = "") -> float | None:
+    """A positive number from ``table[key]`` or ``default``; a TaskError names the field."""
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TaskError(file, prefix + key, f"must be a positive number, got {value!r}")
+    return float(value)
+
+
+def string_list(file: Path, value: Any, field_name: str) -> tuple[str, ...]:
+    """A list of strings, or a TaskError naming the field."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TaskError(file, field_name, f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _int(file: Path, table: dict[str, Any], key: str) -> int | None:
+    value = number(file, table, key, None, "resources.")
+    return None if value is None else int(value)
+
+
+def load_native(root: Path) -> Task:
+    """Load a native task directory; raise :class:`TaskError` naming file and field."""
+    file = root / "task.toml"
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(file, "(file)", f"cannot be read: {exc}") from exc
+
+    task_id = data.get("id")
+    if not isinstance(task_id, str) or not ID_RE.match(task_id):
+        raise TaskError(file, "id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
+    instruction = data.get("instruction")
+    md = root / "instruction.md"
+    if instruction is None and md.is_file():
+        instruction = md.read_text(encoding="utf-8")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise TaskError(file, "instruction", "missing or empty (or add instruction.md)")
+    network = data.get("network", "gateway")
+    if network not in _NETWORKS:
+        raise TaskError(file, "network", f"must be one of {_NETWORKS}, got {network!r}")
+    split = data.get("split", "train")
+    if split not in _SPLITS:
+        raise TaskError(file, "split", f"must be one of {_SPLITS}, got {split!r}")
+    image = data.get("image")
+    if image is not None and not isinstance(image, str):
+        raise TaskError(file, "image", f"must be a string, got {image!r}")
+    resources = data.get("resources", {})
+    if not isinstance(resources, dict):
+        raise TaskError(file, "resources", "must be a table")
+    verify = data.get("verify", {})
+    if not isinstance(verify, dict):
+        raise TaskError(file, "verify", "must be a table")
+
+    verify_files = collect_dir(root, "verify", "verify/")
+    command = verify.get("command")
+    if command is None:
+        if "verify.sh" in verify_files:
+            command = f"sh {VERIFY_DIR}/verify.sh"
+        elif "verify.py" in verify_files:
+            command = f"python3 {VERIFY_DIR}/verify.py"
+        else:
+            raise TaskError(root / "verify", "verify/", "needs verify.sh or verify.py "
+                            "(or [verify] command in task.toml)")
+    if not isinstance(command, str):
+        raise TaskError(file, "verify.command", f"must be a string, got {command!r}")
+
+    timeout = number(file, data, "timeout", 300.0)
+    verify_timeout = number(file, verify, "timeout", 120.0, "verify.")
+    assert timeout is not None and verify_timeout is not None
+    cpu = number(file, resources, "cpu", None, "resources.")
+    return Task(
+        id=task_id,
+        instruction=instruction.strip(),
+        path=root,
+        format="native",
+        timeout_s=timeout,
+        verify_timeout_s=verify_timeout,
+        cpu=cpu,
+        memory_mb=_int(file, resources, "memory_mb"),
+        pids=_int(file, resources, "pids"),
+        disk_mb=_int(file, resources, "disk_mb"),
+        image=image,
+        network=network,
+        tags=string_list(file, data.get("tags"), "tags"),
+        split=split,
+        workspace=collect_dir(root, "workspace", "workspace/"),
+        verify=verify_files,
+        verify_command=command,
+        solution=collect_dir(root, "solution", "solution/"),
+    )
+
