@@ -1,0 +1,312 @@
+"""The built-in trainer: a transformers causal LM updated with the GRPO loss of ``losses.py``.
+
+Full fine-tuning or LoRA (peft); AdamW; gradient clipping; gradient accumulation over
+micro-batches of at most ``micro_batch_tokens`` padded tokens, each normalised by the
+whole step's token (or sample) count so accumulation does not change the update. A step
+whose loss or gradient norm is NaN/inf is rejected: no optimizer step, the weight version
+does not advance, nothing is pushed.
+
+Checkpoints are safetensors: the trainable weights, the AdamW moments, and a small JSON
+with the step and version, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from openforge.training.batching import MicroBatch, TrainableSample, TrainItem, make_micro_batches
+from openforge.training.config import TrainConfig
+from openforge.training.losses import entropy_from_logits, policy_loss, token_logprobs
+
+__all__ = ["StepResult", "Trainer", "pick_dtype"]
+
+_STATE = "trainer_state.json"
+_WEIGHTS = "trainable.safetensors"
+_OPTIM = "optimizer.safetensors"
+
+
+def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
+    """bf16 on a CUDA device that supports it when ``auto``; float32 on CPU."""
+    if choice == "bfloat16":
+        return torch.bfloat16
+    if choice == "float32":
+        return torch.float32
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one update did. ``accepted`` is False when it was rejected (non-finite)."""
+
+    accepted: bool
+    version: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    reason: str | None = None
+
+
+class Trainer:
+    """Owns the policy model, its optimizer and (with ``kl_coef > 0``) a frozen reference."""
+
+    def __init__(
+        self, config: TrainConfig, model_path: str | Path, device: str | None = None
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        self.model_path = Path(model_path)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.dtype = pick_dtype(config.dtype, self.device)
+        torch.manual_seed(config.seed)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
+        base: Any = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=self.dtype)
+        base.to(self.device)
+        self.ref_model: Any = None
+        if config.kl_coef > 0:
+            self.ref_model = AutoModelForCausalLM.from_pretrained(
+                str(self.model_path), dtype=self.dtype
+            )
+            self.ref_model.to(self.device).eval().requires_grad_(False)
+        if config.lora:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(
+                r=config.lora_rank,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=config.lora_dropout,
+                target_modules=list(config.lora_target_modules),
+                task_type="CAUSAL_LM",
+            )
+            with warnings.catch_warnings():
+                # peft reads a property transformers 5 deprecated; nothing for us to change.
+                warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+                self.model: Any = get_peft_model(base, lora)
+        else:
+            self.model = base
+        if config.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.model.train()
+        self.params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+        self.optimizer = torch.optim.AdamW(
+            list(self.params.values()),
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            weight_decay=config.weight_decay,
+        )
+        self.step_count = 0  # accepted updates
+        self.version = 0  # weight version of the current weights (bumped per accepted update)
+
+    # --- the update -------------------------------------------------------------------
+
+    def _forward(
+        self, model: Any, mb: MicroBatch, want_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        r = mb.response_width
+        out = model(
+            input_ids=mb.input_ids.to(self.device),
+            attention_mask=mb.attention_mask.to(self.device),
+            position_ids=mb.position_ids.to(self.device),
+            logits_to_keep=r + 1,
+            use_cache=False,
+        )
+        logits = out.logits[:, :-1, :]  # position k predicts token k + 1
+        targets = mb.targets.to(self.device)
+        logp = token_logprobs(logits, targets)
+        ent = entropy_from_logits(logits.detach()) if want_entropy else None
+        return logp, ent
+
+    def _micro_step(
+        self, mb: MicroBatch, n_tokens: float, n_seqs: float
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        mask = mb.loss_mask.to(self.device)
+        logp, ent = self._forward(self.model, mb, want_entropy=True)
+        # Padding columns may hold garbage (fully masked attention rows); keep it out.
+        logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
+        ref_logp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_logp, _ = self._forward(self.ref_model, mb, want_entropy=False)
+        terms = policy_loss(
+            logp,
+            mb.rollout_logprobs.to(self.device),
+            mb.advantages.to(self.device),
+            mask,
+            eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high,
+            tis_cap=cfg.tis_cap,
+            aggregation=cfg.aggregation,
+            ref_logp=ref_logp,
+            kl_coef=cfg.kl_coef,
+            entropy=ent,
+            entropy_coef=cfg.entropy_coef,
+            num_tokens=n_tokens,
+            num_seqs=n_seqs,
+        )
+        w = float(mask.sum().item())
+        stats = {
+            "pg_loss": float(terms.pg_loss.item()),
+            "clip_fraction": float(terms.clip_fraction.item()) * w,
+            "tis_fraction": float(terms.tis_fraction.item()) * w,
+            "kl": float(terms.kl.item()) * w,
+            "entropy": float(terms.entropy.item()) * w,
+            "ratio_mean": float(terms.ratio_mean.item()) * w,
+            "abs_logprob_diff": float(
+                ((logp.detach() - mb.rollout_logprobs.to(self.device)).abs() * mask).sum().item()
+            ),
+        }
+        return terms.loss, stats
+
+    def train_step(
+        self,
+        samples: Sequence[TrainableSample],
+        advantages: Mapping[str, float],
+    ) -> StepResult:
+        """One optimizer update on ``samples`` (those whose rollout has an advantage)."""
+        items = [
+            TrainItem(s, float(advantages[s.rollout_id]))
+            for s in samples
+            if s.rollout_id in advantages and s.prompt_ids and sum(s.loss_mask) > 0
+        ]
+        if not items:
+            return StepResult(False, self.version, reason="no trainable samples")
+        started = time.perf_counter()
+        n_tokens = float(sum(sum(it.sample.loss_mask) for it in items))
+        n_seqs = float(len(items))
+        batches = make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id)
+        self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = {}
+        loss_sum = 0.0
+        for mb in batches:
+            loss, stats = self._micro_step(mb, n_tokens, n_seqs)
+            if not torch.isfinite(loss):
+                self.optimizer.zero_grad(set_to_none=True)
+                return StepResult(False, self.version, reason="non-finite loss")
+            loss.backward()  # type: ignore[no-untyped-call]
+            loss_sum += float(loss.item())
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0.0) + v
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            list(self.params.values()), self.config.max_grad_norm or float("inf")
+        )
+        if not math.isfinite(float(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return StepResult(False, self.version, reason="non-finite gradient norm")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step_count += 1
+        self.version += 1
+        elapsed = time.perf_counter() - started
+        total_tokens = sum(it.length for it in items)
+        metrics = {
+            "loss": loss_sum,
+            "pg_loss": totals["pg_loss"],
+            "grad_norm": float(grad_norm),
+            "samples": n_seqs,
+            "trained_tokens": n_tokens,
+            "tokens": float(total_tokens),
+            "micro_batches": float(len(batches)),
+            "train_s": elapsed,
+            "train_tokens_per_s": total_tokens / elapsed if elapsed > 0 else 0.0,
+        }
+        for k in ("clip_fraction", "tis_fraction", "kl", "entropy", "ratio_mean"):
+            metrics[k] = totals[k] / max(n_tokens, 1.0)
+        metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
+        return StepResult(True, self.version, metrics)
+
+    @torch.no_grad()
+    def sequence_logprobs(self, samples: Sequence[TrainableSample]) -> list[float]:
+        """Sum of the current model's logprobs over each sample's trained tokens."""
+        was_training = self.model.training
+        self.model.eval()
+        out: list[float] = []
+        for s in samples:
+            (mb,) = make_micro_batches([TrainItem(s, 0.0)], 1 << 30, self.pad_id)
+            logp, _ = self._forward(self.model, mb, want_entropy=False)
+            out.append(float((logp * mb.loss_mask.to(self.device)).sum().item()))
+        self.model.train(was_training)
+        return out
+
+    # --- weights for the engine -------------------------------------------------------
+
+    def export_weights(self, target: str | Path) -> Path:
+        """Write the current policy as a HF safetensors directory the engine can load.
+
+        LoRA adapters are merged into a copy of the base weights, so the engine needs no
+        peft. The directory is written beside ``target`` and renamed into place.
+        """
+        target = Path(target)
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model = self.model
+        if self.config.lora:
+            import copy
+
+            model = copy.deepcopy(self.model).merge_and_unload()
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(tmp))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        return target
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        """Trainable weights, AdamW state and counters; written to a temp dir, then renamed."""
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        weights = {n: p.detach().cpu().contiguous() for n, p in self.params.items()}
+        save_file(weights, str(tmp / _WEIGHTS))
+        optim: dict[str, torch.Tensor] = {}
+        for name, p in self.params.items():
+            for key, value in self.optimizer.state.get(p, {}).items():
+                t = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+                optim[f"{name}::{key}"] = t.detach().cpu().contiguous()
+        save_file(optim, str(tmp / _OPTIM))
+        state = {"step": self.step_count, "version": self.version, "extra": extra or {}}
+        (tmp / _STATE).write_text(json.dumps(state))
+        shutil.rmtree(directory, ignore_errors=True)
+        tmp.rename(directory)
+        return directory
+
+    def load_checkpoint(self, directory: str | Path) -> dict[str, Any]:
+        """Restore what :meth:`save_checkpoint` wrote; returns its ``extra`` dict."""
+        directory = Path(directory)
+        weights = load_file(str(directory / _WEIGHTS))
+        missing = set(self.params) - set(weights)
+        if missing:
+            raise ValueError(f"{directory}: checkpoint lacks {len(missing)} trainable tensors")
+        with torch.no_grad():
+            for name, p in self.params.items():
+                p.copy_(weights[name].to(p.device, p.dtype))
+        optim = load_file(str(directory / _OPTIM))
+        for name, p in self.params.items():
+            # AdamW keeps its ``step`` counter on the CPU unless fused/capturable.
+            state = {
+                key.split("::", 1)[1]: value if key.endswith("::step") else value.to(p.device)
+                for key, value in optim.items()
+                if key.split("::", 1)[0] == name
+            }
+            if state:
+                self.optimizer.state[p] = state
+        meta = json.loads((directory / _STATE).read_text())
+        self.step_count = int(meta["step"])
+        self.version = int(meta["version"])
+        extra: dict[str, Any] = meta.get("extra", {})
+        return extra

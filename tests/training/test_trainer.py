@@ -1,0 +1,117 @@
+"""The built-in trainer on the `tiny` model: the update moves probabilities the right way."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from openforge.models.registry import resolve_model
+from openforge.traces.samples import Mode, Sample
+from openforge.training.advantages import grpo_advantages
+from openforge.training.config import TrainConfig
+from openforge.training.trainer import Trainer
+
+
+def _sample(rollout_id: str, prompt: list[int], response: list[int]) -> Sample:
+    return Sample(
+        rollout_id=rollout_id, task_id="t", group_id="g", reward=None, status="completed",
+        mode=Mode.PER_CALL, prompt_ids=prompt, response_ids=response,
+        loss_mask=[1] * len(response), logprobs=[0.0] * len(response),
+        call_ids=["c-" + rollout_id], spans=[("c-" + rollout_id, 0, len(response))],
+        weight_versions=["0"],
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Path:
+    return resolve_model("tiny")
+
+
+def _on_policy(trainer: Trainer, samples: list[Sample]) -> None:
+    """Record the model's own logprobs as the rollout logprobs (an exactly on-policy batch)."""
+    for s in samples:
+        s.logprobs = [0.0] * len(s.response_ids)
+        per_token = []
+        for j in range(len(s.response_ids)):
+            probe = _sample("probe", s.prompt_ids + s.response_ids[:j], [s.response_ids[j]])
+            per_token.append(trainer.sequence_logprobs([probe])[0])
+        s.logprobs = per_token
+
+
+def test_one_update_raises_rewarded_and_lowers_penalised(tiny: Path) -> None:
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-3, max_grad_norm=1.0)
+    trainer = Trainer(cfg, tiny, device="cpu")
+    prompt = [1, 42, 43, 44, 45]
+    good = _sample("good", prompt, [100, 101, 102, 2])
+    bad = _sample("bad", [*prompt, 7, 8], [200, 201, 2])  # different lengths: padding is exercised
+    _on_policy(trainer, [good, bad])
+    before = trainer.sequence_logprobs([good, bad])
+    assert before == pytest.approx([sum(good.logprobs), sum(bad.logprobs)], abs=1e-4)
+    adv = grpo_advantages([("g", "good", 1.0), ("g", "bad", 0.0)], scale="none")
+    result = trainer.train_step([good, bad], adv.advantages)
+    assert result.accepted and result.version == 1
+    # on-policy: every ratio is 1, nothing clipped or truncated
+    assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert result.metrics["clip_fraction"] == 0.0
+    after = trainer.sequence_logprobs([good, bad])
+    assert after[0] > before[0]
+    assert after[1] < before[1]
+
+
+def test_accumulation_matches_one_batch(tiny: Path) -> None:
+    prompt = [1, 50, 51]
+    samples = [_sample(f"r{i}", prompt + [60 + i] * i, [70 + i, 2]) for i in range(4)]
+    adv = {"r0": 1.0, "r1": -1.0, "r2": 0.5, "r3": -0.5}
+    grads = []
+    for budget in (1 << 20, 8):  # one pass vs one sample per pass
+        cfg = TrainConfig(model=str(tiny), micro_batch_tokens=budget, learning_rate=1e-3)
+        trainer = Trainer(cfg, tiny, device="cpu")
+        trainer.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        trainer.optimizer.zero_grad = lambda *a, **k: None  # type: ignore[method-assign]
+        result = trainer.train_step(samples, adv)
+        assert result.metrics["micro_batches"] == (1 if budget > 8 else 4)
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.params.values()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+def test_nan_loss_rejects_the_step(tiny: Path) -> None:
+    trainer = Trainer(TrainConfig(model=str(tiny)), tiny, device="cpu")
+    s = _sample("a", [1, 5, 6], [9, 2])
+    s.logprobs = [math.nan, 0.0]
+    before = {n: p.detach().clone() for n, p in trainer.params.items()}
+    result = trainer.train_step([s], {"a": 1.0})
+    assert not result.accepted and result.version == 0
+    assert result.reason is not None and "non-finite" in result.reason
+    assert all(torch.equal(before[n], p) for n, p in trainer.params.items())
+
+
+def test_checkpoint_resume_restores_weights_and_optimizer(tiny: Path, tmp_path: Path) -> None:
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-3)
+    a = Trainer(cfg, tiny, device="cpu")
+    s = [_sample("x", [1, 9, 10], [11, 2]), _sample("y", [1, 9, 10], [12, 2])]
+    adv = {"x": 1.0, "y": -1.0}
+    a.train_step(s, adv)
+    a.save_checkpoint(tmp_path / "ckpt", extra={"step": 1})
+    b = Trainer(cfg, tiny, device="cpu")
+    assert b.load_checkpoint(tmp_path / "ckpt") == {"step": 1}
+    assert b.version == 1
+    a.train_step(s, adv)
+    b.train_step(s, adv)  # same state in → same weights out
+    for name, p in a.params.items():
+        assert torch.allclose(p, b.params[name], atol=1e-6), name
+
+
+def test_lora_update_and_merged_export(tiny: Path, tmp_path: Path) -> None:
+    cfg = TrainConfig(model=str(tiny), lora=True, lora_rank=4, learning_rate=1e-2)
+    trainer = Trainer(cfg, tiny, device="cpu")
+    assert all("lora_" in n for n in trainer.params)
+    s = [_sample("x", [1, 9, 10], [11, 2]), _sample("y", [1, 9, 10], [12, 2])]
+    assert trainer.train_step(s, {"x": 1.0, "y": -1.0}).accepted
+    out = trainer.export_weights(tmp_path / "v1")
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+    from safetensors.torch import load_file
+
+    assert not any("lora" in k for k in load_file(str(out / "model.safetensors")))
