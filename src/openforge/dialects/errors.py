@@ -1,0 +1,132 @@
+"""The one error type every dialect renders, and the request-body decoding that raises it.
+
+Exceptions::
+
+    ApiError(kind, message, param=None)     an error a harness should see in its own dialect
+      kind  invalid_request   bad JSON, a missing or ill-typed field, an unsupported value (400)
+            authentication    no or wrong key / rollout key (401)
+            permission        the key may not do this (403)
+            not_found         unknown model, response id or route (404)
+            conflict          a repeat that contradicts an earlier request (409)
+            context_length    prompt (+ max tokens) exceeds the model's context (400)
+            overloaded        engine unavailable or draining; the client should retry (503 / 529)
+            internal          anything else: a bug or an engine failure (500)
+
+Each dialect maps a kind to its own HTTP status and JSON envelope with its
+``render_error(err)`` and to its in-band stream error event with its stream encoder's
+``error(err)``. Raise :class:`ApiError` anywhere below a route; the route renders it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["ApiError", "ErrorKind", "decode_body"]
+
+ErrorKind = Literal[
+    "invalid_request",
+    "authentication",
+    "permission",
+    "not_found",
+    "conflict",
+    "context_length",
+    "overloaded",
+    "internal",
+]
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """An error rendered to the client in its dialect.
+
+    ``param`` names the offending request field as a path (``messages[2].content``).
+    For ``context_length`` errors, ``prompt_tokens`` and ``limit`` let each dialect word
+    the message the way its clients parse it (Claude Code reads Anthropic's
+    ``prompt is too long: N tokens > M maximum``); :meth:`context_length` builds one.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        param: str | None = None,
+        *,
+        prompt_tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.param = param
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+
+    @classmethod
+    def context_length(cls, prompt_tokens: int, limit: int) -> ApiError:
+        """The prompt does not fit: ``prompt_tokens`` > ``limit`` (the context size)."""
+        return cls(
+            "context_length",
+            f"prompt is too long: {prompt_tokens} tokens > {limit} maximum",
+            "messages",
+            prompt_tokens=prompt_tokens,
+            limit=limit,
+        )
+
+    def __repr__(self) -> str:
+        return f"ApiError({self.kind!r}, {self.message!r}, param={self.param!r})"
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif path:
+            path += f".{part}"
+        else:
+            path = part
+    return path
+
+
+def _clean_loc(loc: tuple[int | str, ...], tags: frozenset[str]) -> tuple[int | str, ...]:
+    # Discriminated unions add the tag ("function", "text", ...) and pydantic adds
+    # type names ("str", "list[...]") to locations; a client wants the JSON path only.
+    return tuple(
+        p for p in loc if isinstance(p, int) or (p not in tags and "[" not in p and p != "str")
+    )
+
+
+def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = frozenset()) -> M:
+    """Parse ``body`` as JSON and validate it as ``model``.
+
+    Any failure raises ``ApiError("invalid_request")`` whose message names the first
+    bad field and whose ``param`` is its path; ``union_tags`` lists discriminator tags
+    to drop from reported paths.
+    """
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(
+            "invalid_request", f"The request body is not valid JSON: {exc}", None
+        ) from None
+    if not isinstance(raw, dict):
+        raise ApiError("invalid_request", "The request body must be a JSON object.", None)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        # In a union (``str | list[...]``) the deepest failure is the one that explains.
+        first = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
+        path = _loc_path(_clean_loc(tuple(first["loc"]), union_tags))
+        where = path or "body"
+        if first["type"] == "missing":
+            message = f"Missing required parameter: '{where}'."
+        else:
+            message = f"Invalid value for '{where}': {first['msg']}."
+        log.debug("rejected request: %s (%d validation errors)", message, exc.error_count())
+        raise ApiError("invalid_request", message, path or None) from None

@@ -1,0 +1,154 @@
+"""Chat Completions request -> canonical :class:`Conversation`."""
+
+from __future__ import annotations
+
+from openforge.conversation import (
+    ContentPart,
+    Conversation,
+    Message,
+    SamplingParams,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from openforge.dialects.errors import ApiError, decode_body
+from openforge.dialects.images import image_from_url
+from openforge.dialects.openai_chat.protocol import (
+    MESSAGE_ROLES,
+    AssistantMessage,
+    ChatCompletionRequest,
+    ChatMessage,
+    FunctionTool,
+    ImageContent,
+    NamedToolChoice,
+    TextContent,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = ["parse_request"]
+
+_TAGS = MESSAGE_ROLES | {"text", "image_url", "refusal", "function", "other"}
+
+
+def parse_request(body: bytes) -> Conversation:
+    """Parse a ``POST /v1/chat/completions`` body.
+
+    Raises ``ApiError("invalid_request")`` naming the field for malformed JSON, a
+    missing or ill-typed field, ``n`` > 1, or an unknown message role or content type.
+    ``metadata`` carries ``include_usage``, ``user``, ``response_format``,
+    ``reasoning_effort`` and the client's ``metadata`` when sent.
+    """
+    req = decode_body(body, ChatCompletionRequest, union_tags=_TAGS)
+    if req.n is not None and req.n != 1:
+        raise ApiError("invalid_request", "Only n=1 is supported.", "n")
+    if not req.messages:
+        raise ApiError("invalid_request", "'messages' must not be empty.", "messages")
+    tools: list[ToolSpec] = []
+    ignored: list[str] = []
+    for tool in req.tools or []:
+        if isinstance(tool, FunctionTool):
+            fn = tool.function
+            tools.append(ToolSpec(fn.name, fn.description or "", _schema(fn.parameters)))
+        else:
+            ignored.append(_name_of(tool.model_extra, tool.type))
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    params = SamplingParams(
+        max_tokens=req.max_completion_tokens or req.max_tokens,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=max(req.top_k or 0, 0),
+        stop=stop,
+        seed=req.seed,
+        logprobs=bool(req.logprobs),
+        top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0,
+    )
+    metadata: dict[str, object] = {}
+    if req.stream_options is not None and req.stream_options.include_usage:
+        metadata["include_usage"] = True
+    for key in ("user", "response_format", "reasoning_effort", "metadata"):
+        value = getattr(req, key)
+        if value is not None:
+            metadata[key] = value
+    return Conversation(
+        messages=[_message(m, i) for i, m in enumerate(req.messages)],
+        tools=tools,
+        tool_choice=_tool_choice(req.tool_choice),
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+        params=params,
+        model=req.model,
+        stream=bool(req.stream),
+        reasoning=req.reasoning_effort not in (None, "none", "minimal"),
+        ignored_tools=ignored,
+        metadata=metadata,
+    )
+
+
+def _schema(parameters: dict[str, object] | None) -> dict[str, object]:
+    return parameters if parameters is not None else {"type": "object", "properties": {}}
+
+
+def _name_of(extra: dict[str, object] | None, fallback: str) -> str:
+    inner = (extra or {}).get(fallback)
+    if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+        return str(inner["name"])
+    return fallback
+
+
+def _tool_choice(choice: object) -> ToolChoice:
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(mode=choice)
+    if isinstance(choice, NamedToolChoice):
+        return ToolChoice(mode="required", name=choice.function.name)
+    # None, or a shape we do not serve (allowed_tools, custom): the model decides.
+    return ToolChoice()
+
+
+def _text_parts(content: str | list[TextContent]) -> list[ContentPart]:
+    if isinstance(content, str):
+        return [TextPart(content)]
+    return [TextPart(p.text) for p in content]
+
+
+def _message(msg: ChatMessage, index: int) -> Message:
+    if isinstance(msg, UserMessage):
+        if isinstance(msg.content, str):
+            parts: list[ContentPart] = [TextPart(msg.content)]
+        else:
+            parts = [
+                image_from_url(p.image_url.url) if isinstance(p, ImageContent) else TextPart(p.text)
+                for p in msg.content
+            ]
+        return Message("user", parts, name=msg.name)
+    if isinstance(msg, AssistantMessage):
+        return _assistant(msg, index)
+    if isinstance(msg, ToolMessage):
+        return Message("tool", _text_parts(msg.content), tool_call_id=msg.tool_call_id)
+    return Message(msg.role, _text_parts(msg.content), name=msg.name)
+
+
+def _assistant(msg: AssistantMessage, index: int) -> Message:
+    parts: list[ContentPart] = []
+    if isinstance(msg.content, str):
+        parts.append(TextPart(msg.content))
+    elif msg.content is not None:
+        parts.extend(TextPart(p.text) for p in msg.content if isinstance(p, TextContent))
+    if not parts and msg.refusal:
+        parts.append(TextPart(msg.refusal))
+    calls = [ToolCall(c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or []]
+    if not parts and not calls and msg.refusal is None:
+        # An assistant turn with nothing in it would render as an empty turn the model
+        # never produced; OpenAI rejects it too.
+        raise ApiError(
+            "invalid_request",
+            f"messages[{index}].content: an assistant message needs 'content' or 'tool_calls'.",
+            f"messages[{index}].content",
+        )
+    return Message(
+        "assistant",
+        parts,
+        tool_calls=calls,
+        name=msg.name,
+        reasoning=msg.reasoning_content or msg.reasoning,
+    )
