@@ -1,0 +1,241 @@
+"""``sandboxd``: the small HTTP server inside a container or pod that runs execs and moves files.
+
+Run as ``python -m openforge.sandboxes.sandboxd --port P --token T`` (or with the token in
+``$OPENFORGE_SANDBOXD_TOKEN`` / ``--token-file``, as a Kubernetes Secret provides it). Exec
+and file traffic goes straight to the sandbox, never through the Kubernetes API server.
+
+Wire format (every route but ``/health`` needs ``Authorization: Bearer <token>``)::
+
+    GET  /health                 {"ok": true}
+    POST /exec                   {"cmd": [..] | "sh string", "env": {}, "cwd": str | null,
+                                  "timeout": float | null, "stdin": base64 | null}
+         -> application/x-ndjson lines: {"stream": "stdout"|"stderr", "data": base64} ...
+            then {"exit_code": int, "timed_out": bool} or {"error": str}
+    POST /files/put              {"files": {path: base64}}          -> {"ok": true}
+    POST /files/get              {"paths": [path, ...]}             -> {"files": {path: base64}}
+
+Errors are ``{"error": {"type": str, "message": str}}`` with 400 (bad request, path escape),
+401 (token) or 500.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import hmac
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from openforge.sandboxes.fspaths import PathEscape, read_files, write_files
+from openforge.sandboxes.procs import run_streaming
+
+__all__ = ["TOKEN_ENV", "build_app", "main"]
+
+TOKEN_ENV = "OPENFORGE_SANDBOXD_TOKEN"
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+class _BearerAuth:
+    """Pure ASGI middleware: every path but /health needs the sandbox's token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/health":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await _error(401, "unauthorized", "missing or wrong bearer token")(
+                    scope, receive, send
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    # The process group catches most of the tree; a walk of /proc catches children that
+    # started their own session (setsid) while their parent still lives.
+    doomed = _descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for child in [pid, *doomed]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ValueError("body must be a JSON object")
+    return body
+
+
+def build_app(token: str, workdir: str, home: str) -> ASGIApp:
+    """The sandboxd ASGI app serving ``workdir``, ``home`` and /tmp."""
+    roots = {workdir: Path(workdir), home: Path(home), "/tmp": Path("/tmp")}
+    base_env = {**os.environ, "HOME": home}
+    base_env.pop(TOKEN_ENV, None)
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def exec_(request: Request) -> Response:
+        try:
+            body = await _json(request)
+            cmd = body["cmd"]
+            argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+            if not argv:
+                raise ValueError("cmd is empty")
+            env = {**base_env, **{str(k): str(v) for k, v in (body.get("env") or {}).items()}}
+            cwd = os.path.normpath(os.path.join(workdir, body.get("cwd") or "."))
+            timeout = float(body["timeout"]) if body.get("timeout") is not None else None
+            stdin = base64.b64decode(body["stdin"]) if body.get("stdin") is not None else None
+        except (KeyError, ValueError, TypeError) as exc:
+            return _error(400, "invalid_request", f"bad exec request: {exc!r}")
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def on_output(stream: str, chunk: bytes) -> None:
+            line = {"stream": stream, "data": base64.b64encode(chunk).decode()}
+            queue.put_nowait(orjson.dumps(line) + b"\n")
+
+        async def run() -> None:
+            try:
+                result = await run_streaming(
+                    argv, env=env, cwd=cwd, stdin=stdin, timeout=timeout,
+                    on_output=on_output, kill=_kill_tree,
+                )  # fmt: skip
+                end: dict[str, object] = {
+                    "exit_code": result.exit_code,
+                    "timed_out": result.timed_out,
+                }
+            except OSError as exc:
+                end = {"error": f"cannot start {argv[0]!r}: {exc}"}
+            queue.put_nowait(orjson.dumps(end) + b"\n")
+            queue.put_nowait(None)
+
+        async def lines() -> AsyncIterator[bytes]:
+            task = asyncio.create_task(run())
+            try:
+                while (line := await queue.get()) is not None:
+                    yield line
+            finally:
+                # A client that went away cancels the exec: run_streaming kills the tree.
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def put(request: Request) -> Response:
+        try:
+            body = await _json(request)
+            files = {str(p): base64.b64decode(d) for p, d in body["files"].items()}
+            await asyncio.to_thread(write_files, files, roots, workdir, home)
+        except PathEscape as exc:
+            return _error(400, "path_escape", str(exc))
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            return _error(400, "invalid_request", f"bad put request: {exc!r}")
+        except OSError as exc:
+            return _error(500, "io_error", str(exc))
+        return JSONResponse({"ok": True})
+
+    async def get(request: Request) -> Response:
+        try:
+            body = await _json(request)
+            paths = [str(p) for p in body["paths"]]
+            found = await asyncio.to_thread(read_files, paths, roots, workdir, home)
+        except PathEscape as exc:
+            return _error(400, "path_escape", str(exc))
+        except (KeyError, ValueError, TypeError) as exc:
+            return _error(400, "invalid_request", f"bad get request: {exc!r}")
+        except OSError as exc:
+            return _error(500, "io_error", str(exc))
+        return Response(
+            orjson.dumps({"files": {p: base64.b64encode(d).decode() for p, d in found.items()}}),
+            media_type="application/json",
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/exec", exec_, methods=["POST"]),
+            Route("/files/put", put, methods=["POST"]),
+            Route("/files/get", get, methods=["POST"]),
+        ]
+    )
+    return _BearerAuth(app, token)
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        return Path(args.token_file).read_text().strip()
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        sys.exit(f"sandboxd: no token: pass --token, --token-file or set ${TOKEN_ENV}")
+    return token
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse flags and serve until SIGTERM; prints ``{"port": N}`` once listening."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="sandboxd", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--token")
+    parser.add_argument("--token-file")
+    parser.add_argument("--workdir", default="/workspace")
+    parser.add_argument("--home", default=os.environ.get("HOME", "/root"))
+    args = parser.parse_args(argv)
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    Path(args.home).mkdir(parents=True, exist_ok=True)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    print(orjson.dumps({"port": sock.getsockname()[1]}).decode(), flush=True)
+    app = build_app(_token(args), args.workdir, args.home)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    main()
