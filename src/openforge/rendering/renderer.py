@@ -1,0 +1,269 @@
+"""Incremental, token-exact prompt rendering under OpenForge's ChatML tool template.
+
+A prompt is a list of segments, one per message (a run of tool results is one user
+turn)::
+
+    <|im_start|> role\\n{content} <|im_end|> \\n        (ids, text, id, text)
+
+Each segment's text starts right after a special token and ends right before one, so
+tokenizing segments apart gives the same ids as tokenizing the whole prompt: segments can
+be cached. The system segment (system prompt + tools) is shared across rollouts in an LRU;
+every other segment lives in the rollout's :class:`RolloutHistory`. An assistant message
+that re-sends a reply the engine sampled in this rollout is rendered from the sampled ids,
+so a call that continues the previous one extends its prompt + output exactly.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+
+import orjson
+
+from openforge.conversation import Conversation, Message, ToolCall
+from openforge.rendering.history import DriftPoint, RenderedPrompt, RolloutHistory, Segment
+from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
+from openforge.rendering.tokenizer import Tokenizer, TokenizerError
+from openforge.rendering.toolformat import (
+    canonical_arguments,
+    content_text,
+    reply_body,
+    tool_results_text,
+    tools_section,
+)
+
+__all__ = ["RenderError", "Renderer"]
+
+_ROLE = {"system": "system", "developer": "system", "user": "user", "tool": "user"}
+
+
+class RenderError(ValueError):
+    """The conversation cannot be rendered (the message says which part and why)."""
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._d: OrderedDict[Hashable, list[int]] = OrderedDict()
+
+    def get(self, key: Hashable) -> list[int] | None:
+        found = self._d.get(key)
+        if found is not None:
+            self._d.move_to_end(key)
+        return found
+
+    def put(self, key: Hashable, ids: list[int]) -> None:
+        self._d[key] = ids
+        if len(self._d) > self.size:
+            self._d.popitem(last=False)
+
+
+def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
+    """The system prompt the model's template inserts when a conversation has none."""
+    if not tok.chat_template:
+        return None
+    try:
+        text = tok.hf.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
+    except Exception:  # a template that cannot render a lone user turn has no default
+        return None
+    head = f"{start}system\n"
+    cut = str(text).find(f"{start}user\n")
+    prefix = str(text)[:cut] if cut > 0 else ""
+    if prefix.startswith(head) and prefix.endswith(f"{end}\n"):
+        return prefix[len(head) : -len(end) - 1]
+    return None
+
+
+class Renderer:
+    """Renders conversations to prompt ids and parses output ids, for one tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer, *, cache_size: int = 256) -> None:
+        start = tokenizer.token_id("<|im_start|>")
+        end = tokenizer.token_id("<|im_end|>")
+        if start is None or end is None:
+            raise TokenizerError(
+                f"{tokenizer.path}: no <|im_start|>/<|im_end|> tokens; OpenForge's tool "
+                "template is ChatML (use a model whose own chat template handles tools)"
+            )
+        self.tokenizer = tokenizer
+        self.start_id, self.end_id = start, end
+        self.turn_separator_ids = tokenizer.encode("\n")
+        self.generation_ids = [start, *tokenizer.encode("assistant\n")]
+        self.default_system = _default_system(tokenizer, "<|im_start|>", "<|im_end|>")
+        self._shared = _LRU(cache_size)
+        self._tools_text: OrderedDict[bytes, str] = OrderedDict()
+
+    # ---- public API -------------------------------------------------------------------
+
+    def new_history(self) -> RolloutHistory:
+        """A fresh per-rollout history (keep it for the rollout's lifetime)."""
+        return RolloutHistory(self)
+
+    def render(self, conv: Conversation, history: RolloutHistory | None = None) -> RenderedPrompt:
+        """Prompt ids for ``conv``, reusing ``history``'s sampled replies and cached segments."""
+        cache = history.segment_cache if history is not None else {}
+        out = RenderedPrompt(ids=[])
+        segs = out.segments
+        start = self._system(conv, segs, out)
+        msgs = conv.messages
+        i = start
+        h = hash(segs[0].key) if segs else 0
+        hashes = [h] if segs else []
+        while i < len(msgs):
+            m = msgs[i]
+            if m.role == "tool":
+                j = i
+                while j < len(msgs) and msgs[j].role == "tool":
+                    j += 1
+                body, n = tool_results_text(msgs[i:j])
+                out.images += n
+                segs.append(self._text_segment("user\n" + body, cache, i, "tool"))
+                i = j
+            elif m.role == "assistant":
+                if i == len(msgs) - 1:
+                    segs.append(self._prefill(m, i))
+                    break
+                segs.append(self._assistant(m, i, h, history, cache, out))
+                i += 1
+            else:
+                body, n = content_text(m.content)
+                out.images += n
+                segs.append(self._text_segment(f"{_ROLE[m.role]}\n{body}", cache, i, m.role))
+                i += 1
+            if segs[-1].kind != "prefill":
+                h = hash((h, segs[-1].key))
+                hashes.append(h)
+        out.path_hash = h
+        if not segs or segs[-1].kind != "prefill":
+            segs.append(Segment(("generation",), self.generation_ids, -1, "generation", False))
+        self._assemble(out, hashes, history)
+        return out
+
+    def count_tokens(self, conv: Conversation) -> int:
+        """How many tokens ``conv``'s prompt takes (for Anthropic ``count_tokens``)."""
+        return len(self.render(conv).ids)
+
+    def encode_reply(
+        self,
+        text: str,
+        reasoning: str | None = None,
+        tool_calls: list[ToolCall] | None = None,
+        *,
+        validate: bool = True,
+    ) -> list[int]:
+        """The ids the model emits for this reply under the template, ending with eos."""
+        calls = tool_calls or []
+        if validate:
+            for c in calls:
+                if not canonical_arguments(c.arguments).startswith("{"):
+                    raise RenderError(f"tool call {c.name!r}: arguments must be a JSON object")
+        return [*self.tokenizer.encode(reply_body(text, reasoning, calls)), self.end_id]
+
+    def parse(self, output_ids: list[int], id_factory: IdFactory | None = None) -> ParsedOutput:
+        """Text, reasoning and tool calls from an engine's output ids."""
+        return parse(self.tokenizer, output_ids, id_factory)
+
+    def stream_parser(self, id_factory: IdFactory | None = None) -> StreamParser:
+        """An incremental parser for one streamed output."""
+        return StreamParser(self.tokenizer, id_factory)
+
+    # ---- segments ---------------------------------------------------------------------
+
+    def _segment_ids(self, text: str) -> list[int]:
+        return [self.start_id, *self.tokenizer.encode(text), self.end_id, *self.turn_separator_ids]
+
+    def _text_segment(
+        self, text: str, cache: dict[Hashable, list[int]], index: int, kind: str
+    ) -> Segment:
+        ids = cache.get(text)
+        if ids is not None:
+            return Segment(text, ids, index, kind, False)
+        ids = self._segment_ids(text)
+        cache[text] = ids
+        return Segment(text, ids, index, kind, True)
+
+    def _tools(self, conv: Conversation) -> str:
+        key = orjson.dumps([conv.tools, conv.tool_choice])
+        text = self._tools_text.get(key)
+        if text is None:
+            text = tools_section(conv.tools, conv.tool_choice)
+            self._tools_text[key] = text
+            if len(self._tools_text) > self._shared.size:
+                self._tools_text.popitem(last=False)
+        return text
+
+    def _system(self, conv: Conversation, segs: list[Segment], out: RenderedPrompt) -> int:
+        """Append the system segment (system prompt + tools); return the next message index."""
+        msgs = conv.messages
+        start, text = 0, None
+        if msgs and msgs[0].role in ("system", "developer"):
+            text, out.images = content_text(msgs[0].content)
+            start = 1
+        if conv.tools:
+            base = text if text is not None else self.default_system
+            text = (f"{base}\n\n" if base else "") + self._tools(conv)
+        elif text is None:
+            text = self.default_system
+        if text is None:
+            return start
+        key = "system\n" + text
+        ids = self._shared.get(key)
+        fresh = ids is None
+        if ids is None:
+            ids = self._segment_ids(key)
+            self._shared.put(key, ids)
+        segs.append(Segment(key, ids, 0, "system", fresh))
+        return start
+
+    def _assistant(
+        self,
+        m: Message,
+        index: int,
+        path_hash: int,
+        history: RolloutHistory | None,
+        cache: dict[Hashable, list[int]],
+        out: RenderedPrompt,
+    ) -> Segment:
+        turn = history.find_turn(m, path_hash) if history is not None else None
+        if turn is not None:
+            if turn.drift_at is not None:
+                at = sum(len(s.ids) for s in out.segments) + len(self.generation_ids)
+                out.drift.append(DriftPoint(index, at + turn.drift_at))
+            return Segment(("turn", turn.index), turn.segment_ids, index, "reply", False)
+        body = reply_body(content_text(m.content)[0], m.reasoning, m.tool_calls)
+        key = ("assistant", body)
+        ids = cache.get(key)
+        if ids is not None:
+            return Segment(key, ids, index, "assistant", False)
+        ids = [
+            *self.generation_ids,
+            *self.tokenizer.encode(body),
+            self.end_id,
+            *self.turn_separator_ids,
+        ]
+        cache[key] = ids
+        return Segment(key, ids, index, "assistant", True)
+
+    def _prefill(self, m: Message, index: int) -> Segment:
+        """A trailing assistant message is a prefill: the reply continues it, turn left open."""
+        body = reply_body(content_text(m.content)[0], m.reasoning, m.tool_calls)
+        ids = [*self.generation_ids, *self.tokenizer.encode(body)]
+        return Segment(("prefill", body), ids, index, "prefill", True)
+
+    def _assemble(
+        self, out: RenderedPrompt, hashes: list[int], history: RolloutHistory | None
+    ) -> None:
+        ids: list[int] = []
+        fresh = 0
+        for s in out.segments:
+            ids += s.ids
+            if s.fresh:
+                fresh += len(s.ids)
+        out.ids = ids
+        out.reused_tokens = len(ids) - fresh
+        if history is None or not history.calls:
+            return
+        out.parent = history.parent_of(hashes)
+        if out.parent is None:
+            out.fork = True
+            out.fork_reason = history.fork_reason(out.segments)
