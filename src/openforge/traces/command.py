@@ -1,9 +1,168 @@
-"""``openforge`` commands of this area."""
+"""``openforge traces export|show|stats``: samples from a store, for trainers and for people."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from openforge.store.base import Store
+    from openforge.traces.samples import TraceOptions
+    from openforge.traces.source import StorePlan
+
+_STORE = typer.Option(..., "--store", help="The SQLite store file to read.")
+_OUT = typer.Option(..., "--out", help="Output file (.parquet, or .pkl for a veRL DataProto).")
+_HTML = typer.Option(None, "--html", help="Also write a self-contained HTML page.")
+_TOKENIZER = typer.Option(
+    None, "--tokenizer", help="Model dir to decode ids with (default: the served model)."
+)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+async def _with_store(path: Path, options: TraceOptions) -> StorePlan:
+    from openforge.store.base import StoreError
+    from openforge.traces.source import open_store, plan_store
+
+    try:
+        store: Store = open_store(path)
+    except (FileNotFoundError, StoreError) as e:
+        raise _fail(str(e)) from None
+    try:
+        return await plan_store(store, options)
+    finally:
+        await store.close()
+
+
+def _export(
+    store: Path,
+    fmt: str,
+    mode: str,
+    out: Path,
+    include_running: bool,
+    mask_forks: bool,
+    min_group_size: int,
+) -> None:
+    from openforge.traces import export
+    from openforge.traces.samples import Mode, TraceOptions
+
+    if fmt not in ("verl", "sft", "jsonl"):
+        raise _fail(f"--format must be verl, sft or jsonl, not {fmt!r}")
+    if mode not in ("per_call", "merged"):
+        raise _fail(f"--mode must be per_call or merged, not {mode!r}")
+    options = TraceOptions(
+        mode=Mode(mode),
+        include_running=include_running,
+        mask_forks=mask_forks,
+        require_reward=fmt == "verl",
+        min_group_size=min_group_size,
+    )
+    plan = asyncio.run(_with_store(store, options))
+    masked = ", ".join(f"{k}: {v}" for k, v in sorted(plan.counts.masked_rollouts.items()))
+    why = f" (rollouts left out: {masked})" if masked else ""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "verl":
+        samples = plan.samples
+        if not samples:
+            raise _fail(f"nothing to export from {store}: no trainable samples{why}")
+        try:
+            kind = export.write_verl(samples, out)
+        except ImportError as e:
+            raise _fail(
+                f"{out} asks for a pickled DataProto but veRL is not importable: {e}"
+            ) from None
+        typer.echo(f"wrote {len(samples)} {mode} samples to {out} ({kind}){why}")
+    elif fmt == "sft":
+        n = export.write_sft(plan.plans, out)
+        if not n:
+            raise _fail(f"nothing to export from {store}: no teacher calls or successful rollouts")
+        typer.echo(f"wrote {n} chat examples to {out} (+ tokenized form){why}")
+    else:
+        if not plan.plans:
+            raise _fail(f"nothing to export from {store}: it holds no rollouts")
+        n = export.write_jsonl(plan.plans, out)
+        typer.echo(f"wrote {n} rollouts to {out}{why}")
+
+
+def _stats_rows(store: Path, include_running: bool, mask_forks: bool) -> dict[str, Any]:
+    from openforge.traces.samples import Mode, TraceOptions
+
+    per_call = asyncio.run(
+        _with_store(store, TraceOptions(Mode.PER_CALL, include_running, mask_forks))
+    ).counts
+    merged = asyncio.run(
+        _with_store(store, TraceOptions(Mode.MERGED, include_running, mask_forks))
+    ).counts
+    ratio = per_call.tokens / merged.tokens if merged.tokens else 0.0
+    return {
+        "rollouts": merged.rollouts,
+        "rollouts used": merged.rollouts_used,
+        "calls": merged.calls,
+        "teacher calls": merged.teacher_calls,
+        "samples (per_call)": per_call.samples,
+        "samples (merged)": merged.samples,
+        "tokens trained": merged.tokens_trained,
+        "tokens (per_call)": per_call.tokens,
+        "tokens (merged)": merged.tokens,
+        "merge compression": f"{ratio:.2f}x",
+        "forks": merged.forks,
+        "retries": merged.retries,
+        "retry headers": merged.retry_headers,
+        "ambiguous parents": merged.ambiguous,
+        "drifted turns": merged.drift,
+        "groups dropped": merged.groups_dropped,
+        **{f"masked rollouts: {k}": v for k, v in sorted(merged.masked_rollouts.items())},
+        **{f"masked calls: {k}": v for k, v in sorted(merged.masked_calls.items())},
+    }
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the ``openforge`` app."""
+    """Add ``openforge traces …`` to the ``openforge`` app."""
+    traces = typer.Typer(help="Turn recorded calls into training samples; export, view, count.")
+    app.add_typer(traces, name="traces")
+
+    @traces.command("export")
+    def export_cmd(
+        store: Path = _STORE,
+        fmt: str = typer.Option("verl", "--format", help="verl | sft | jsonl"),
+        mode: str = typer.Option("merged", "--mode", help="per_call | merged"),
+        out: Path = _OUT,
+        include_running: bool = typer.Option(False, "--include-running"),
+        mask_forks: bool = typer.Option(False, "--mask-forks", help="Train no forked branch."),
+        min_group_size: int = typer.Option(1, "--min-group-size", min=1),
+    ) -> None:
+        """Export samples for veRL (parquet or DataProto), SFT (chat JSONL) or analysis."""
+        _export(store, fmt, mode, out, include_running, mask_forks, min_group_size)
+
+    @traces.command("stats")
+    def stats_cmd(
+        store: Path = _STORE,
+        include_running: bool = typer.Option(False, "--include-running"),
+        mask_forks: bool = typer.Option(False, "--mask-forks"),
+    ) -> None:
+        """Calls, samples, tokens trained, merge compression, forks, retries, drift, masking."""
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("", "value", title=f"traces in {store}")
+        for k, v in _stats_rows(store, include_running, mask_forks).items():
+            table.add_row(k, str(v))
+        Console().print(table)
+
+    @traces.command("show")
+    def show_cmd(
+        rollout_id: str = typer.Argument(..., help="The rollout to show."),
+        store: Path = _STORE,
+        html: Path | None = _HTML,
+        tokenizer: Path | None = _TOKENIZER,
+    ) -> None:
+        """Print a rollout's paths: trained tokens, observations and forks told apart."""
+        from openforge.traces.view import show
+
+        asyncio.run(show(store, rollout_id, html, tokenizer))

@@ -155,8 +155,9 @@ _DRIFT_RANK = {"clean": 0, "realign": 1, "fork": 2}
 def _rollout_exclusion(rollout: Rollout, options: TraceOptions) -> str | None:
     if rollout.status == RolloutStatus.INFRA_ERROR:
         return "infra_error"
-    if rollout.status in (RolloutStatus.CREATED, RolloutStatus.RUNNING):
-        return None if options.include_running else "running"
+    unfinished = rollout.status in (RolloutStatus.CREATED, RolloutStatus.RUNNING)
+    if unfinished and not options.include_running:
+        return "running"
     if options.require_reward and rollout.reward is None:
         return "unscored"
     return None

@@ -1,0 +1,110 @@
+"""Reading a store into rollout plans and samples (async, like every store read)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openforge.store.base import Store
+from openforge.store.schemas import Rollout, RolloutStatus
+from openforge.traces.samples import (
+    Mode,
+    RolloutPlan,
+    Sample,
+    TraceCounts,
+    TraceOptions,
+    plan_groups,
+    plan_rollout,
+)
+
+__all__ = ["StorePlan", "iter_plans", "iter_samples", "open_store", "plan_store"]
+
+
+@dataclass(slots=True)
+class StorePlan:
+    """Every rollout's plan, the ones that keep samples, and the summed counters."""
+
+    plans: list[RolloutPlan]
+    kept: list[RolloutPlan]
+    counts: TraceCounts = field(default_factory=TraceCounts)
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [s for p in self.kept for s in p.samples]
+
+
+def open_store(path: str | Path) -> Store:
+    """Open an existing SQLite store for reading; a missing file is refused, not created.
+
+    Raises :class:`FileNotFoundError`, or the store's ``SchemaMismatch`` for a store of
+    another schema version (its message says what to do).
+    """
+    from openforge.store.sqlite import SqliteStore
+
+    if str(path) != ":memory:" and not Path(path).is_file():
+        raise FileNotFoundError(f"no store at {path}")
+    return SqliteStore(path)
+
+
+def _key(r: Rollout) -> str:
+    return r.group_id if r.group_id is not None else f"rollout:{r.id}"
+
+
+async def iter_plans(
+    store: Store,
+    options: TraceOptions | None = None,
+    statuses: Sequence[RolloutStatus] | None = None,
+) -> AsyncIterator[list[RolloutPlan]]:
+    """Yield the plans of one group at a time (all of them, kept or not), oldest group first.
+
+    Groups are planned whole so that ``min_group_size`` can drop a group entirely.
+    """
+    options = options or TraceOptions()
+    rollouts = await store.rollouts(statuses=statuses)
+    groups: dict[str, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(_key(r), []).append(r)
+    for members in groups.values():
+        plans = [plan_rollout(r, await store.calls(r.id), options) for r in members]
+        plan_groups(plans, options)
+        yield plans
+
+
+async def iter_samples(
+    store: Store,
+    mode: Mode | str = Mode.MERGED,
+    *,
+    include_running: bool = False,
+    mask_forks: bool = False,
+    require_reward: bool = True,
+    min_group_size: int = 1,
+) -> AsyncIterator[Sample]:
+    """The store's training samples, group by group (a group's samples are contiguous).
+
+    ``async for sample in iter_samples(store, "merged"): ...``. Defaults suit RL: rollouts
+    must be finished and scored; ``infra_error`` rollouts and failed calls give nothing.
+    """
+    options = TraceOptions(
+        mode=Mode(mode),
+        include_running=include_running,
+        mask_forks=mask_forks,
+        require_reward=require_reward,
+        min_group_size=min_group_size,
+    )
+    async for plans in iter_plans(store, options):
+        for p in plans:
+            for s in p.samples:
+                yield s
+
+
+async def plan_store(store: Store, options: TraceOptions | None = None) -> StorePlan:
+    """Plan every rollout of ``store``; counters summed over all of them."""
+    out = StorePlan([], [])
+    async for plans in iter_plans(store, options):
+        for p in plans:
+            out.plans.append(p)
+            out.counts.add(p.counts)
+            if p.excluded is None:
+                out.kept.append(p)
+    return out
