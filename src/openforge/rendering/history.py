@@ -113,10 +113,7 @@ class RolloutHistory:
             prompt_hash=prompt.path_hash,
         )
         segs = [s for s in prompt.segments if s.kind != "generation"]
-        keys = [s.key for s in segs]
-        self.calls.append(
-            _Call(keys, [s.message_index for s in segs], [s.kind for s in segs], turn)
-        )
+        self.calls.append(_Call([s.key for s in segs], turn))
         self._tips[hash((prompt.path_hash, ("turn", turn.index)))] = turn.index
         fast, canon = turn_keys(message)
         self._fast.setdefault(fast, []).append(turn)
