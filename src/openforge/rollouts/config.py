@@ -1,0 +1,94 @@
+"""The orchestrator's boundary shapes: :class:`RolloutConfig` in, :class:`RolloutResult` out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openforge.harnesses.base import Harness
+from openforge.sandboxes.base import SandboxBackend
+from openforge.tasks.model import Task
+
+__all__ = ["STATUSES", "RolloutConfig", "RolloutResult"]
+
+# Terminal statuses, as the gateway's store names them.
+STATUSES = ("completed", "agent_error", "timeout", "infra_error")
+
+
+@dataclass(slots=True)
+class RolloutResult:
+    """One rollout's outcome: a line of ``results.jsonl``.
+
+    ``reward`` is None exactly when ``status`` is ``infra_error`` (masked from training).
+    ``rollout_id`` is the gateway rollout of the last attempt; earlier attempts were
+    finished there as ``infra_error``. ``timings`` holds seconds per phase: ``create``
+    (sandbox create-to-ready), ``setup`` (workspace + harness config), ``agent``, ``verify``,
+    ``teardown``, ``total``.
+    """
+
+    task_id: str
+    sample: int
+    status: str
+    reward: float | None = None
+    rollout_id: str | None = None
+    group_id: str | None = None
+    split: str = "train"
+    attempts: int = 1
+    error: str | None = None
+    details: Any = None
+    agent_exit_code: int | None = None
+    verifier_output: str | None = None
+    finish_error: str | None = None  # the gateway's finish failed; the result still stands
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RolloutConfig:
+    """Everything one orchestrator run needs.
+
+    ``tasks`` is a list of loaded tasks or a path / bundled suite name for
+    :func:`openforge.tasks.load_tasks`. ``harness`` is an adapter or a registry name (with
+    ``harness_options``). ``gateway_url`` is the gateway's root as this host sees it.
+    With ``out_dir`` set, results go to ``out_dir/results.jsonl`` and a rerun skips the
+    ``(task_id, sample)`` pairs already there (``retry_infra`` reruns their infra errors).
+    """
+
+    tasks: Sequence[Task] | str | Path
+    harness: Harness | str
+    gateway_url: str
+    harness_options: dict[str, Any] = field(default_factory=dict)
+    n: int = 1
+    concurrency: int = 8
+    backend: SandboxBackend | str = "local"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    model: str = "openforge"
+    split: str | None = None
+    out_dir: Path | str | None = None
+    admin_token: str | None = field(default_factory=lambda: os.environ.get(
+        "OPENFORGE_ADMIN_TOKEN"))
+    retries: int = 2  # extra attempts after an infra error
+    retry_backoff_s: float = 0.25
+    retry_infra: bool = False
+    workdir: str = "/workspace"
+    metadata: dict[str, Any] = field(default_factory=dict)  # added to every gateway rollout
+    run_id: str | None = None  # default: the run dir's, or a fresh one
+    handle_signals: bool = False  # SIGINT/SIGTERM cancel the run (the CLI sets this)
+    on_result: Callable[[RolloutResult], None] | None = None
+    on_start: Callable[[str, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {self.retries}")
+        if self.split not in (None, "train", "test"):
+            raise ValueError(f"split must be train or test, got {self.split!r}")
+        if not self.gateway_url.startswith(("http://", "https://")):
+            raise ValueError(f"gateway_url must be an http(s) URL, got {self.gateway_url!r}")

@@ -1,0 +1,63 @@
+"""The gateway's admin API as the orchestrator uses it: mint a rollout key, finish it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+__all__ = ["GatewayClient", "GatewayError", "Minted"]
+
+
+class GatewayError(Exception):
+    """The gateway could not be reached or refused a request (an infra error)."""
+
+
+@dataclass(slots=True)
+class Minted:
+    rollout_id: str
+    key: str
+    base_url: str
+
+
+class GatewayClient:
+    """One shared HTTP client for a run's admin calls."""
+
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.url, headers=headers,
+                                       timeout=timeout_s, limits=limits)
+
+    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return await self._http.post(path, content=orjson.dumps(body),
+                                         headers={"content-type": "application/json"})
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
+
+    async def mint(self, task_id: str, group_id: str, metadata: dict[str, Any]) -> Minted:
+        """Create a rollout on the gateway and return its key."""
+        resp = await self._post("/admin/rollouts", {
+            "task_id": task_id, "group_id": group_id, "metadata": metadata})
+        if resp.status_code not in (200, 201):
+            raise GatewayError(f"mint: HTTP {resp.status_code}: {resp.text[:500]}")
+        data = resp.json()
+        return Minted(rollout_id=data["rollout_id"], key=data["key"], base_url=data["base_url"])
+
+    async def finish(self, rollout_id: str, status: str, reward: float | None,
+                     details: dict[str, Any]) -> None:
+        """Finish a rollout; a 409 (already finished differently) is reported, not hidden."""
+        body: dict[str, Any] = {"status": status, "details": details}
+        if reward is not None:
+            body["reward"] = reward
+        resp = await self._post(f"/admin/rollouts/{rollout_id}/finish", body)
+        if resp.status_code != 200:
+            raise GatewayError(f"finish {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._http.aclose()

@@ -1,0 +1,187 @@
+"""``run_rollouts(config)``: every task × n samples, bounded concurrency, a resumable run dir.
+
+Run directory layout::
+
+    RUN_DIR/run.json                     run id, start time, the config (JSON-able parts)
+    RUN_DIR/results.jsonl                one RolloutResult per line, appended as each finishes
+    RUN_DIR/summary.json                 counts per status, mean reward, per-task pass@k
+    RUN_DIR/rollouts/<task_id>/<sample>/agent.log        harness stdout + stderr (tails)
+    RUN_DIR/rollouts/<task_id>/<sample>/verifier.log     the verifier's output
+    RUN_DIR/rollouts/<task_id>/<sample>/transcript.json  the harness's own transcript, if any
+
+A rerun with the same RUN_DIR skips ``(task_id, sample)`` pairs already in results.jsonl
+(the last line for a pair wins). SIGINT/SIGTERM (with ``handle_signals``) cancel the run:
+every in-flight rollout is finished on the gateway as ``infra_error`` ("interrupted"), every
+sandbox is closed, and nothing is written for them, so a rerun does them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import secrets
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from openforge.harnesses.base import Harness
+from openforge.harnesses.registry import get_harness
+from openforge.rollouts.config import RolloutConfig, RolloutResult
+from openforge.rollouts.gateway_client import GatewayClient
+from openforge.rollouts.runner import Attempt, RolloutJob, run_job
+from openforge.sandboxes import create_backend
+from openforge.sandboxes.base import SandboxBackend
+from openforge.tasks.loading import load_tasks
+from openforge.tasks.model import Task, TaskError
+
+__all__ = ["Interrupted", "load_results", "resolve_tasks", "run_rollouts"]
+
+
+class Interrupted(Exception):
+    """The run was stopped by SIGINT/SIGTERM; finished rollouts are in the run dir."""
+
+
+def resolve_tasks(config: RolloutConfig) -> tuple[list[Task], list[TaskError]]:
+    """The config's tasks (loading them if given as a path), filtered by split."""
+    if isinstance(config.tasks, str | Path):
+        loaded = load_tasks(config.tasks, config.split)
+        return loaded.tasks, loaded.errors
+    return [t for t in config.tasks if config.split in (None, t.split)], []
+
+
+def load_results(out_dir: Path) -> dict[tuple[str, int], RolloutResult]:
+    """The results already in ``out_dir/results.jsonl``; a torn last line is ignored."""
+    path = out_dir / "results.jsonl"
+    out: dict[tuple[str, int], RolloutResult] = {}
+    if not path.is_file():
+        return out
+    names = {f.name for f in dataclasses.fields(RolloutResult)}
+    for line in path.read_bytes().splitlines():
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line torn by a crash mid-write
+        res = RolloutResult(**{k: v for k, v in data.items() if k in names})
+        out[(res.task_id, res.sample)] = res
+    return out
+
+
+def _run_meta(out_dir: Path, config: RolloutConfig, tasks: Sequence[Task]) -> str:
+    meta_path = out_dir / "run.json"
+    if meta_path.is_file():
+        run_id = str(orjson.loads(meta_path.read_bytes())["run_id"])
+        return config.run_id or run_id
+    run_id = config.run_id or "run-" + secrets.token_hex(4)
+    harness = config.harness if isinstance(config.harness, str) else config.harness.name
+    meta = {"run_id": run_id, "created_at": time.time(), "harness": harness,
+            "harness_options": config.harness_options, "n": config.n, "model": config.model,
+            "gateway_url": config.gateway_url, "split": config.split,
+            "backend": config.backend if isinstance(config.backend, str) else config.backend.name,
+            "tasks": [t.id for t in tasks]}
+    meta_path.write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return run_id
+
+
+def _write(out_dir: Path, res: RolloutResult, att: Attempt) -> None:
+    d = out_dir / "rollouts" / res.task_id / str(res.sample)
+    if att.agent_log or res.verifier_output or att.transcript is not None:
+        d.mkdir(parents=True, exist_ok=True)
+    if att.agent_log:
+        (d / "agent.log").write_bytes(att.agent_log)
+    if res.verifier_output:
+        (d / "verifier.log").write_text(res.verifier_output)
+    if att.transcript is not None:
+        (d / "transcript.json").write_bytes(orjson.dumps(att.transcript, default=str))
+    with (out_dir / "results.jsonl").open("ab") as f:
+        f.write(orjson.dumps(dataclasses.asdict(res), default=str) + b"\n")
+
+
+async def _run_all(config: RolloutConfig, pending: list[tuple[Task, int]], job_of: Any,
+                   out_dir: Path | None) -> list[RolloutResult]:
+    sem = asyncio.Semaphore(config.concurrency)
+    results: list[RolloutResult] = []
+
+    async def one(task: Task, sample: int) -> None:
+        async with sem:
+            if config.on_start is not None:
+                config.on_start(task.id, sample)
+            res, att = await run_job(task, sample, job_of(task))
+            if out_dir is not None:
+                await asyncio.to_thread(_write, out_dir, res, att)
+            results.append(res)
+            if config.on_result is not None:
+                config.on_result(res)
+
+    async with asyncio.TaskGroup() as tg:
+        for task, sample in pending:
+            tg.create_task(one(task, sample))
+    return results
+
+
+async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
+    """Run every (task, sample) of ``config`` not already in its run dir; return all results.
+
+    The returned list holds the earlier results of a resumed run too, ordered by task then
+    sample. Raises :class:`Interrupted` when stopped by a signal (``handle_signals``).
+    """
+    tasks, _errors = resolve_tasks(config)
+    out_dir = Path(config.out_dir) if config.out_dir is not None else None
+    done: dict[tuple[str, int], RolloutResult] = {}
+    run_id = config.run_id or "run-" + secrets.token_hex(4)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        run_id = _run_meta(out_dir, config, tasks)
+        done = load_results(out_dir)
+        if config.retry_infra:
+            done = {k: v for k, v in done.items() if v.status != "infra_error"}
+    pending = [(t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done]
+
+    harness: Harness = (get_harness(config.harness, **config.harness_options)
+                        if isinstance(config.harness, str) else config.harness)
+    owns_backend = isinstance(config.backend, str)
+    backend: SandboxBackend = (create_backend(config.backend, **config.backend_options)
+                               if isinstance(config.backend, str) else config.backend)
+    gateway = GatewayClient(config.gateway_url, config.admin_token)
+
+    def job_of(task: Task) -> RolloutJob:
+        return RolloutJob(harness=harness, backend=backend, gateway=gateway,
+                          group_id=f"{run_id}/{task.id}", model=config.model,
+                          workdir=config.workdir, retries=config.retries,
+                          retry_backoff_s=config.retry_backoff_s,
+                          metadata={**config.metadata, "run_id": run_id})
+
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    stopped: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped.append(signum)
+        if main is not None:
+            main.cancel()
+
+    installed: list[signal.Signals] = []
+    if config.handle_signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+            installed.append(sig)
+    try:
+        new = await _run_all(config, pending, job_of, out_dir)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        raise Interrupted(f"stopped by signal {stopped[0]}") from None
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(gateway.close())
+        if owns_backend:
+            await asyncio.shield(backend.close())
+    merged = {**done, **{(r.task_id, r.sample): r for r in new}}
+    order = {t.id: i for i, t in enumerate(tasks)}
+    return sorted(merged.values(), key=lambda r: (order.get(r.task_id, len(order)), r.sample))

@@ -1,0 +1,178 @@
+"""One rollout, start to finish: mint → sandbox → workspace → harness → verifier → finish.
+
+Failure classes: an infra error (gateway, sandbox, harness setup) is retried up to
+``retries`` times, each attempt finished on the gateway as ``infra_error``; a verifier that
+crashes or prints garbage is ``infra_error`` at once (rerunning the agent would not fix it);
+a harness that runs past the task's timeout is ``timeout``; one that exits non-zero is
+``agent_error``. Timeouts and agent errors are still verified: the reward says what the
+agent left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from openforge.harnesses.base import Harness, HarnessError
+from openforge.rollouts.config import RolloutResult
+from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
+from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
+from openforge.tasks.model import Task
+from openforge.tasks.verify import VerifierError, run_verifier
+
+__all__ = ["Attempt", "RolloutJob", "run_job"]
+
+_LOG_TAIL = 64 * 1024
+_INFRA = (SandboxError, GatewayError, HarnessError, OSError)
+
+
+@dataclass(slots=True)
+class RolloutJob:
+    """What :func:`run_job` needs besides the task."""
+
+    harness: Harness
+    backend: SandboxBackend
+    gateway: GatewayClient
+    group_id: str
+    model: str
+    workdir: str
+    retries: int
+    retry_backoff_s: float
+    metadata: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """The logs an attempt produced (written to the run dir by the orchestrator)."""
+
+    agent_log: bytes = b""
+    transcript: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class _Infra(Exception):
+    """An attempt failed for infrastructure reasons; retryable."""
+
+
+def _sandbox_base_url(minted: Minted, sandbox: Sandbox, gateway_url: str) -> str:
+    root = (sandbox.gateway_url or gateway_url).rstrip("/")
+    return root + urlsplit(minted.base_url).path
+
+
+async def _agent(task: Task, job: RolloutJob, box: Sandbox, minted: Minted,
+                 out: Attempt) -> tuple[str, int | None, str | None]:
+    """Set up and run the harness; return (status, exit code, error)."""
+    t0 = time.perf_counter()
+    await box.put(task.workspace_bytes())
+    await job.harness.check(box)
+    await job.harness.configure(box, _sandbox_base_url(minted, box, job.gateway.url),
+                                minted.key, job.model)
+    launch = job.harness.command(task.instruction)
+    t1 = time.perf_counter()
+    out.timings["setup"] = t1 - t0
+    res = await box.exec(launch.argv, env=launch.env, cwd=launch.cwd,
+                         timeout=task.timeout_s, stdin=launch.stdin)
+    out.timings["agent"] = time.perf_counter() - t1
+    out.agent_log = res.stdout[-_LOG_TAIL:] + (
+        b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b"")
+    if res.timed_out:
+        return "timeout", None, f"harness ran past the task timeout ({task.timeout_s:g}s)"
+    if res.exit_code != 0:
+        return "agent_error", res.exit_code, f"harness exited with status {res.exit_code}"
+    return "completed", 0, None
+
+
+async def _attempt(task: Task, job: RolloutJob, minted: Minted, out: Attempt,
+                   result: RolloutResult) -> None:
+    """Run one attempt in its own sandbox; fill ``result``; raise :class:`_Infra`."""
+    spec = SandboxSpec(
+        image=task.image, workdir=job.workdir, cpu=task.cpu, memory_mb=task.memory_mb,
+        pids=task.pids, disk_mb=task.disk_mb, network=task.network,
+        gateway_url=job.gateway.url, lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
+        labels={"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id},
+    )
+    t0 = time.perf_counter()
+    try:
+        box = await job.backend.create(spec)
+    except _INFRA as exc:
+        raise _Infra(f"sandbox create: {exc}") from exc
+    out.timings["create"] = time.perf_counter() - t0
+    try:
+        try:
+            status, code, error = await _agent(task, job, box, minted, out)
+        except _INFRA as exc:
+            raise _Infra(f"{type(exc).__name__}: {exc}") from exc
+        with contextlib.suppress(*_INFRA):
+            out.transcript = await job.harness.collect(box)
+        t1 = time.perf_counter()
+        try:
+            verdict = await run_verifier(box, task, job.workdir)
+        except VerifierError as exc:
+            result.status, result.error = "infra_error", f"verifier: {exc}"
+            result.verifier_output = exc.output
+            return
+        except _INFRA as exc:
+            raise _Infra(f"verifier setup: {exc}") from exc
+        finally:
+            out.timings["verify"] = time.perf_counter() - t1
+        result.status, result.agent_exit_code, result.error = status, code, error
+        result.reward, result.details = verdict.reward, verdict.details
+        result.verifier_output = verdict.output or None
+    finally:
+        t2 = time.perf_counter()
+        await asyncio.shield(box.close())
+        out.timings["teardown"] = time.perf_counter() - t2
+
+
+async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> None:
+    details: dict[str, Any] = {"error": result.error, "attempt": result.attempts}
+    if result.details is not None:
+        details["verifier"] = result.details
+    try:
+        await job.gateway.finish(rollout_id, result.status, result.reward, details)
+    except GatewayError as exc:
+        result.finish_error = str(exc)
+
+
+async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResult, Attempt]:
+    """Run one (task, sample) rollout with bounded infra retries."""
+    result = RolloutResult(task_id=task.id, sample=sample, status="infra_error",
+                           group_id=job.group_id, split=task.split, started_at=time.time())
+    out = Attempt()
+    t_start = time.perf_counter()
+    for attempt in range(1, job.retries + 2):
+        result.attempts, out = attempt, Attempt()
+        result.status, result.error, result.reward = "infra_error", None, None
+        result.details = result.verifier_output = result.agent_exit_code = None
+        meta = {**job.metadata, "task_id": task.id, "sample": sample, "attempt": attempt}
+        try:
+            minted = await job.gateway.mint(task.id, job.group_id, meta)
+        except GatewayError as exc:
+            result.error = f"gateway mint: {exc}"
+        else:
+            result.rollout_id = minted.rollout_id
+            try:
+                await _attempt(task, job, minted, out, result)
+            except _Infra as exc:
+                result.error = str(exc)
+            except Exception as exc:  # an adapter's bug must not end the whole run
+                result.error = f"internal: {type(exc).__name__}: {exc}"
+            except asyncio.CancelledError:
+                result.error = "interrupted"
+                await asyncio.shield(_finish(job, minted.rollout_id, result))
+                raise
+            await _finish(job, minted.rollout_id, result)
+            if result.status != "infra_error" or result.verifier_output is not None:
+                break
+        if attempt <= job.retries:
+            await asyncio.sleep(job.retry_backoff_s * attempt)
+    result.finished_at = time.time()
+    out.timings["total"] = time.perf_counter() - t_start
+    result.timings = {k: round(v, 6) for k, v in out.timings.items()}
+    if result.status == "infra_error":
+        result.reward = None
+    return result, out
