@@ -7,10 +7,11 @@ from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
-from tests.traces.conftest import MODEL_DIR, Built
 from typer.testing import CliRunner
 
 from openforge.cli import app
+
+from .store_data import MODEL_DIR, Built
 
 runner = CliRunner()
 
