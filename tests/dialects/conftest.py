@@ -19,13 +19,18 @@ FIXTURES = Path("/work/shared/fixtures/harness-requests")
 REPO_FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def fixture_bytes(name: str) -> bytes:
-    """A recorded harness request body (shared fixtures, else the repo's copy)."""
+def _fixture_bytes(name: str) -> bytes:
     for root in (FIXTURES, REPO_FIXTURES):
         path = root / name
         if path.exists():
             return path.read_bytes()
     pytest.skip(f"recorded fixture {name} is not on this machine")
+
+
+@pytest.fixture
+def harness_body() -> Callable[[str], bytes]:
+    """Reads a recorded harness request body (shared fixtures, else the repo's copy)."""
+    return _fixture_bytes
 
 
 Reply = tuple[int, bytes, str]

@@ -1,0 +1,168 @@
+"""Anthropic Messages request -> canonical :class:`Conversation`."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+
+from openforge.conversation import (
+    ContentPart,
+    Conversation,
+    Message,
+    SamplingParams,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
+from openforge.conversation import ToolChoice as CanonicalToolChoice
+from openforge.dialects.anthropic.protocol import (
+    Base64Source,
+    ContentBlock,
+    CountTokensRequest,
+    CustomTool,
+    ImageBlock,
+    MessageParam,
+    MessagesRequest,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from openforge.dialects.errors import decode_body
+from openforge.dialects.images import image_from_base64, image_from_url
+
+__all__ = ["parse_count_tokens_request", "parse_request"]
+
+log = logging.getLogger(__name__)
+_TAGS = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "other"}
+    | {"custom", "server", "base64", "url"}
+)
+
+
+def parse_request(body: bytes) -> Conversation:
+    """Parse a ``POST /v1/messages`` body.
+
+    ``metadata`` carries the client's ``metadata``, ``thinking`` (as sent), and counts
+    of what could not be rendered: ``ignored_blocks`` (documents, server tool results,
+    redacted thinking) and ``tool_errors`` (tool results flagged ``is_error``).
+    """
+    req = decode_body(body, MessagesRequest, union_tags=_TAGS)
+    conv = _conversation(req)
+    conv.params = SamplingParams(
+        max_tokens=req.max_tokens,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=req.top_k or 0,
+        stop=list(req.stop_sequences or []),
+    )
+    conv.stream = bool(req.stream)
+    if req.metadata is not None:
+        conv.metadata["metadata"] = req.metadata
+    return conv
+
+
+def parse_count_tokens_request(body: bytes) -> Conversation:
+    """Parse a ``POST /v1/messages/count_tokens`` body (no ``max_tokens``)."""
+    return _conversation(decode_body(body, CountTokensRequest, union_tags=_TAGS))
+
+
+def _conversation(req: CountTokensRequest) -> Conversation:
+    counts = {"ignored_blocks": 0, "tool_errors": 0}
+    messages: list[Message] = []
+    if req.system:
+        system = [req.system] if isinstance(req.system, str) else [b.text for b in req.system]
+        messages.append(Message("system", [TextPart(t) for t in system]))
+    for msg in req.messages:
+        messages.extend(_messages(msg, counts))
+    tools: list[ToolSpec] = []
+    ignored: list[str] = []
+    for tool in req.tools or []:
+        if isinstance(tool, CustomTool):
+            tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
+        else:
+            ignored.append(tool.name or tool.type)
+    metadata: dict[str, object] = {k: v for k, v in counts.items() if v}
+    if req.thinking is not None:
+        metadata["thinking"] = req.thinking.model_dump(exclude_none=True)
+    choice, parallel = _tool_choice(req.tool_choice)
+    return Conversation(
+        messages=messages,
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        model=req.model,
+        reasoning=req.thinking is not None and req.thinking.type != "disabled",
+        ignored_tools=ignored,
+        metadata=metadata,
+    )
+
+
+def _tool_choice(choice: ToolChoice | None) -> tuple[CanonicalToolChoice, bool]:
+    if choice is None:
+        return CanonicalToolChoice(), True
+    parallel = not choice.disable_parallel_tool_use
+    if choice.type == "any":
+        return CanonicalToolChoice("required"), parallel
+    if choice.type == "tool":
+        return CanonicalToolChoice("required", choice.name), parallel
+    return CanonicalToolChoice(choice.type), parallel
+
+
+def _part(block: TextBlock | ImageBlock) -> ContentPart:
+    if isinstance(block, TextBlock):
+        return TextPart(block.text)
+    src = block.source
+    if isinstance(src, Base64Source):
+        return image_from_base64(src.media_type, src.data)
+    return image_from_url(src.url)
+
+
+def _messages(msg: MessageParam, counts: dict[str, int]) -> list[Message]:
+    """One wire message -> canonical messages (tool results become ``tool`` messages)."""
+    if isinstance(msg.content, str):
+        return [Message(msg.role, [TextPart(msg.content)])]
+    if msg.role == "assistant":
+        return [_assistant(msg.content, counts)]
+    out: list[Message] = []
+    parts: list[ContentPart] = []
+    for block in msg.content:
+        if isinstance(block, TextBlock | ImageBlock):
+            parts.append(_part(block))
+        elif isinstance(block, ToolResultBlock):
+            if parts:  # keep the order the client wrote
+                out.append(Message(msg.role, parts))
+                parts = []
+            content = block.content
+            result: list[ContentPart] = (
+                [TextPart(content)] if isinstance(content, str) else [_part(b) for b in content]
+            )
+            counts["tool_errors"] += block.is_error
+            out.append(Message("tool", result, tool_call_id=block.tool_use_id))
+        else:
+            counts["ignored_blocks"] += 1
+            log.debug("dropped a %s block in a %s message", block.type, msg.role)
+    if parts or not out:
+        out.append(Message(msg.role, parts))
+    return out
+
+
+def _assistant(blocks: list[ContentBlock], counts: dict[str, int]) -> Message:
+    parts: list[ContentPart] = []
+    calls: list[ToolCall] = []
+    reasoning: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append(TextPart(block.text))
+        elif isinstance(block, ToolUseBlock):
+            calls.append(ToolCall(block.id, block.name, orjson.dumps(block.input).decode()))
+        elif isinstance(block, ThinkingBlock):
+            reasoning.append(block.thinking)
+        else:
+            counts["ignored_blocks"] += 1
+            if not isinstance(block, RedactedThinkingBlock):
+                log.debug("dropped a %s block in an assistant message", block.type)
+    return Message("assistant", parts, tool_calls=calls, reasoning="".join(reasoning) or None)

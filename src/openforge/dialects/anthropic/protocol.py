@@ -1,0 +1,293 @@
+"""Anthropic Messages wire shapes.
+
+Request fields follow https://docs.anthropic.com/en/api/messages (order kept); beta
+and future fields (``context_management``, ``output_config``, …) are tolerated and
+logged by :class:`WireIn`. Stream events follow
+https://docs.anthropic.com/en/api/messages-streaming; errors follow
+https://docs.anthropic.com/en/api/errors; token counting
+https://docs.anthropic.com/en/api/messages-count-tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from pydantic import Discriminator, Field, Tag
+
+from openforge.dialects.wire import WireIn
+
+# ---- request ------------------------------------------------------------------------
+
+
+class TextBlock(WireIn):
+    type: Literal["text"]
+    text: str
+
+
+class Base64Source(WireIn):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class URLSource(WireIn):
+    type: Literal["url"]
+    url: str
+
+
+class ImageBlock(WireIn):
+    type: Literal["image"]
+    source: Annotated[Base64Source | URLSource, Field(discriminator="type")]
+
+
+class ToolUseBlock(WireIn):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+ToolResultPart = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ToolResultBlock(WireIn):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[ToolResultPart] = ""
+    is_error: bool = False
+
+
+class ThinkingBlock(WireIn):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str = ""
+
+
+class RedactedThinkingBlock(WireIn):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+class OtherBlock(WireIn):
+    """A block we cannot render (document, server tool results, …): logged and dropped."""
+
+    type: str
+
+
+_BLOCK_TAGS = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+
+def _block_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in _BLOCK_TAGS else "other"
+
+
+ContentBlock = Annotated[
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ImageBlock, Tag("image")]
+    | Annotated[ToolUseBlock, Tag("tool_use")]
+    | Annotated[ToolResultBlock, Tag("tool_result")]
+    | Annotated[ThinkingBlock, Tag("thinking")]
+    | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
+    | Annotated[OtherBlock, Tag("other")],
+    Discriminator(_block_tag),
+]
+
+
+class MessageParam(WireIn):
+    # "system" is not in the public docs, but Claude Code sends such turns mid-history.
+    role: Literal["user", "assistant", "system"]
+    content: str | list[ContentBlock]
+
+
+class CustomTool(WireIn):
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any]
+    type: Literal["custom"] | None = None
+
+
+class ServerTool(WireIn):
+    """A server tool (``web_search_20250305``, ``bash_20250124``, …): listed, not served."""
+
+    type: str
+    name: str | None = None
+
+
+def _tool_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "custom" if kind in (None, "custom") else "server"
+
+
+Tool = Annotated[
+    Annotated[CustomTool, Tag("custom")] | Annotated[ServerTool, Tag("server")],
+    Discriminator(_tool_tag),
+]
+
+
+class ToolChoice(WireIn):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool = False
+
+
+class ThinkingConfig(WireIn):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: int | None = None
+
+
+class CountTokensRequest(WireIn):
+    """The ``/v1/messages/count_tokens`` body: a Messages body without ``max_tokens``."""
+
+    model: str
+    messages: list[MessageParam]
+    system: str | list[TextBlock] | None = None
+    thinking: ThinkingConfig | None = None
+    tool_choice: ToolChoice | None = None
+    tools: list[Tool] | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    max_tokens: int = Field(ge=1)
+    metadata: dict[str, Any] | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool | None = None
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+
+
+# ---- response -----------------------------------------------------------------------
+
+
+class TextOut(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingOut(TypedDict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class ToolUseOut(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+BlockOut = TextOut | ThinkingOut | ToolUseOut
+
+
+class UsageOut(TypedDict):
+    input_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    output_tokens: int
+
+
+class MessageOut(TypedDict):
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    content: list[BlockOut]
+    model: str
+    stop_reason: str | None
+    stop_sequence: str | None
+    usage: UsageOut
+
+
+class MessageStart(TypedDict):
+    type: Literal["message_start"]
+    message: MessageOut
+
+
+class Ping(TypedDict):
+    type: Literal["ping"]
+
+
+class ContentBlockStart(TypedDict):
+    type: Literal["content_block_start"]
+    index: int
+    content_block: BlockOut
+
+
+class TextDeltaOut(TypedDict):
+    type: Literal["text_delta"]
+    text: str
+
+
+class ThinkingDeltaOut(TypedDict):
+    type: Literal["thinking_delta"]
+    thinking: str
+
+
+class SignatureDeltaOut(TypedDict):
+    type: Literal["signature_delta"]
+    signature: str
+
+
+class InputJsonDeltaOut(TypedDict):
+    type: Literal["input_json_delta"]
+    partial_json: str
+
+
+class ContentBlockDelta(TypedDict):
+    type: Literal["content_block_delta"]
+    index: int
+    delta: TextDeltaOut | ThinkingDeltaOut | SignatureDeltaOut | InputJsonDeltaOut
+
+
+class ContentBlockStop(TypedDict):
+    type: Literal["content_block_stop"]
+    index: int
+
+
+class StopDelta(TypedDict):
+    stop_reason: str
+    stop_sequence: str | None
+
+
+class DeltaUsage(TypedDict):
+    output_tokens: int
+    input_tokens: NotRequired[int]
+
+
+class MessageDelta(TypedDict):
+    type: Literal["message_delta"]
+    delta: StopDelta
+    usage: DeltaUsage
+
+
+class MessageStop(TypedDict):
+    type: Literal["message_stop"]
+
+
+class ErrorObject(TypedDict):
+    type: str
+    message: str
+
+
+class ErrorEvent(TypedDict):
+    type: Literal["error"]
+    error: ErrorObject
+
+
+StreamEvent = (
+    MessageStart
+    | Ping
+    | ContentBlockStart
+    | ContentBlockDelta
+    | ContentBlockStop
+    | MessageDelta
+    | MessageStop
+    | ErrorEvent
+)
+
+
+class TokenCount(TypedDict):
+    input_tokens: int
