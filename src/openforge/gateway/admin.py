@@ -1,0 +1,273 @@
+"""The rollouts admin API (JSON), for the orchestrator and the trainer.
+
+    POST /admin/rollouts                {task_id?, group_id?, metadata?}
+         → 201 {rollout_id, key, base_url, openai_base_url, anthropic_base_url}
+    GET  /admin/rollouts?status=&group_id=   → {rollouts: [rollout, ...]}
+    GET  /admin/rollouts/<id>[?tokens=1]     → rollout + {calls: [...]}
+    POST /admin/rollouts/<id>/finish    {status, reward?, details?} → rollout
+         (the same finish again → 200; a conflicting one → 409)
+    POST /admin/pause[?wait=0]          → {paused, in_flight, weight_version}
+         (returns once in-flight calls finished, unless wait=0)
+    POST /admin/resume                  → {paused, in_flight, weight_version}
+    POST /admin/weights                 {version, path?} → {paused, in_flight, weight_version}
+    GET  /admin/status                  → {paused, in_flight, weight_version, engine}
+
+With ``OPENFORGE_ADMIN_TOKEN`` set, every admin request needs
+``Authorization: Bearer <token>``. Errors are ``{"error": {"type", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import asdict
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from openforge.engines.base import Engine, UpdatableEngine
+from openforge.gateway.control import Control
+from openforge.store.base import RolloutConflict, RolloutNotFound, Store
+from openforge.store.schemas import TERMINAL, CallRecord, Rollout, RolloutStatus
+
+__all__ = ["AdminApi", "rollout_json"]
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _error(status: int, kind: str, message: str) -> Response:
+    return _json({"error": {"type": kind, "message": message}}, status)
+
+
+class _AdminError(Exception):
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+def rollout_json(rollout: Rollout) -> dict[str, Any]:
+    """A rollout as the admin API shows it."""
+    out = asdict(rollout)
+    out["status"] = str(rollout.status)
+    del out["key"]  # a secret: shown once, when minted
+    return out
+
+
+def _call_json(call: CallRecord, tokens: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": call.id,
+        "seq": call.seq,
+        "dialect": call.dialect,
+        "status": str(call.status),
+        "prompt_tokens": len(call.prompt_ids),
+        "output_tokens": len(call.output_ids),
+        "finish_reason": call.finish_reason,
+        "fork": call.fork,
+        "request_model": call.request_model,
+        "engine": call.engine,
+        "weight_version": call.weight_version,
+        "error": call.error,
+        "harness": call.harness,
+        "render_info": call.render_info,
+        "created_at": call.created_at,
+        "queued_s": call.queued_s,
+        "first_token_s": call.first_token_s,
+        "total_s": call.total_s,
+    }
+    if tokens:
+        out["prompt_ids"] = call.prompt_ids
+        out["output_ids"] = call.output_ids
+        out["output_logprobs"] = call.output_logprobs
+    return out
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _AdminError(400, "invalid_request", f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _AdminError(400, "invalid_request", "body must be a JSON object")
+    return body
+
+
+def _opt_str(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _AdminError(400, "invalid_request", f"'{name}' must be a string")
+    return value
+
+
+class AdminApi:
+    """The admin routes over one store, engine and control."""
+
+    def __init__(
+        self,
+        store: Store,
+        engine: Engine,
+        control: Control,
+        admin_token: str | None = None,
+        public_url: str | None = None,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.control = control
+        self.admin_token = admin_token
+        self.public_url = public_url.rstrip("/") if public_url else None
+
+    def routes(self) -> list[Route]:
+        """The Starlette routes under ``/admin``."""
+        h = self._handle
+        return [
+            Route("/admin/rollouts", h(self.create), methods=["POST"]),
+            Route("/admin/rollouts", h(self.list_rollouts), methods=["GET"]),
+            Route("/admin/rollouts/{rollout_id}", h(self.get), methods=["GET"]),
+            Route("/admin/rollouts/{rollout_id}/finish", h(self.finish), methods=["POST"]),
+            Route("/admin/pause", h(self.pause), methods=["POST"]),
+            Route("/admin/resume", h(self.resume), methods=["POST"]),
+            Route("/admin/weights", h(self.weights), methods=["POST"]),
+            Route("/admin/status", h(self.status), methods=["GET"]),
+        ]
+
+    def _handle(self, fn: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if self.admin_token is not None:
+                got = request.headers.get("authorization", "")
+                if not hmac.compare_digest(got.encode(), f"Bearer {self.admin_token}".encode()):
+                    return _error(401, "authentication", "admin API needs the admin bearer token")
+            try:
+                return await fn(request)  # type: ignore[no-any-return]
+            except _AdminError as exc:
+                return _error(exc.status, exc.kind, exc.message)
+            except RolloutNotFound as exc:
+                return _error(404, "not_found", f"no rollout {exc}")
+            except RolloutConflict as exc:
+                return _error(409, "conflict", str(exc))
+
+        return endpoint
+
+    def _base(self, request: Request) -> str:
+        if self.public_url:
+            return self.public_url
+        return str(request.base_url).rstrip("/")
+
+    async def create(self, request: Request) -> Response:
+        body = await _body(request)
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise _AdminError(400, "invalid_request", "'metadata' must be an object")
+        rollout = await self.store.create_rollout(
+            task_id=_opt_str(body, "task_id"),
+            group_id=_opt_str(body, "group_id"),
+            metadata=metadata,
+        )
+        base = f"{self._base(request)}/r/{rollout.key}"
+        return _json(
+            {
+                "rollout_id": rollout.id,
+                "key": rollout.key,
+                "base_url": base,
+                "openai_base_url": f"{base}/v1",
+                "anthropic_base_url": base,
+            },
+            201,
+        )
+
+    async def list_rollouts(self, request: Request) -> Response:
+        statuses: list[RolloutStatus] = []
+        for s in request.query_params.getlist("status"):
+            try:
+                statuses.append(RolloutStatus(s))
+            except ValueError:
+                raise _AdminError(400, "invalid_request", f"unknown status {s!r}") from None
+        rollouts = await self.store.rollouts(
+            statuses or None, group_id=request.query_params.get("group_id")
+        )
+        return _json({"rollouts": [rollout_json(r) for r in rollouts]})
+
+    async def get(self, request: Request) -> Response:
+        rollout = await self.store.get_rollout(request.path_params["rollout_id"])
+        tokens = request.query_params.get("tokens", "0") not in ("0", "", "false")
+        calls = await self.store.calls(rollout.id, tokens=True)
+        out = rollout_json(rollout)
+        out["calls"] = [_call_json(c, tokens) for c in calls]
+        return _json(out)
+
+    async def finish(self, request: Request) -> Response:
+        body = await _body(request)
+        try:
+            status = RolloutStatus(str(body.get("status")))
+        except ValueError:
+            allowed = ", ".join(sorted(str(s) for s in TERMINAL))
+            message = f"'status' must be one of {allowed}"
+            raise _AdminError(400, "invalid_request", message) from None
+        if status not in TERMINAL:
+            raise _AdminError(400, "invalid_request", f"'status' {status} is not terminal")
+        reward = body.get("reward")
+        if reward is not None and (not isinstance(reward, int | float) or isinstance(reward, bool)):
+            raise _AdminError(400, "invalid_request", "'reward' must be a number")
+        details = body.get("details")
+        if details is not None and not isinstance(details, dict):
+            raise _AdminError(400, "invalid_request", "'details' must be an object")
+        rollout = await self.store.finish_rollout(
+            request.path_params["rollout_id"],
+            status,
+            None if reward is None else float(reward),
+            details,
+        )
+        self.control.forget(rollout.id)
+        return _json(rollout_json(rollout))
+
+    def _status(self) -> dict[str, Any]:
+        return {
+            "paused": self.control.paused,
+            "in_flight": self.control.in_flight,
+            "weight_version": self.control.weight_version,
+        }
+
+    async def pause(self, request: Request) -> Response:
+        self.control.pause()
+        if request.query_params.get("wait", "1") not in ("0", "false"):
+            await self.control.drain()
+        return _json(self._status())
+
+    async def resume(self, request: Request) -> Response:
+        self.control.resume()
+        return _json(self._status())
+
+    async def weights(self, request: Request) -> Response:
+        body = await _body(request)
+        version = body.get("version")
+        if not isinstance(version, str | int) or isinstance(version, bool) or version == "":
+            raise _AdminError(400, "invalid_request", "'version' (string) is required")
+        path = _opt_str(body, "path")
+        async with self.control.weights_lock:
+            if path is None:
+                self.control.weight_version = str(version)
+                return _json(self._status())
+            if not isinstance(self.engine, UpdatableEngine):
+                kind = self.engine.info().kind
+                raise _AdminError(400, "invalid_request", f"the {kind} engine cannot load weights")
+            was_paused = self.control.paused
+            self.control.pause()
+            try:
+                await self.control.drain()
+                await self.engine.update_weights(path, str(version))
+                self.control.weight_version = str(version)
+            except Exception as exc:
+                raise _AdminError(500, "engine_error", f"weight update failed: {exc}") from exc
+            finally:
+                if not was_paused:
+                    self.control.resume()
+        return _json(self._status())
+
+    async def status(self, request: Request) -> Response:
+        info = self.engine.info()
+        return _json({**self._status(), "engine": asdict(info)})

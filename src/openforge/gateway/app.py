@@ -1,0 +1,150 @@
+"""The gateway's ASGI app: thin routes over :class:`CallService` and :class:`AdminApi`.
+
+Model routes exist at the root (key in ``Authorization``/``x-api-key``) and under
+``/r/<key>`` (key in the path, for harnesses that can only set a base URL)::
+
+    POST /v1/chat/completions        OpenAI Chat Completions
+    POST /v1/responses               OpenAI Responses
+    POST /v1/messages[?beta=true]    Anthropic Messages
+    POST /v1/messages/count_tokens   Anthropic token counting
+    GET  /v1/models                  the served model (OpenAI and Anthropic list shapes)
+    HEAD /, GET /health              liveness
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from openforge.dialects.errors import ApiError
+from openforge.engines.base import Engine
+from openforge.gateway.admin import AdminApi
+from openforge.gateway.control import Control
+from openforge.gateway.dialects import DialectSpec, load_dialects
+from openforge.gateway.prompting import Prompting
+from openforge.gateway.service import CallService, read_body, send_full
+from openforge.store.base import Store
+
+__all__ = ["GatewayConfig", "build_app"]
+
+
+@dataclass(slots=True)
+class GatewayConfig:
+    model: str  # the model directory whose tokenizer and template render prompts
+    allow_anonymous: bool = False
+    admin_token: str | None = None
+    public_url: str | None = None  # the root URL harnesses reach; default: the request's
+    max_body_bytes: int = 64 << 20
+
+
+class _ModelEndpoint:
+    """A raw ASGI endpoint for one dialect (no Request object on the hot path)."""
+
+    def __init__(self, service: CallService, spec: DialectSpec) -> None:
+        self.service, self.spec = service, spec
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = scope.get("path_params", {}).get("key")
+        await self.service.serve(self.spec, key, scope, receive, send)
+
+
+class _CountTokens:
+    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": n}``."""
+
+    def __init__(self, service: CallService, spec: DialectSpec, parse: Any) -> None:
+        self.service, self.spec, self.parse = service, spec, parse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await read_body(receive, self.service.max_body_bytes)
+            await self.service.authorize(scope, scope.get("path_params", {}).get("key"))
+            conversation = self.parse(body)
+            n = self.service.prompting.count_tokens(conversation)
+        except ApiError as err:
+            await send_full(send, *self.spec.render_error(err))
+            return
+        await send_full(send, 200, orjson.dumps({"input_tokens": n}))
+
+
+def _models_body(name: str) -> bytes:
+    now = int(time.time())
+    entry = {
+        "id": name,
+        "object": "model",
+        "created": now,
+        "owned_by": "openforge",
+        "type": "model",
+        "display_name": name,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+    }
+    return orjson.dumps(
+        {"object": "list", "data": [entry], "has_more": False, "first_id": name, "last_id": name}
+    )
+
+
+def build_app(engine: Engine, store: Store, config: GatewayConfig) -> Starlette:
+    """The gateway app over ``engine`` and ``store``."""
+    control = Control(store, weight_version=engine.info().weight_version)
+    prompting = Prompting(config.model)
+    service = CallService(
+        engine,
+        store,
+        control,
+        prompting,
+        allow_anonymous=config.allow_anonymous,
+        max_body_bytes=config.max_body_bytes,
+    )
+    admin = AdminApi(store, engine, control, config.admin_token, config.public_url)
+    models = _models_body(Path(engine.info().model).name or engine.info().model)
+
+    async def health(request: Request) -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    async def list_models(request: Request) -> Response:
+        return Response(models, media_type="application/json")
+
+    model_routes: list[BaseRoute] = []
+    dialects = load_dialects()
+    paths = {
+        "openai_chat": "/v1/chat/completions",
+        "openai_responses": "/v1/responses",
+        "anthropic": "/v1/messages",
+    }
+    for name, spec in dialects.items():
+        model_routes.append(Route(paths[name], _ModelEndpoint(service, spec), methods=["POST"]))
+    if "anthropic" in dialects:
+        module = __import__("openforge.dialects.anthropic", fromlist=["_"])
+        parse = getattr(module, "parse_count_tokens", dialects["anthropic"].parse)
+        model_routes.append(
+            Route(
+                "/v1/messages/count_tokens",
+                _CountTokens(service, dialects["anthropic"], parse),
+                methods=["POST"],
+            )
+        )
+    model_routes.append(Route("/v1/models", list_models, methods=["GET"]))
+    model_routes.append(Route("/models", list_models, methods=["GET"]))
+    routes: list[BaseRoute] = [
+        Route("/", health, methods=["GET", "HEAD"]),
+        Route("/health", health, methods=["GET", "HEAD"]),
+        *admin.routes(),
+        *model_routes,
+    ]
+    for route in model_routes:
+        assert isinstance(route, Route)
+        routes.append(Route("/r/{key}" + route.path, route.endpoint, methods=route.methods))
+    routes.append(Route("/r/{key}", health, methods=["GET", "HEAD"]))
+    app = Starlette(routes=routes)
+    app.state.service = service
+    app.state.control = control
+    app.state.admin = admin
+    return app

@@ -1,0 +1,119 @@
+"""The gateway's mutable state outside any one call: the pause gate, the weight version,
+in-flight accounting, per-rollout call counters and the anonymous rollout.
+
+Pausing closes a gate that new calls wait on (they are held, never refused) while calls
+already past the gate finish; :meth:`Control.drain` waits for those. A weight update is
+pause → drain → load → stamp → resume, so every call is stamped with the version whose
+weights produced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from openforge.store.base import Store
+from openforge.store.schemas import Rollout
+
+__all__ = ["Control", "RolloutState"]
+
+
+@dataclass(slots=True)
+class RolloutState:
+    """What the gateway keeps in memory for one live rollout."""
+
+    rollout: Rollout
+    next_seq: int
+    # Rendering history (the renderer's own object), kept between calls of the rollout.
+    history: Any = None
+    calls: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Control:
+    """Pause gate, weight version and per-rollout state, shared by every request."""
+
+    def __init__(self, store: Store, weight_version: str = "0") -> None:
+        self.store = store
+        self.weight_version = weight_version
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.in_flight = 0
+        self._rollouts: dict[str, RolloutState] = {}
+        self._seq_locks: dict[str, asyncio.Lock] = {}
+        self._anonymous: Rollout | None = None
+        self._anon_lock = asyncio.Lock()
+        self._weights_lock = asyncio.Lock()
+
+    @property
+    def paused(self) -> bool:
+        """Whether new calls are being held at the gate."""
+        return not self._open.is_set()
+
+    def pause(self) -> None:
+        """Hold new calls at the gate; calls already admitted run on."""
+        self._open.clear()
+
+    def resume(self) -> None:
+        """Let held and new calls through."""
+        self._open.set()
+
+    async def drain(self) -> None:
+        """Wait until no admitted call is running."""
+        await self._idle.wait()
+
+    async def admit(self) -> None:
+        """Wait at the gate, then count this call as in flight (pair with :meth:`release`)."""
+        while not self._open.is_set():
+            await self._open.wait()
+        self.in_flight += 1
+        self._idle.clear()
+
+    def release(self) -> None:
+        """The call admitted by :meth:`admit` is over."""
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self._idle.set()
+
+    @property
+    def weights_lock(self) -> asyncio.Lock:
+        """Serialises weight updates (and pause/resume around them)."""
+        return self._weights_lock
+
+    async def rollout_state(self, rollout: Rollout) -> RolloutState:
+        """The live state of ``rollout``, created on its first call (after a restart too)."""
+        state = self._rollouts.get(rollout.id)
+        if state is not None:
+            return state
+        lock = self._seq_locks.setdefault(rollout.id, asyncio.Lock())
+        async with lock:
+            state = self._rollouts.get(rollout.id)
+            if state is None:
+                next_seq = await _next_seq(self.store, rollout.id)
+                state = RolloutState(rollout=rollout, next_seq=next_seq)
+                self._rollouts[rollout.id] = state
+        self._seq_locks.pop(rollout.id, None)
+        return state
+
+    def forget(self, rollout_id: str) -> None:
+        """Drop a finished rollout's in-memory state (its rendering history)."""
+        self._rollouts.pop(rollout_id, None)
+
+    async def anonymous(self) -> Rollout:
+        """The rollout that keyless calls are recorded under (``--allow-anonymous``)."""
+        if self._anonymous is None:
+            async with self._anon_lock:
+                if self._anonymous is None:
+                    self._anonymous = await self.store.create_rollout(metadata={"anonymous": True})
+        return self._anonymous
+
+
+async def _next_seq(store: Store, rollout_id: str) -> int:
+    next_seq = getattr(store, "next_seq", None)
+    if next_seq is not None:  # SqliteStore: one MAX() instead of loading the calls
+        return int(await next_seq(rollout_id))
+    calls = await store.calls(rollout_id, tokens=False)
+    return max((c.seq for c in calls), default=-1) + 1

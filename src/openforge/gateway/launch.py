@@ -1,0 +1,65 @@
+"""Turning CLI options into an engine and a model directory, with errors that name the option."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from openforge.engines.base import Engine
+
+__all__ = ["build_engine", "resolve_model_dir"]
+
+Fail = Callable[[str], Any]
+
+
+def _die(fail: Fail, message: str) -> NoReturn:
+    fail(message)
+    raise SystemExit(2)  # fail() normally exits; this keeps the type checker honest
+
+
+def resolve_model_dir(model: str, fail: Fail) -> str:
+    """``--model``: a known name (``smollm2-135m``), a HF directory or a GGUF file."""
+    try:
+        from openforge.models.registry import resolve_model
+    except ImportError:
+        path = Path(model)
+        if not path.exists():
+            _die(fail, f"--model {model}: no such directory")
+        return str(path)
+    try:
+        return str(resolve_model(model))
+    except Exception as exc:
+        _die(fail, f"--model {model}: {exc}")
+
+
+def build_engine(
+    kind: str,
+    model_dir: str,
+    script: Path | None,
+    urls: list[str],
+    api: str | None,
+    max_context: int | None,
+    fail: Fail,
+) -> Engine:
+    """The engine ``--engine`` names, configured from the other options."""
+    if kind == "scripted":
+        from openforge.engines.scripted import ScriptedEngine, ScriptError
+
+        if script is None:
+            _die(fail, "--engine scripted needs --script FILE (JSONL replies)")
+        try:
+            return ScriptedEngine.for_model(script, model_dir, max_context=max_context)
+        except ScriptError as exc:
+            _die(fail, f"--script: {exc}")
+    try:
+        from openforge.engines.registry import create_engine
+    except ImportError:
+        _die(fail, f"--engine {kind} is not available in this build (no engines.registry)")
+    try:
+        engine: Engine = create_engine(
+            kind, model=model_dir, urls=urls, api=api, max_context=max_context
+        )
+    except Exception as exc:
+        _die(fail, f"--engine {kind}: {exc}")
+    return engine

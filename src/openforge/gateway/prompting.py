@@ -1,0 +1,164 @@
+"""The gateway's one seam onto ``rendering``: prompts in, parsed answers out, per rollout.
+
+:class:`Prompting` owns the model's tokenizer and renderer. For each call it renders the
+conversation against the rollout's in-memory history (token-exact: earlier answers of the
+rollout come back as their recorded output ids), gives the call a :class:`CallParser`
+that turns engine ids into stream deltas and the final :class:`Completion`, and commits
+the answer to the history once the call is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from openforge.conversation import (
+    Completion,
+    CompletionDelta,
+    Conversation,
+    FinishReason,
+    Message,
+    TextPart,
+    Usage,
+)
+from openforge.dialects.errors import ApiError
+from openforge.gateway.control import RolloutState
+from openforge.gateway.dialects import new_id
+
+__all__ = ["CallParser", "Prompting", "Rendered"]
+
+
+@dataclass(slots=True)
+class Rendered:
+    ids: list[int]
+    fork: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    prompt: Any = None  # rendering's RenderedPrompt, needed to record the answer
+
+
+class CallParser:
+    """Engine ids → deltas (as they become certain) → the final :class:`Completion`."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def feed(self, ids: list[int]) -> list[CompletionDelta]:
+        """Deltas made certain by ``ids``."""
+        return cast(list[CompletionDelta], self._inner.feed(ids))
+
+    def flush(self) -> list[CompletionDelta]:
+        """Deltas held back until the end of output."""
+        return cast(list[CompletionDelta], self._inner.flush())
+
+    def finish(
+        self,
+        engine_finish: str,
+        prompt_ids: list[int],
+        output_ids: list[int],
+        logprobs: list[float],
+    ) -> Completion:
+        """The whole answer; a finished answer with tool calls ends with "tool_calls"."""
+        parsed = self._inner.finish()
+        reason: FinishReason = "length" if engine_finish == "length" else "stop"
+        if engine_finish == "abort":
+            reason = "abort"
+        if parsed.tool_calls and reason == "stop":
+            reason = "tool_calls"
+        return Completion(
+            text=parsed.text,
+            reasoning=parsed.reasoning,
+            tool_calls=parsed.tool_calls,
+            finish_reason=reason,
+            prompt_ids=prompt_ids,
+            output_ids=output_ids,
+            output_logprobs=logprobs,
+            usage=Usage(len(prompt_ids), len(output_ids)),
+        )
+
+
+class Prompting:
+    """Renders prompts and parses answers for one model."""
+
+    def __init__(self, model_dir: str) -> None:
+        from openforge.rendering.renderer import Renderer
+        from openforge.rendering.tokenizer import load_tokenizer
+
+        self.tokenizer = load_tokenizer(model_dir)
+        self.renderer = Renderer(self.tokenizer)
+        table = getattr(self.tokenizer, "_bytes", None)
+        self._token_text: Callable[[int], str] = (
+            (lambda i: table[i].decode("utf-8", "replace") if 0 <= i < len(table) else "")
+            if table is not None
+            else (lambda i: self.tokenizer.decode([i]))
+        )
+
+    def token_text(self, token_id: int) -> str:
+        """One token's text (for logprobs in answers)."""
+        return self._token_text(token_id)
+
+    def render(self, conversation: Conversation, state: RolloutState) -> Rendered:
+        """Prompt ids for ``conversation``, extending the rollout's history where it can."""
+        if state.history is None:
+            state.history = self.renderer.new_history()
+        try:
+            prompt = self.renderer.render(conversation, state.history)
+        except ValueError as exc:  # RenderError, TokenizerError: the request cannot render
+            raise ApiError("invalid_request", f"Cannot render the conversation: {exc}") from None
+        info: dict[str, Any] = {"reused_tokens": prompt.reused_tokens}
+        if prompt.fork_reason:
+            info["fork_reason"] = prompt.fork_reason
+        if prompt.drift:
+            info["drift"] = [
+                {"message": d.message_index, "position": d.position} for d in prompt.drift
+            ]
+        if prompt.images:
+            info["images_omitted"] = prompt.images
+        if prompt.parent is not None:
+            info["parent"] = prompt.parent
+        return Rendered(prompt.ids, prompt.fork, info, prompt)
+
+    def parser(self, conversation: Conversation, tool_prefix: str) -> CallParser:
+        """A fresh parser whose tool calls get ids in the dialect's style."""
+        return CallParser(self.renderer.stream_parser(lambda: new_id(tool_prefix)))
+
+    def commit(self, state: RolloutState, rendered: Rendered, completion: Completion) -> None:
+        """Remember the answer so the next call renders it from its exact ids."""
+        message = Message(
+            role="assistant",
+            content=[TextPart(completion.text)] if completion.text else [],
+            tool_calls=list(completion.tool_calls),
+            reasoning=completion.reasoning,
+        )
+        state.history.record(rendered.prompt, completion.output_ids, message)
+
+    def count_tokens(self, conversation: Conversation) -> int:
+        """Prompt tokens ``conversation`` renders to (no history)."""
+        try:
+            return self.renderer.count_tokens(conversation)
+        except ValueError as exc:
+            raise ApiError("invalid_request", f"Cannot render the conversation: {exc}") from None
+
+    @staticmethod
+    def to_json(conversation: Conversation) -> dict[str, Any]:
+        """The canonical conversation for the store.
+
+        The store serialises with orjson, which writes dataclasses natively, so the
+        object is handed over as is and serialised off the request path.
+        """
+        return cast(dict[str, Any], conversation)
+
+    @staticmethod
+    def completion_json(completion: Completion) -> dict[str, Any]:
+        """Text, reasoning and tool calls of an answer (ids are stored separately)."""
+        return {
+            "text": completion.text,
+            "reasoning": completion.reasoning,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in completion.tool_calls
+            ],
+            "finish_reason": completion.finish_reason,
+        }

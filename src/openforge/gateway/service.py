@@ -1,0 +1,360 @@
+"""One model call, end to end: auth → parse → render → context check → generate → encode → record.
+
+A route hands :class:`CallService` the raw ASGI channel (through :class:`ModelCall`) so a
+call can race its answer against the client's disconnect: when the client goes away, the
+generating task is cancelled (which cancels the engine request) and the call is recorded
+as ``client_aborted``. A call is recorded before the last byte of its answer is sent (the
+store's ``record_call`` returns once committed), so an answered call is never lost.
+
+Errors before the response starts are HTTP errors in the dialect's shape; once a stream
+has started they go in-band as the dialect's error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from openforge.conversation import Completion, Conversation, Message, TextPart
+from openforge.dialects.context import ResponseContext
+from openforge.dialects.errors import ApiError
+from openforge.engines.base import Engine, EngineError, EngineOverloaded, EngineRequest
+from openforge.gateway.control import Control, RolloutState
+from openforge.gateway.dialects import DialectSpec, new_id
+from openforge.gateway.identity import harness_identity, rollout_key
+from openforge.gateway.prompting import Prompting, Rendered
+from openforge.store.base import Store
+from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
+
+__all__ = ["CallService", "ModelCall"]
+
+_JSON = [(b"content-type", b"application/json")]
+_SSE = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_MAX_STORED_RESPONSES = 10_000
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call in flight: its inputs and what it produced so far (read by the recorder)."""
+
+    spec: DialectSpec
+    body: bytes
+    scope: Scope
+    state: RolloutState
+    seq: int
+    t0: float
+    created: float
+    conversation: Conversation | None = None
+    status: CallStatus = CallStatus.OK
+    prompt_ids: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish: str | None = None
+    fork: bool = False
+    render_info: dict[str, Any] = field(default_factory=dict)
+    completion: Completion | None = None
+    error: str | None = None
+    queued_s: float = 0.0
+    first_token_s: float | None = None
+    recorded: bool = False
+    rendered: Rendered | None = None
+
+
+class ModelCall:
+    """The ASGI response for one model call (what a route returns)."""
+
+    __slots__ = ("key", "service", "spec")
+
+    def __init__(self, service: CallService, spec: DialectSpec, key: str | None) -> None:
+        self.service, self.spec, self.key = service, spec, key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.service.serve(self.spec, self.key, scope, receive, send)
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body; ApiError past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise asyncio.CancelledError
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ApiError("invalid_request", f"The request body exceeds {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def send_full(send: Send, status: int, body: bytes, headers: list[Any] = _JSON) -> None:
+    """A complete (non-streamed) HTTP response."""
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _engine_error(exc: EngineError) -> ApiError:
+    # Both map to 503 / 529 so harnesses retry.
+    what = "overloaded" if isinstance(exc, EngineOverloaded) else "unavailable"
+    return ApiError("overloaded", f"The engine is {what}: {exc}")
+
+
+class CallService:
+    """Serves model calls for every dialect over one engine and one store."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        store: Store,
+        control: Control,
+        prompting: Prompting,
+        allow_anonymous: bool = False,
+        max_body_bytes: int = 64 << 20,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.control = control
+        self.prompting = prompting
+        self.allow_anonymous = allow_anonymous
+        self.max_body_bytes = max_body_bytes
+        info = engine.info()
+        self.engine_kind = info.kind
+        self.served_model = info.model
+        self.context_length = info.context_length
+        # Responses kept for ``previous_response_id``: id -> the conversation including
+        # the answer. Bounded; an evicted id gets a clear 404.
+        self.responses: OrderedDict[str, Conversation] = OrderedDict()
+
+    async def authorize(self, scope: Scope, path_key: str | None) -> Rollout:
+        """The rollout a call belongs to; ApiError for unknown keys or closed rollouts."""
+        key = path_key or rollout_key(scope)
+        rollout = await self.store.rollout_by_key(key) if key else None
+        if rollout is None:
+            if self.allow_anonymous:
+                return await self.control.anonymous()
+            raise ApiError("authentication", "Unknown or missing rollout key.")
+        if rollout.status in TERMINAL:
+            raise ApiError(
+                "permission", f"Rollout {rollout.id} is finished ({rollout.status}); no more calls."
+            )
+        return rollout
+
+    async def serve(
+        self, spec: DialectSpec, path_key: str | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Answer one model call on the raw ASGI channel."""
+        t0 = time.perf_counter()
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+            rollout = await self.authorize(scope, path_key)
+        except ApiError as err:
+            await send_full(send, *spec.render_error(err))
+            return
+        state = await self.control.rollout_state(rollout)
+        call = _Call(spec, body, scope, state, state.next_seq, t0, time.time())
+        state.next_seq += 1
+        await self.control.admit()
+        try:
+            call.queued_s = time.perf_counter() - t0
+            task = asyncio.create_task(self._answer(call, send))
+            watcher = asyncio.create_task(_wait_disconnect(receive))
+            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                watcher.cancel()
+                task.result()
+            else:  # the client went away: stop the engine, keep what was sampled
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                if not call.recorded:
+                    call.status, call.finish = CallStatus.CLIENT_ABORTED, "abort"
+                    await self._record(call)
+        finally:
+            self.control.release()
+
+    async def _answer(self, call: _Call, send: Send) -> None:
+        spec = call.spec
+        try:
+            conversation = spec.parse(call.body)
+            call.conversation = conversation
+            conversation = self._resolve_previous(conversation)
+            call.conversation = conversation
+            rendered = self.prompting.render(conversation, call.state)
+            call.rendered = rendered
+            call.prompt_ids, call.fork = rendered.ids, rendered.fork
+            call.render_info = rendered.info
+            if len(call.prompt_ids) >= self.context_length:
+                raise ApiError.context_length(len(call.prompt_ids), self.context_length)
+        except ApiError as err:
+            call.status, call.error = CallStatus.REJECTED, err.message
+            await self._record(call)
+            await send_full(send, *spec.render_error(err))
+            return
+        await self._generate(call, conversation, send)
+
+    def _resolve_previous(self, conversation: Conversation) -> Conversation:
+        previous = conversation.metadata.get("previous_response_id")
+        if not previous:
+            return conversation
+        stored = self.responses.get(previous)
+        if stored is None:
+            raise ApiError(
+                "not_found",
+                f"Previous response with id '{previous}' not found.",
+                "previous_response_id",
+            )
+        messages = [*stored.messages, *conversation.messages]
+        return Conversation(
+            messages=messages,
+            tools=conversation.tools,
+            tool_choice=conversation.tool_choice,
+            parallel_tool_calls=conversation.parallel_tool_calls,
+            params=conversation.params,
+            model=conversation.model,
+            stream=conversation.stream,
+            reasoning=conversation.reasoning,
+            ignored_tools=conversation.ignored_tools,
+            metadata=conversation.metadata,
+        )
+
+    def _context(self, call: _Call, conversation: Conversation) -> ResponseContext:
+        return ResponseContext.for_request(
+            conversation,
+            new_id(call.spec.response_prefix),
+            prompt_tokens=len(call.prompt_ids),
+            token_text=self.prompting.token_text,
+        )
+
+    async def _generate(self, call: _Call, conversation: Conversation, send: Send) -> None:
+        spec = call.spec
+        params = conversation.params
+        request = EngineRequest(
+            prompt_ids=call.prompt_ids,
+            params=params,
+            rollout_id=call.state.rollout.id,
+            request_id=f"{call.state.rollout.id}-{call.seq}",
+            context_length=self.context_length,
+        )
+        parser = self.prompting.parser(conversation, spec.tool_prefix)
+        ctx = self._context(call, conversation)
+        encoder = spec.encoder(ctx) if conversation.stream else None
+        chunks = self.engine.generate(request)
+        started = False
+        try:
+            async for chunk in chunks:
+                if call.first_token_s is None:
+                    call.first_token_s = time.perf_counter() - call.t0
+                call.output_ids.extend(chunk.ids)
+                call.logprobs.extend(chunk.logprobs)
+                deltas = parser.feed(chunk.ids)
+                if encoder is not None:
+                    out = b"".join([encoder.delta(d) for d in deltas])
+                    if not started:
+                        started = True
+                        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+                        out = encoder.start() + out
+                    if out:
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                if chunk.finish_reason is not None:
+                    call.finish = chunk.finish_reason
+                    break
+        except EngineError as exc:
+            await self._fail(call, _engine_error(exc), encoder, started, send)
+            return
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+        tail = parser.flush()
+        completion = parser.finish(
+            call.finish or "stop", call.prompt_ids, call.output_ids, call.logprobs
+        )
+        completion.model = conversation.model
+        call.completion = completion
+        call.finish = completion.finish_reason
+        await self._record(call)
+        self._commit(call, conversation, completion, ctx)
+        if encoder is None:
+            await send_full(send, 200, spec.render_response(completion, ctx))
+            return
+        last = b"".join([encoder.delta(d) for d in tail]) + encoder.finish(completion)
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+            last = encoder.start() + last
+        await send({"type": "http.response.body", "body": last})
+
+    async def _fail(
+        self, call: _Call, err: ApiError, encoder: Any, started: bool, send: Send
+    ) -> None:
+        call.status, call.error, call.finish = CallStatus.ENGINE_ERROR, err.message, "error"
+        await self._record(call)
+        if started:
+            await send({"type": "http.response.body", "body": encoder.error(err)})
+        else:
+            await send_full(send, *call.spec.render_error(err))
+
+    def _commit(
+        self, call: _Call, conversation: Conversation, completion: Completion, ctx: ResponseContext
+    ) -> None:
+        if call.rendered is not None:
+            self.prompting.commit(call.state, call.rendered, completion)
+        if call.spec.name == "openai_responses" and conversation.metadata.get("store", True):
+            answer = Message(
+                role="assistant",
+                content=[TextPart(completion.text)] if completion.text else [],
+                tool_calls=list(completion.tool_calls),
+                reasoning=completion.reasoning,
+            )
+            stored = Conversation(messages=[*conversation.messages, answer])
+            self.responses[ctx.response_id] = stored
+            if len(self.responses) > _MAX_STORED_RESPONSES:
+                self.responses.popitem(last=False)
+
+    async def _record(self, call: _Call) -> None:
+        call.recorded = True
+        completion = call.completion
+        conv = call.conversation
+        record = CallRecord(
+            id=new_id("call-"),
+            rollout_id=call.state.rollout.id,
+            seq=call.seq,
+            dialect=call.spec.name,
+            status=call.status,
+            prompt_ids=call.prompt_ids,
+            output_ids=call.output_ids,
+            output_logprobs=call.logprobs,
+            finish_reason=call.finish,
+            request_model=conv.model if conv is not None else "",
+            engine=self.engine_kind,
+            served_model=self.served_model,
+            weight_version=self.control.weight_version,
+            fork=call.fork,
+            render_info=call.render_info,
+            raw_request=call.body,
+            conversation=self.prompting.to_json(conv) if conv is not None else {},
+            completion=self.prompting.completion_json(completion) if completion else {},
+            error=call.error,
+            harness=harness_identity(call.scope),
+            created_at=call.created,
+            queued_s=call.queued_s,
+            first_token_s=call.first_token_s,
+            total_s=time.perf_counter() - call.t0,
+        )
+        await self.store.record_call(record)
