@@ -1,0 +1,90 @@
+"""Every claw-mini task, in the real local sandbox: the reference solution scores 1 and an
+untouched workspace scores 0. Foreign-format verifier wrappers run there too."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from openforge.sandboxes import SandboxBackend, create_backend
+from openforge.sandboxes.base import SandboxSpec
+from openforge.tasks import Task, load_tasks, run_verifier
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[SandboxBackend]:
+    b = create_backend("local", root=tmp_path / "sandboxes")
+    yield b
+    await b.close()
+
+
+async def _score(backend: SandboxBackend, task: Task, solve: bool) -> float:
+    box = await backend.create(SandboxSpec(network="none", pids=task.pids))
+    try:
+        await box.put(task.workspace_bytes())
+        if solve:
+            await box.put({f".solution/{k}": v for k, v in task.solution_bytes().items()})
+            res = await box.exec("sh .solution/solve.sh && rm -rf .solution", timeout=60)
+            assert res.exit_code == 0, (task.id, res.stderr)
+        return (await run_verifier(box, task)).reward
+    finally:
+        await box.close()
+
+
+async def test_every_reference_solution_scores_1_and_no_action_scores_0(
+        backend: SandboxBackend) -> None:
+    tasks = load_tasks("claw-mini").tasks
+    sem = asyncio.Semaphore(4)
+
+    async def both(task: Task) -> tuple[str, float, float]:
+        async with sem:
+            return task.id, await _score(backend, task, False), await _score(backend, task, True)
+
+    scores = await asyncio.gather(*(both(t) for t in tasks))
+    wrong = [(tid, empty, solved) for tid, empty, solved in scores
+             if (empty, solved) != (0.0, 1.0)]
+    assert wrong == []
+    assert len(scores) >= 40
+
+
+async def test_printing_the_answer_does_not_fool_a_verifier(backend: SandboxBackend) -> None:
+    task = load_tasks("claw-mini").by_id()["count-lines"]
+    box = await backend.create(SandboxSpec(network="none"))
+    try:
+        await box.put(task.workspace_bytes())
+        # An agent that only prints (or tampers with the input to match a guess) gets 0.
+        await box.exec('wc -l < data.txt; printf "x\\n" > data.txt; echo 1 > count.txt')
+        assert (await run_verifier(box, task)).reward == 0.0
+    finally:
+        await box.close()
+
+
+async def test_foreign_wrappers_run_in_the_sandbox(tmp_path: Path,
+                                                   backend: SandboxBackend) -> None:
+    h = tmp_path / "suite" / "harbor-task"
+    (h / "tests").mkdir(parents=True)
+    (h / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 10.0\n')
+    (h / "instruction.md").write_text("Create made.txt.\n")
+    (h / "tests" / "test.sh").write_text('test -f made.txt && test -d "$TEST_DIR"\n')
+    q = tmp_path / "suite" / "task_01_q.md"
+    q.write_text("---\nid: q1\n---\n## Prompt\n\nWrite a.txt\n\n## Automated Checks\n\n```python\n"
+                 "import os\ndef grade(transcript, workspace_path):\n"
+                 "    ok = os.path.isfile(os.path.join(workspace_path, 'a.txt'))\n"
+                 "    return {'exists': 1.0 if ok else 0.0, 'always': 1.0}\n```\n")
+    ts = load_tasks(tmp_path / "suite")
+    assert ts.errors == []
+    by = ts.by_id()
+    cases = [("harbor-task", "true", 0.0), ("harbor-task", "touch made.txt", 1.0),
+             ("q1", "true", 0.5), ("q1", "touch a.txt", 1.0)]
+    for task_id, action, want in cases:
+        box = await backend.create(SandboxSpec(network="none"))
+        try:
+            await box.exec(action)
+            assert (await run_verifier(box, by[task_id])).reward == want, (task_id, action)
+        finally:
+            await box.close()
