@@ -1,0 +1,282 @@
+"""Incremental rendering: prefix extension, forks, drift, caches — with the real tokenizer."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openforge.conversation import (
+    Conversation,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from openforge.rendering import Renderer, RolloutHistory
+
+TOOLS = [
+    ToolSpec(
+        "read_file",
+        "Read a file from the workspace.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "run",
+        "Run a shell command.",
+        {
+            "type": "object",
+            "properties": {"cmd": {"type": "string"}, "timeout": {"type": "integer"}},
+        },
+    ),
+]
+_WORDS = [
+    "ok",
+    "file",
+    "print",
+    "日本",
+    "é",
+    "🤖",
+    "{",
+    "}",
+    "\n",
+    "  ",
+    "x<y",
+    "done.",
+    "<|im_end|>",
+]
+
+
+def _text(rng: random.Random, n: int = 8) -> str:
+    return "".join(rng.choice(_WORDS) + rng.choice(["", " "]) for _ in range(rng.randint(0, n)))
+
+
+def _sample(renderer: Renderer, rng: random.Random) -> tuple[list[int], str]:
+    """Output ids as an engine might sample them, and how it stopped."""
+    calls = [
+        ToolCall("", rng.choice(["read_file", "run"]), json.dumps({"path": _text(rng, 3)}))
+        for _ in range(rng.choice([0, 0, 1, 1, 2]))
+    ]
+    text = _text(rng).replace("<|im_end|>", "").strip()
+    reasoning = rng.choice([None, _text(rng).replace("<|im_end|>", "").strip()])
+    ids = renderer.encode_reply(text, reasoning, calls)
+    style = rng.choice(["eos", "eos", "eos", "length", "odd"])
+    if style == "length":
+        return ids[: rng.randint(0, len(ids) - 1)], style
+    if style == "odd":
+        # A non-canonical tokenization (one token per character), as sampling can produce.
+        body = renderer.tokenizer.decode(ids[:-1])
+        return [t for ch in body for t in renderer.tokenizer.encode(ch)] + ids[-1:], style
+    return ids, style
+
+
+def _harness_copy(msg: Message, rng: random.Random, turn: int) -> Message:
+    """What a harness sends back: its own call ids, re-serialized arguments, maybe no reasoning."""
+    calls = [
+        ToolCall(f"toolu_{turn}_{i}", c.name, json.dumps(json.loads(c.arguments)))
+        for i, c in enumerate(msg.tool_calls)
+    ]
+    reasoning = msg.reasoning if rng.random() < 0.5 else None
+    return Message("assistant", [TextPart(msg.text)], tool_calls=calls, reasoning=reasoning)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), turns=st.integers(1, 20))
+def test_each_call_extends_previous_prompt_and_output(
+    renderer: Renderer, seed: int, turns: int
+) -> None:
+    rng = random.Random(seed)
+    conv = Conversation(
+        messages=[
+            Message("system", [TextPart("You are a coder.")]),
+            Message("user", [TextPart(_text(rng))]),
+        ],
+        tools=TOOLS,
+    )
+    history = renderer.new_history()
+    prev: list[int] | None = None
+    for turn in range(turns):
+        prompt = renderer.render(conv, history)
+        if prev is not None:
+            assert prompt.ids[: len(prev)] == prev
+            assert not prompt.fork, prompt.fork_reason
+            assert prompt.parent == turn - 1
+        out, _style = _sample(renderer, rng)
+        parsed = renderer.parse(out)
+        msg = Message(
+            "assistant",
+            [TextPart(parsed.text)],
+            tool_calls=parsed.tool_calls,
+            reasoning=parsed.reasoning,
+        )
+        history.record(prompt, out, msg)
+        prev = prompt.ids + out
+        conv.messages.append(_harness_copy(msg, rng, turn))
+        if msg.tool_calls:
+            conv.messages += [
+                Message("tool", [TextPart(_text(rng))], tool_call_id=f"toolu_{turn}_{i}")
+                for i in range(len(msg.tool_calls))
+            ]
+        else:
+            conv.messages.append(Message("user", [TextPart(_text(rng))]))
+    assert history.fork_count == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_segments_tokenize_like_the_whole_prompt(renderer: Renderer, seed: int) -> None:
+    rng = random.Random(seed)
+    msgs = [Message("system", [TextPart(_text(rng).replace("<|im_end|>", ""))])]
+    for _ in range(rng.randint(1, 6)):
+        # Replies are left out: they are tokenized apart from their "assistant\n" header,
+        # as the model sampled them after the generation prompt.
+        role = rng.choice(["user", "tool", "developer", "system"])
+        body = _text(rng).replace("<|im_end|>", "")
+        msgs.append(Message(role, [TextPart(body)]))  # type: ignore[arg-type]
+    msgs.append(Message("user", [TextPart("go")]))
+    ids = renderer.render(Conversation(messages=msgs, tools=TOOLS)).ids
+    # Segments start and end at special tokens, so tokenizing the whole text agrees.
+    text = renderer.tokenizer._template.decode(ids, skip_special_tokens=False)
+    assert renderer.tokenizer.encode_template(text) == ids
+
+
+def _one_turn(renderer: Renderer) -> tuple[Conversation, RolloutHistory, list[int]]:
+    conv = Conversation(
+        messages=[
+            Message("system", [TextPart("Be brief.")]),
+            Message("user", [TextPart("List files")]),
+        ],
+        tools=TOOLS,
+    )
+    history = renderer.new_history()
+    prompt = renderer.render(conv, history)
+    out = renderer.encode_reply("Sure.", None, [ToolCall("x", "run", '{"cmd": "ls"}')])
+    parsed = renderer.parse(out)
+    history.record(
+        prompt, out, Message("assistant", [TextPart(parsed.text)], tool_calls=parsed.tool_calls)
+    )
+    conv.messages += [
+        Message(
+            "assistant", [TextPart("Sure.")], tool_calls=[ToolCall("h1", "run", '{"cmd":"ls"}')]
+        ),
+        Message("tool", [TextPart("a.py b.py")], tool_call_id="h1"),
+    ]
+    return conv, history, prompt.ids + out
+
+
+def test_edited_history_forks_with_reason(renderer: Renderer) -> None:
+    conv, history, _ = _one_turn(renderer)
+    conv.messages[1] = Message(
+        "user", [TextPart("List files <system-reminder>x</system-reminder>")]
+    )
+    p = renderer.render(conv, history)
+    assert p.fork and p.parent is None
+    assert (
+        p.fork_reason
+        == "message 1 (user) differs from the previous call's (edited, injected or compacted)"
+    )
+
+
+def test_changed_reply_and_new_system_prompt_fork(renderer: Renderer) -> None:
+    conv, history, _ = _one_turn(renderer)
+    conv.messages[2] = Message(
+        "assistant", [TextPart("Sure!")], tool_calls=conv.messages[2].tool_calls
+    )
+    p = renderer.render(conv, history)
+    assert p.fork and p.fork_reason == "message 2 (assistant) is not the previous call's reply"
+    conv2, history2, _ = _one_turn(renderer)
+    conv2.messages[0] = Message("system", [TextPart("Be thorough.")])
+    p2 = renderer.render(conv2, history2)
+    assert p2.fork and p2.fork_reason == "the system prompt or tool list changed"
+    conv3, history3, _ = _one_turn(renderer)
+    del conv3.messages[1:]  # compaction dropped everything but the system prompt
+    conv3.messages.append(Message("user", [TextPart("Summary: listed files.")]))
+    p3 = renderer.render(conv3, history3)
+    assert p3.fork
+
+
+def test_extension_reuses_tokens_and_counts_only_new(renderer: Renderer) -> None:
+    conv, history, prev = _one_turn(renderer)
+    p = renderer.render(conv, history)
+    assert p.ids[: len(prev)] == prev and not p.fork and p.parent == 0
+    new_tool_turn = renderer.tokenizer.encode("user\n<tool_response>\na.py b.py\n</tool_response>")
+    # Only the tool result turn (im_start + text + im_end + "\n") was tokenized now.
+    assert len(p.ids) - p.reused_tokens == len(new_tool_turn) + 3
+
+
+def test_drift_is_reported_where_retokenizing_differs(renderer: Renderer) -> None:
+    conv = Conversation(messages=[Message("user", [TextPart("hi")])])
+    history = renderer.new_history()
+    prompt = renderer.render(conv, history)
+    odd = [t for ch in "Hello there" for t in renderer.tokenizer.encode(ch)] + [renderer.end_id]
+    history.record(prompt, odd, Message("assistant", [TextPart("Hello there")]))
+    conv.messages += [
+        Message("assistant", [TextPart("Hello there")]),
+        Message("user", [TextPart("bye")]),
+    ]
+    p = renderer.render(conv, history)
+    assert not p.fork
+    assert [(d.message_index, d.position) for d in p.drift] == [(1, len(prompt.ids))]
+    assert p.ids[len(prompt.ids) : len(prompt.ids) + len(odd)] == odd
+
+
+def test_length_stopped_reply_is_closed_with_eos(renderer: Renderer) -> None:
+    conv = Conversation(messages=[Message("user", [TextPart("count")])])
+    history = renderer.new_history()
+    prompt = renderer.render(conv, history)
+    out = renderer.tokenizer.encode("one two thr")
+    history.record(prompt, out, Message("assistant", [TextPart("one two thr")]))
+    conv.messages += [
+        Message("assistant", [TextPart("one two thr")]),
+        Message("user", [TextPart("go on")]),
+    ]
+    p = renderer.render(conv, history)
+    n = len(prompt.ids) + len(out)
+    assert p.ids[:n] == prompt.ids + out and p.ids[n] == renderer.end_id
+
+
+def test_system_prefix_is_shared_across_rollouts(renderer: Renderer) -> None:
+    conv = Conversation(
+        messages=[
+            Message("system", [TextPart("Shared prompt 4f1c.")]),
+            Message("user", [TextPart("a")]),
+        ],
+        tools=TOOLS,
+    )
+    first = renderer.render(conv, renderer.new_history())
+    conv.messages[1] = Message("user", [TextPart("b")])
+    second = renderer.render(conv, renderer.new_history())
+    assert first.segments[0].fresh and not second.segments[0].fresh
+    assert second.reused_tokens == len(first.segments[0].ids) + len(renderer.generation_ids)
+
+
+def test_roles_images_prefill_and_count(renderer: Renderer) -> None:
+    conv = Conversation(
+        messages=[
+            Message("developer", [TextPart("Rules.")]),
+            Message("user", [TextPart("Look:"), ImagePart("data:image/png;base64,AAAA")]),
+            Message("assistant", [TextPart("It shows")]),
+        ],
+        tool_choice=ToolChoice("required", "run"),
+        tools=TOOLS,
+    )
+    p = renderer.render(conv)
+    text = renderer.tokenizer._template.decode(p.ids, skip_special_tokens=False)
+    assert text.startswith("<|im_start|>system\nRules.\n\n# Tools")
+    assert "You must call the function run in this reply." in text
+    assert "Look:\n[image omitted: this model reads text only]<|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\nIt shows")
+    assert p.images == 1
+    assert renderer.count_tokens(conv) == len(p.ids)
+
+
+def test_default_system_prompt_when_none_given(renderer: Renderer) -> None:
+    ids = renderer.render(Conversation(messages=[Message("user", [TextPart("hi")])])).ids
+    hf = renderer.tokenizer.hf.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert ids == renderer.tokenizer.encode_template(hf)
