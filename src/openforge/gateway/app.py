@@ -60,8 +60,8 @@ class _ModelEndpoint:
 class _CountTokens:
     """``POST /v1/messages/count_tokens`` → ``{"input_tokens": n}``."""
 
-    def __init__(self, service: CallService, spec: DialectSpec, parse: Any) -> None:
-        self.service, self.spec, self.parse = service, spec, parse
+    def __init__(self, service: CallService, spec: DialectSpec, parse: Any, render: Any) -> None:
+        self.service, self.spec, self.parse, self.render = service, spec, parse, render
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -72,7 +72,7 @@ class _CountTokens:
         except ApiError as err:
             await send_full(send, *self.spec.render_error(err))
             return
-        await send_full(send, 200, orjson.dumps({"input_tokens": n}))
+        await send_full(send, 200, self.render(n))
 
 
 def _models_body(name: str) -> bytes:
@@ -122,15 +122,15 @@ def build_app(engine: Engine, store: Store, config: GatewayConfig) -> Starlette:
     for name, spec in dialects.items():
         model_routes.append(Route(paths[name], _ModelEndpoint(service, spec), methods=["POST"]))
     if "anthropic" in dialects:
-        module = __import__("openforge.dialects.anthropic", fromlist=["_"])
-        parse = getattr(module, "parse_count_tokens", dialects["anthropic"].parse)
-        model_routes.append(
-            Route(
-                "/v1/messages/count_tokens",
-                _CountTokens(service, dialects["anthropic"], parse),
-                methods=["POST"],
-            )
+        from openforge.dialects import anthropic
+
+        count = _CountTokens(
+            service,
+            dialects["anthropic"],
+            anthropic.parse_count_tokens_request,
+            anthropic.render_count_tokens,
         )
+        model_routes.append(Route("/v1/messages/count_tokens", count, methods=["POST"]))
     model_routes.append(Route("/v1/models", list_models, methods=["GET"]))
     model_routes.append(Route("/models", list_models, methods=["GET"]))
     routes: list[BaseRoute] = [

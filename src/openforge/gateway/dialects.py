@@ -47,29 +47,28 @@ class DialectSpec:
     stream_headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
-# (dialect name, module, encoder class, response-id prefix, tool-call-id prefix)
+# (dialect name, module, response-id prefix, tool-call-id prefix)
 _TABLE = (
-    ("openai_chat", "openforge.dialects.openai_chat", "ChatStreamEncoder", "chatcmpl-", "call_"),
-    (
-        "openai_responses",
-        "openforge.dialects.openai_responses",
-        "ResponsesStreamEncoder",
-        "resp_",
-        "call_",
-    ),
-    ("anthropic", "openforge.dialects.anthropic", "MessagesStreamEncoder", "msg_", "toolu_"),
+    ("openai_chat", "openforge.dialects.openai_chat", "chatcmpl-", "call_"),
+    ("openai_responses", "openforge.dialects.openai_responses", "resp_", "call_"),
+    ("anthropic", "openforge.dialects.anthropic", "msg_", "toolu_"),
 )
+
+
+def _encoder(module: Any) -> Any:
+    names = [n for n in getattr(module, "__all__", ()) if n.endswith("StreamEncoder")]
+    return getattr(module, names[0]) if names else None
 
 
 def load_dialects() -> dict[str, DialectSpec]:
     """The dialects whose modules are importable, by name."""
     out: dict[str, DialectSpec] = {}
-    for name, module_name, encoder, rprefix, tprefix in _TABLE:
+    for name, module_name, rprefix, tprefix in _TABLE:
         try:
             module: Any = importlib.import_module(module_name)
         except ImportError:
             continue
-        enc = getattr(module, encoder, None)
+        enc = _encoder(module)
         if enc is None:
             continue
         out[name] = DialectSpec(

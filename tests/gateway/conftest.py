@@ -1,0 +1,63 @@
+"""Gateway fixtures: a real uvicorn server on 127.0.0.1 with the scripted engine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from openforge.engines.scripted import ScriptedEngine
+from openforge.gateway.server import Gateway
+from openforge.store.sqlite import SqliteStore
+
+MODEL = os.environ.get("OPENFORGE_TEST_MODEL", "/root/.cache/openforge/models/smollm2-135m")
+
+TOOL_SCRIPT = [
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+    {"text": "The command printed hi."},
+]
+
+
+def write_script(path: Path, replies: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in replies) + b"\n")
+    return path
+
+
+@pytest.fixture
+def make_gateway(tmp_path: Path) -> Callable[..., Any]:
+    """``async with make_gateway(replies, **kw) as gw`` — a fresh store per gateway."""
+
+    def make(replies: list[dict[str, Any]] | None = None, **kw: Any) -> Gateway:
+        script = write_script(tmp_path / "script.jsonl", replies or TOOL_SCRIPT)
+        max_context = kw.pop("max_context", None)
+        delay = kw.pop("delay_s", 0.0)
+        engine = ScriptedEngine.for_model(script, MODEL, max_context=max_context)
+        engine._delay_s = delay
+        return Gateway(engine, SqliteStore(tmp_path / "store.db"), model=MODEL, **kw)
+
+    return make
+
+
+@pytest.fixture
+async def gateway(make_gateway: Callable[..., Gateway]) -> AsyncIterator[Gateway]:
+    async with make_gateway() as gw:
+        yield gw
+
+
+async def new_rollout(gw: Gateway, **body: Any) -> dict[str, Any]:
+    async with httpx.AsyncClient() as c:
+        r = await c.post(gw.admin_url + "/rollouts", json=body)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+
+async def rollout_calls(gw: Gateway, rollout_id: str) -> dict[str, Any]:
+    async with httpx.AsyncClient() as c:
+        r = await c.get(f"{gw.admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
+        assert r.status_code == 200, r.text
+        return dict(r.json())
