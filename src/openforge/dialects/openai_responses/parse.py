@@ -1,0 +1,195 @@
+"""Responses request -> canonical :class:`Conversation`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from openforge.conversation import (
+    ContentPart,
+    Conversation,
+    Message,
+    SamplingParams,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from openforge.dialects.errors import ApiError, decode_body
+from openforge.dialects.images import image_from_url
+from openforge.dialects.openai_responses.protocol import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    InputImage,
+    InputItem,
+    MessageItem,
+    NamedToolChoice,
+    NamespaceTool,
+    Part,
+    ReasoningItem,
+    Refusal,
+    ResponsesRequest,
+)
+
+__all__ = ["LOGPROBS_INCLUDE", "parse_request"]
+
+log = logging.getLogger(__name__)
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_TAGS = frozenset(
+    {"message", "function_call", "function_call_output", "reasoning", "other", "namespace"}
+    | {"input_text", "output_text", "input_image", "refusal", "function"}
+)
+_EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_metadata")
+_MORE_EXTRAS = ("prompt_cache_key", "metadata", "user", "text")
+
+
+def parse_request(body: bytes) -> Conversation:
+    """Parse a ``POST /v1/responses`` body.
+
+    ``instructions`` becomes a leading system message. Function tools are served;
+    tools inside a ``namespace`` are served as ``"<namespace>.<name>"`` (the names are
+    listed in ``metadata["tool_namespaces"]`` so answers can split them again); every
+    other tool type is listed in ``ignored_tools``. ``metadata`` keeps
+    ``previous_response_id``, ``store``, ``include``, ``instructions``,
+    ``client_metadata``, ``prompt_cache_key``, ``reasoning`` and item counts
+    ``ignored_items``.
+    """
+    req = decode_body(body, ResponsesRequest, union_tags=_TAGS)
+    messages: list[Message] = []
+    if req.instructions:
+        messages.append(Message("system", [TextPart(req.instructions)]))
+    ignored_items = 0
+    if isinstance(req.input, str):
+        messages.append(Message("user", [TextPart(req.input)]))
+    else:
+        for i, item in enumerate(req.input):
+            ignored_items += not _add_item(messages, item, i)
+    tools, ignored, namespaces = _tools(req)
+    metadata: dict[str, Any] = {
+        k: getattr(req, k) for k in _EXTRAS + _MORE_EXTRAS if getattr(req, k) is not None
+    }
+    if namespaces:
+        metadata["tool_namespaces"] = namespaces
+    if req.reasoning is not None:
+        metadata["reasoning"] = req.reasoning.model_dump(exclude_none=True)
+    if ignored_items:
+        metadata["ignored_items"] = ignored_items
+    want_logprobs = LOGPROBS_INCLUDE in (req.include or [])
+    return Conversation(
+        messages=messages,
+        tools=tools,
+        tool_choice=_tool_choice(req.tool_choice),
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+        params=SamplingParams(
+            max_tokens=req.max_output_tokens,
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            logprobs=want_logprobs,
+            top_logprobs=(req.top_logprobs or 0) if want_logprobs else 0,
+        ),
+        model=req.model,
+        stream=bool(req.stream),
+        reasoning=req.reasoning is not None and req.reasoning.effort not in ("none", "minimal"),
+        ignored_tools=ignored,
+        metadata=metadata,
+    )
+
+
+def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], list[str]]:
+    tools: list[ToolSpec] = []
+    ignored: list[str] = []
+    namespaces: list[str] = []
+    for tool in req.tools or []:
+        if isinstance(tool, FunctionTool):
+            tools.append(_spec(tool.name, tool.description, tool.parameters))
+        elif isinstance(tool, NamespaceTool):
+            namespaces.append(tool.name)
+            for inner in tool.tools:
+                name = f"{tool.name}.{inner.get('name', '')}"
+                if inner.get("type") == "function":
+                    tools.append(_spec(name, inner.get("description"), inner.get("parameters")))
+                else:
+                    ignored.append(name)
+        else:
+            ignored.append(tool.name or tool.type)
+    return tools, ignored, namespaces
+
+
+def _spec(name: str, description: Any, parameters: Any) -> ToolSpec:
+    schema = parameters if isinstance(parameters, dict) else {"type": "object", "properties": {}}
+    return ToolSpec(name, description if isinstance(description, str) else "", schema)
+
+
+def _tool_choice(choice: object) -> ToolChoice:
+    if choice == "none":
+        return ToolChoice("none")
+    if choice == "required":
+        return ToolChoice("required")
+    if isinstance(choice, NamedToolChoice):
+        return ToolChoice("required", choice.name)
+    return ToolChoice()  # auto, or a hosted-tool / allowed_tools choice we do not serve
+
+
+def _parts(content: str | list[Part], where: str) -> list[ContentPart]:
+    if isinstance(content, str):
+        return [TextPart(content)]
+    parts: list[ContentPart] = []
+    for j, part in enumerate(content):
+        if isinstance(part, InputImage):
+            if part.image_url is None:
+                raise ApiError(
+                    "invalid_request",
+                    f"{where}.content[{j}]: images by file_id are not supported; send image_url.",
+                    f"{where}.content[{j}].image_url",
+                )
+            parts.append(image_from_url(part.image_url))
+        elif isinstance(part, Refusal):
+            parts.append(TextPart(part.refusal))
+        else:
+            parts.append(TextPart(part.text))
+    return parts
+
+
+def _open_assistant(messages: list[Message]) -> Message:
+    """The assistant message a reasoning or function_call item belongs to."""
+    if messages and messages[-1].role == "assistant":
+        return messages[-1]
+    messages.append(Message("assistant"))
+    return messages[-1]
+
+
+def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
+    """Append ``item`` to ``messages``; False when it was dropped."""
+    where = f"input[{i}]"
+    if isinstance(item, MessageItem):
+        parts = _parts(item.content, where)
+        last = messages[-1] if messages else None
+        if (
+            item.role == "assistant"
+            and last is not None
+            and last.role == "assistant"
+            and not last.content
+            and not last.tool_calls
+        ):
+            last.content = parts  # the answer that followed its reasoning item
+        else:
+            messages.append(Message(item.role, parts))
+    elif isinstance(item, FunctionCallItem):
+        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
+        _open_assistant(messages).tool_calls.append(ToolCall(item.call_id, name, item.arguments))
+    elif isinstance(item, FunctionCallOutputItem):
+        messages.append(Message("tool", _parts(item.output, where), tool_call_id=item.call_id))
+    elif isinstance(item, ReasoningItem):
+        texts = [c.text for c in item.content or []] or [s.text for s in item.summary]
+        if not texts:
+            return False  # encrypted only: nothing readable to render
+        msg = messages[-1] if messages else None
+        if msg is None or msg.role != "assistant" or msg.content or msg.tool_calls:
+            messages.append(Message("assistant"))
+            msg = messages[-1]
+        msg.reasoning = (msg.reasoning or "") + "".join(texts)
+    else:
+        log.debug("dropped a %s input item", item.type)
+        return False
+    return True

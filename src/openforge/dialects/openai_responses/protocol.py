@@ -1,0 +1,288 @@
+"""OpenAI Responses wire shapes.
+
+Request fields follow https://platform.openai.com/docs/api-reference/responses/create
+(order kept; ``client_metadata`` is what Codex sends). The response object and
+output items follow https://platform.openai.com/docs/api-reference/responses/object;
+stream events https://platform.openai.com/docs/api-reference/responses-streaming.
+Shapes were checked against what Codex 0.171 reads (``codex-api/src/sse/responses.rs``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from pydantic import Discriminator, Field, Tag
+
+from openforge.dialects.wire import WireIn
+
+# ---- request ------------------------------------------------------------------------
+
+
+class InputText(WireIn):
+    type: Literal["input_text"]
+    text: str
+
+
+class OutputText(WireIn):
+    type: Literal["output_text"]
+    text: str
+
+
+class InputImage(WireIn):
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class Refusal(WireIn):
+    type: Literal["refusal"]
+    refusal: str
+
+
+Part = Annotated[InputText | OutputText | InputImage | Refusal, Field(discriminator="type")]
+
+
+class MessageItem(WireIn):
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[Part]
+    id: str | None = None
+
+
+class FunctionCallItem(WireIn):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    namespace: str | None = None
+
+
+class FunctionCallOutputItem(WireIn):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[Part]
+
+
+class SummaryText(WireIn):
+    type: Literal["summary_text"] = "summary_text"
+    text: str
+
+
+class ReasoningText(WireIn):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class ReasoningItem(WireIn):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[SummaryText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+
+
+class OtherItem(WireIn):
+    """An item we do not render (web_search_call, local_shell_call, …): logged, dropped."""
+
+    type: str
+
+
+_ITEM_TAGS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+
+
+def _item_tag(value: Any) -> str:
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", "")
+    return kind if kind in _ITEM_TAGS else "other"
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[OtherItem, Tag("other")],
+    Discriminator(_item_tag),
+]
+
+
+class FunctionTool(WireIn):
+    type: Literal["function"]
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class NamespaceTool(WireIn):
+    """Codex groups tools (``multi_agent_v1``); calls name them with ``namespace``."""
+
+    type: Literal["namespace"]
+    name: str
+    description: str = ""
+    tools: list[dict[str, Any]]
+
+
+class OtherTool(WireIn):
+    """A hosted or custom tool (web_search, local_shell, custom, …): listed, not served."""
+
+    type: str
+    name: str | None = None
+
+
+def _tool_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("function", "namespace") else "other"
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[OtherTool, Tag("other")],
+    Discriminator(_tool_tag),
+]
+
+
+class NamedToolChoice(WireIn):
+    type: Literal["function"]
+    name: str
+
+
+class ReasoningConfig(WireIn):
+    effort: str | None = None
+    summary: str | None = None
+
+
+class ResponsesRequest(WireIn):
+    include: list[str] | None = None
+    input: str | list[InputItem]
+    instructions: str | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    metadata: dict[str, Any] | None = None
+    model: str
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
+    reasoning: ReasoningConfig | None = None
+    store: bool | None = None
+    stream: bool | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    text: dict[str, Any] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | dict[str, Any] | None = (
+        None
+    )
+    tools: list[Tool] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    user: str | None = None
+    # Codex sends per-turn ids here; kept in Conversation.metadata.
+    client_metadata: dict[str, Any] | None = None
+
+
+# ---- response -----------------------------------------------------------------------
+
+
+class LogprobOut(TypedDict):
+    token: str
+    bytes: list[int]
+    logprob: float
+    top_logprobs: list[Any]
+
+
+class OutputTextOut(TypedDict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+    logprobs: list[LogprobOut]
+
+
+class ReasoningTextOut(TypedDict):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class ReasoningOut(TypedDict):
+    id: str
+    type: Literal["reasoning"]
+    summary: list[Any]
+    content: list[ReasoningTextOut]
+    encrypted_content: None
+    status: str
+
+
+class MessageOut(TypedDict):
+    id: str
+    type: Literal["message"]
+    status: str
+    role: Literal["assistant"]
+    content: list[OutputTextOut]
+
+
+class FunctionCallOut(TypedDict):
+    id: str
+    type: Literal["function_call"]
+    status: str
+    arguments: str
+    call_id: str
+    name: str
+    namespace: NotRequired[str]
+
+
+OutputItem = ReasoningOut | MessageOut | FunctionCallOut
+
+
+class UsageOut(TypedDict):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class ResponseOut(TypedDict):
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: str
+    error: dict[str, Any] | None
+    incomplete_details: dict[str, str] | None
+    instructions: str | None
+    max_output_tokens: int | None
+    model: str
+    output: list[OutputItem]
+    parallel_tool_calls: bool
+    previous_response_id: str | None
+    reasoning: dict[str, Any] | None
+    store: bool
+    temperature: float | None
+    text: dict[str, Any]
+    tool_choice: Any
+    tools: list[dict[str, Any]]
+    top_p: float | None
+    truncation: str
+    usage: UsageOut | None
+    user: str | None
+    metadata: dict[str, Any]
+
+
+class StreamEvent(TypedDict, total=False):
+    """Every stream event: ``type`` and ``sequence_number`` plus its own fields.
+
+    One open shape (rather than 16 closed ones) because the encoder stamps
+    ``sequence_number`` in one place; the emitters in ``render.py`` fix each event's
+    fields, in the docs' order.
+    """
+
+    type: str
+    sequence_number: int
+    response: ResponseOut
+    output_index: int
+    item: OutputItem
+    item_id: str
+    content_index: int
+    part: OutputTextOut | ReasoningTextOut
+    delta: str
+    text: str
+    arguments: str
+    logprobs: list[LogprobOut]
