@@ -9,19 +9,19 @@ parallel calls (subagents) land where their tokens say.
 Calls repeating an earlier call's prompt exactly (SDK retries, resumed streams) are
 deduplicated first: one node per distinct sampled output, the last completed one kept.
 
-Speed: ids are packed once to int32 bytes, and a call's candidate parents are found by
-dictionary look-ups of its prompt's byte prefix at each distinct full length of the
-other calls (hashing and comparing in C), longest first; lengths whose only calls are
-already-known ancestors of the chosen parent are skipped, so a clean linear rollout
-costs about one look-up per call.
+Speed: every node is indexed by its full length and the last 16 ids of its prompt +
+output; a call's candidate parents are found by looking up its prompt's ids ending at
+each distinct full length (longest first) and confirmed by list comparison (C speed).
+Lengths whose only nodes are already-known ancestors of the chosen parent are skipped,
+so a clean linear rollout costs about one look-up per call, and no id list is copied
+into another form.
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +64,9 @@ class Node:
     """One distinct (prompt, output) of a rollout: a call after retry deduplication."""
 
     call: CallRecord
-    prompt_key: bytes  # prompt ids as int32 bytes
-    full_key: bytes  # prompt + output ids as int32 bytes
+    prompt_len: int
+    full_len: int  # prompt + output
+    tail: tuple[int, ...]  # the last _TAIL ids of prompt + output: the look-up fingerprint
     parent: Node | None = None
     children: list[Node] = field(default_factory=list)
     retries: list[str] = field(default_factory=list)  # ids of the calls this one superseded
@@ -74,13 +75,14 @@ class Node:
     excluded: str | None = None  # why this node's output is not trained (None: trained)
     depth: int = 0
 
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt_key) // 4
-
-    @property
-    def full_len(self) -> int:
-        return len(self.full_key) // 4
+    def is_prefix_of(self, ids: list[int]) -> bool:
+        """Whether ``ids`` begins with this node's prompt + output (C-speed list compares)."""
+        c = self.call
+        return (
+            len(ids) >= self.full_len
+            and ids[self.prompt_len : self.full_len] == c.output_ids
+            and ids[: self.prompt_len] == c.prompt_ids
+        )
 
 
 @dataclass(slots=True)
@@ -114,8 +116,12 @@ class RolloutGraph:
         return out
 
 
-def _pack(ids: Sequence[int]) -> bytes:
-    return array("i", ids).tobytes()
+_TAIL = 16
+
+
+def _node(call: CallRecord) -> Node:
+    p, o = call.prompt_ids, call.output_ids
+    return Node(call, len(p), len(p) + len(o), tuple((p[-_TAIL:] + o)[-_TAIL:]))
 
 
 def _dedup(calls: Iterable[CallRecord]) -> tuple[list[Node], int]:
@@ -126,29 +132,37 @@ def _dedup(calls: Iterable[CallRecord]) -> tuple[list[Node], int]:
     of the prompt completed, the last attempt stays as an untrained node so that any call
     built on its partial output still finds its parent.
     """
-    by_prompt: dict[bytes, list[CallRecord]] = {}
+    # Prompts are bucketed by (length, last ids) and compared in full only within a bucket.
+    buckets: dict[tuple[int, tuple[int, ...]], list[list[CallRecord]]] = {}
     for call in calls:
-        by_prompt.setdefault(_pack(call.prompt_ids), []).append(call)
+        p = call.prompt_ids
+        groups = buckets.setdefault((len(p), tuple(p[-_TAIL:])), [])
+        for g in groups:
+            if g[0].prompt_ids == p:
+                g.append(call)
+                break
+        else:
+            groups.append([call])
     nodes: list[Node] = []
     dropped = 0
-    for prompt_key, group in by_prompt.items():
+    for group in (g for gs in buckets.values() for g in gs):
         group.sort(key=lambda c: c.seq)
         ok = [c for c in group if c.status == CallStatus.OK]
-        keep: dict[bytes, Node] = {}
+        keep: dict[tuple[int, ...], Node] = {}
         superseded: list[str] = []
         for call in ok or group[-1:]:
-            full_key = prompt_key + _pack(call.output_ids)
-            previous = keep.get(full_key)
+            out = tuple(call.output_ids)
+            previous = keep.get(out)
             if previous is not None:
                 superseded.extend([*previous.retries, previous.call.id])
-            keep[full_key] = Node(call, prompt_key, full_key)
+            keep[out] = _node(call)
         kept_ids = {n.call.id for n in keep.values()}
         superseded.extend(c.id for c in group if c.id not in kept_ids and c.id not in superseded)
         dropped += len(group) - len(keep)
         last = max(keep.values(), key=lambda n: n.call.seq)
         last.retries = superseded
         nodes.extend(keep.values())
-    nodes.sort(key=lambda n: (len(n.prompt_key), n.call.seq))
+    nodes.sort(key=lambda n: (n.prompt_len, n.call.seq))
     return nodes, dropped
 
 
@@ -161,27 +175,31 @@ def _ancestors(node: Node) -> set[int]:
     return out
 
 
+def _candidates(node: Node, bucket: dict[tuple[int, ...], list[Node]], length: int) -> list[Node]:
+    prompt = node.call.prompt_ids
+    hits = bucket.get(tuple(prompt[max(0, length - _TAIL) : length]))
+    if not hits:
+        return []
+    return [h for h in hits if h.prompt_len < node.prompt_len and h.is_prefix_of(prompt)]
+
+
 def _place(nodes: list[Node]) -> int:
     """Link each node to its parent (longest prefix, then lowest seq); return ambiguous count."""
-    by_len: dict[int, dict[bytes, list[Node]]] = {}
+    by_len: dict[int, dict[tuple[int, ...], list[Node]]] = {}
     for n in nodes:
-        by_len.setdefault(len(n.full_key), {}).setdefault(n.full_key, []).append(n)
+        by_len.setdefault(n.full_len, {}).setdefault(n.tail, []).append(n)
     lengths = sorted(by_len)
     ambiguous = 0
     # Ascending prompt length: a parent's prompt is strictly shorter, so it is placed first.
     for node in nodes:
-        plen = len(node.prompt_key)
         chosen: Node | None = None
         ancestors: set[int] = set()
         unrelated = False
-        for i in range(bisect.bisect_right(lengths, plen) - 1, -1, -1):
+        for i in range(bisect.bisect_right(lengths, node.prompt_len) - 1, -1, -1):
             bucket = by_len[lengths[i]]
             if chosen is not None and all(id(m) in ancestors for ms in bucket.values() for m in ms):
                 continue
-            hits = bucket.get(node.prompt_key[: lengths[i]])
-            if not hits:
-                continue
-            hits = [h for h in hits if len(h.prompt_key) < plen]
+            hits = _candidates(node, bucket, lengths[i])
             if not hits:
                 continue
             if chosen is None:

@@ -202,7 +202,7 @@ def _per_call(rollout: Rollout, graph: RolloutGraph) -> list[Sample]:
         s.prompt_ids = list(call.prompt_ids)
         s.response_ids = list(call.output_ids)
         s.loss_mask = [1] * len(call.output_ids)
-        s.logprobs = [float(x) for x in call.output_logprobs]
+        s.logprobs = list(call.output_logprobs)
         s.call_ids = [call.id]
         s.spans = [(call.id, 0, len(call.output_ids))]
         s.weight_versions = [call.weight_version]
@@ -230,7 +230,7 @@ def _merged_path(rollout: Rollout, path: list[Node], trained: set[int]) -> Sampl
     logprobs = [0.0] * (end - start)
     for node, a, b in spans:
         mask[a - start : b - start] = [1] * (b - a)
-        logprobs[a - start : b - start] = [float(x) for x in node.call.output_logprobs]
+        logprobs[a - start : b - start] = node.call.output_logprobs
         s.call_ids.append(node.call.id)
         s.spans.append((node.call.id, a - start, b - start))
         s.weight_versions.append(node.call.weight_version)
