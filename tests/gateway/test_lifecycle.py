@@ -1,0 +1,103 @@
+"""Durability under SIGKILL, client disconnects, pause/resume and weight stamps."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from openforge.gateway.server import GatewayProcess
+from openforge.store.sqlite import SqliteStore
+
+from .conftest import MODEL, TOOL_SCRIPT, new_rollout, rollout_calls, write_script
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
+
+
+@pytest.mark.slow
+async def test_answered_calls_survive_sigkill(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.jsonl", TOOL_SCRIPT)
+    store_path = tmp_path / "store.db"
+    proc = await GatewayProcess.start(
+        [
+            "--engine",
+            "scripted",
+            "--script",
+            str(script),
+            "--model",
+            MODEL,
+            "--store",
+            str(store_path),
+        ]
+    )
+    try:
+        async with httpx.AsyncClient() as c:
+            r = (await c.post(proc.admin_url + "/rollouts", json={})).json()
+            url = r["openai_base_url"] + "/chat/completions"
+            bodies = await asyncio.gather(
+                *(c.post(url, json={**CHAT, "stream": i % 2 == 1}) for i in range(16))
+            )
+            assert all(b.status_code == 200 for b in bodies)
+    finally:
+        await proc.stop(signal.SIGKILL)  # right after the last answer: no graceful shutdown
+    store = SqliteStore(store_path)
+    calls = await store.calls(r["rollout_id"])
+    await store.close()
+    assert sorted(c.seq for c in calls) == list(range(16))
+    assert all(c.status == "ok" and c.output_ids for c in calls)
+
+
+async def test_client_disconnect_aborts_the_call(make_gateway: Any) -> None:
+    async with make_gateway([{"text": "word " * 400}], delay_s=0.01) as gw:
+        r = await new_rollout(gw)
+        async with httpx.AsyncClient() as c:
+            url = r["openai_base_url"] + "/chat/completions"
+            async with c.stream("POST", url, json={**CHAT, "stream": True}) as resp:
+                async for _ in resp.aiter_bytes():
+                    break  # one chunk, then hang up
+        for _ in range(500):  # wait for the gateway to notice and record
+            calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        assert calls[0]["status"] == "client_aborted"
+        assert calls[0]["finish_reason"] == "abort"
+        assert 0 < calls[0]["output_tokens"] < 400
+        assert gw.app.state.control.in_flight == 0
+
+
+async def test_pause_holds_calls_and_weights_stamp(make_gateway: Any) -> None:
+    async with make_gateway() as gw, httpx.AsyncClient() as c:
+        r = await new_rollout(gw)
+        url = r["openai_base_url"] + "/chat/completions"
+        paused = (await c.post(gw.admin_url + "/pause")).json()
+        assert paused["paused"] is True and paused["in_flight"] == 0
+        held = asyncio.create_task(c.post(url, json=CHAT))
+        await asyncio.sleep(0.2)
+        assert not held.done()  # held at the gate, not refused
+        stamped = await c.post(gw.admin_url + "/weights", json={"version": "7", "path": "/ckpt"})
+        assert stamped.json() == {"paused": True, "in_flight": 0, "weight_version": "7"}
+        await c.post(gw.admin_url + "/resume")
+        assert (await held).status_code == 200
+        calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+        assert calls[0]["weight_version"] == "7"
+        assert gw.engine.info().weight_version == "7"  # the engine was told to load it
+
+
+async def test_admin_token(make_gateway: Any) -> None:
+    async with make_gateway(admin_token="s3cret") as gw, httpx.AsyncClient() as c:
+        assert (await c.post(gw.admin_url + "/rollouts", json={})).status_code == 401
+        ok = await c.post(
+            gw.admin_url + "/rollouts", json={}, headers={"authorization": "Bearer s3cret"}
+        )
+        assert ok.status_code == 201
+        bad = await c.post(
+            gw.admin_url + f"/rollouts/{ok.json()['rollout_id']}/finish",
+            json={"status": "nope"},
+            headers={"authorization": "Bearer s3cret"},
+        )
+        assert bad.status_code == 400 and "status" in bad.json()["error"]["message"]
