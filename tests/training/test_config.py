@@ -31,6 +31,7 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("group_size: 1\n", "group_size", ">= 2"),
         ("steps: three\n", "steps", "expected int"),
         ("engine: vllm\n", "gateway_url", "gateway_url"),
+        ("gateway_url: http://x:1\n", "store", "SQLite store"),
         ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
         ("- a\n- b\n", "-", "mapping"),
     ],

@@ -1,9 +1,75 @@
-"""``openforge`` commands of this area."""
+"""``openforge train CONFIG`` and ``openforge quickstart``."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def train(
+    config: Annotated[Path | None, typer.Argument(help="YAML config (every key optional).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Override the config's steps.")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="Override the config's run_dir.")] = None,
+) -> None:
+    """GRPO: rollouts through the gateway, updates, weight sync; resumes from the run dir."""
+    import asyncio
+    import logging
+
+    from openforge.training.config import ConfigError, load_config
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    overrides: dict[str, object] = {}
+    if steps is not None:
+        overrides["steps"] = steps
+    if run_dir is not None:
+        overrides["run_dir"] = run_dir
+    try:
+        cfg = load_config(config, **overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    from openforge.training.loop import run_loop
+    from openforge.training.session import open_session
+
+    async def main() -> None:
+        async with open_session(cfg) as env:
+            summary = await run_loop(cfg, env)
+        typer.echo(
+            f"done: {summary.steps_done} steps, weight version {summary.version}, "
+            f"{summary.skipped} skipped; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}"
+        )
+
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def quickstart(
+    run_dir: Annotated[str, typer.Option(help="Where the run and its report go.")] = (
+        "runs/quickstart"
+    ),
+    steps: Annotated[int, typer.Option(help="GRPO steps.")] = 3,
+) -> None:
+    """SmolLM2-135M + the claw agent on claw-mini: evaluate, train a few steps, evaluate, report."""
+    from openforge.training.quickstart import run_quickstart
+
+    try:
+        report = run_quickstart(run_dir=run_dir, steps=steps)
+    except RuntimeError as exc:
+        _fail(str(exc))
+        return
+    typer.echo(f"report: {report}")
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the ``openforge`` app."""
+    app.command()(train)
+    app.command()(quickstart)

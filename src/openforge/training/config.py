@@ -76,12 +76,13 @@ class TrainConfig:
     run_dir: str = "runs/train"
     # --- rollouts ---
     tasks: str = "claw-mini"  # suite name or directory
-    train_split: str = "train"
-    eval_split: str = "held_out"
+    train_split: Literal["train", "test"] = "train"
+    eval_split: Literal["train", "test"] = "test"
     harness: str = "claw"
     sandbox: str = "local"
     engine: Literal["local", "vllm", "sglang"] = "local"
     gateway_url: str | None = None  # null: start a gateway with the engine in a subprocess
+    store: str | None = None  # the gateway's SQLite store; null: <run_dir>/store.db
     admin_token: str | None = None
     concurrency: int = 4
     rollout_timeout_s: float = 300.0
@@ -118,6 +119,13 @@ class TrainConfig:
             raise ConfigError("eval_every", "must be >= 0 (0: before and after only)", self.source)
         if not 0 <= self.temperature <= 2:
             raise ConfigError("temperature", "must be in [0, 2]", self.source)
+        if self.gateway_url is not None and self.store is None:
+            raise ConfigError(
+                "store",
+                "with gateway_url set, give the path of that gateway's SQLite store "
+                "(the trainer reads the recorded calls from it)",
+                self.source,
+            )
         if self.engine != "local" and self.gateway_url is None:
             raise ConfigError(
                 "gateway_url",

@@ -1,0 +1,326 @@
+"""The GRPO loop: rollouts → samples → update → weight sync → metrics, step after step.
+
+Per step ``t``: ``B`` train tasks × ``G`` rollouts go through the orchestrator (harness in
+a sandbox, calls through the gateway, which records them); the finished rollouts are read
+back from the gateway's store through ``traces/`` as samples; GRPO advantages per group;
+one trainer update; the new weights are pushed to the gateway; metrics are written.
+
+Async mode (``async_rollouts``): the rollouts of step ``t+1`` start before step ``t``
+trains, with the weights of version ``v``; they are trained at ``v+1`` (staleness 1).
+A sample is dropped when ``trainer.version − (oldest version it was sampled with)``
+exceeds ``max_staleness``. Truncated importance sampling corrects what remains.
+
+Failures: a step whose rollouts all failed (or left nothing trainable) is logged and
+skipped; a rejected (non-finite) update pushes nothing. Each step's rollouts go to
+``<run_dir>/rollouts/step-N`` and the orchestrator skips finished ``(task, sample)`` pairs
+on a rerun, so a killed run restarted from its last checkpoint loses no rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openforge.rollouts.config import RolloutConfig, RolloutResult
+from openforge.store.base import Store
+from openforge.tasks.model import Task
+from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions, plan_rollout
+from openforge.training.advantages import grpo_advantages
+from openforge.training.config import TrainConfig
+from openforge.training.metrics import MetricsWriter, reward_summary
+from openforge.training.trainer import Trainer
+from openforge.training.weight_sync import WeightSync
+
+__all__ = [
+    "LoopEnv",
+    "RunSummary",
+    "StepBatch",
+    "collect",
+    "evaluate",
+    "latest_checkpoint",
+    "read_samples",
+    "run_loop",
+    "tasks_for_step",
+]
+
+log = logging.getLogger("openforge.training")
+
+RunRollouts = Callable[[RolloutConfig], Awaitable[Sequence[RolloutResult]]]
+_CKPT = re.compile(r"^step-(\d+)$")
+
+
+@dataclass(slots=True)
+class LoopEnv:
+    """Everything the loop talks to; :mod:`openforge.training.session` builds the real one."""
+
+    gateway_url: str
+    store: Store
+    run_rollouts: RunRollouts
+    trainer: Trainer
+    sync: WeightSync
+    metrics: MetricsWriter
+    train_tasks: list[Task]
+    eval_tasks: list[Task]
+
+
+@dataclass(slots=True)
+class StepBatch:
+    """One step's rollouts and the samples read back for them."""
+
+    results: list[RolloutResult]
+    samples: list[Sample] = field(default_factory=list)
+    counts: TraceCounts = field(default_factory=TraceCounts)
+    rollout_s: float = 0.0
+
+
+@dataclass(slots=True)
+class RunSummary:
+    steps_done: int
+    version: int
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+
+
+def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int, seed: int) -> list[Task]:
+    """``per_step`` tasks for ``step``: epochs over ``tasks``, each in a seeded shuffle.
+
+    Deterministic in ``step``, so a resumed run asks for the same tasks again.
+    """
+    if not tasks:
+        return []
+    out: list[Task] = []
+    n = len(tasks)
+    for i in range(step * per_step, (step + 1) * per_step):
+        epoch, pos = divmod(i, n)
+        order = list(range(n))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append(tasks[order[pos]])
+    return out
+
+
+def _rollout_config(
+    cfg: TrainConfig, env: LoopEnv, tasks: list[Task], n: int, split: str, tag: str, step: int
+) -> RolloutConfig:
+    extra = dict(cfg.rollout_options)
+    harness_options = dict(extra.pop("harness_options", {}))
+    return RolloutConfig(
+        tasks=tasks,
+        harness=cfg.harness,
+        gateway_url=env.gateway_url,
+        harness_options=harness_options,
+        n=n,
+        concurrency=cfg.concurrency,
+        backend=cfg.sandbox,
+        split=split,
+        out_dir=Path(cfg.run_dir) / "rollouts" / tag,
+        admin_token=cfg.admin_token,
+        metadata={"step": step, "phase": tag},
+        **extra,
+    )
+
+
+async def collect(
+    cfg: TrainConfig, env: LoopEnv, tasks: list[Task], n: int, split: str, tag: str, step: int
+) -> list[RolloutResult]:
+    """Run ``n`` rollouts of each task through the orchestrator."""
+    return list(await env.run_rollouts(_rollout_config(cfg, env, tasks, n, split, tag, step)))
+
+
+async def read_samples(
+    store: Store, results: Sequence[RolloutResult], mode: str
+) -> tuple[list[Sample], TraceCounts]:
+    """The finished rollouts' samples, read from the store through ``traces/``."""
+    options = TraceOptions(mode=Mode(mode), require_reward=True)
+    counts = TraceCounts()
+    samples: list[Sample] = []
+    for res in results:
+        if res.rollout_id is None:
+            counts.masked_rollouts[res.status or "no_rollout"] += 1
+            continue
+        rollout = await store.get_rollout(res.rollout_id)
+        if rollout.reward is None and res.reward is not None and res.status != "infra_error":
+            rollout.reward = res.reward  # the orchestrator's finish may not have reached the store
+        plan = plan_rollout(rollout, await store.calls(rollout.id), options)
+        counts.add(plan.counts)
+        samples.extend(plan.samples)
+    return samples, counts
+
+
+def _staleness(sample: Sample, version: int) -> int:
+    versions = [int(v) for v in sample.weight_versions if str(v).isdigit()]
+    return version - min(versions) if versions else 0
+
+
+async def _gather_step(cfg: TrainConfig, env: LoopEnv, step: int) -> StepBatch:
+    started = time.perf_counter()
+    tasks = tasks_for_step(env.train_tasks, step, cfg.tasks_per_step, cfg.seed)
+    results = await collect(
+        cfg, env, tasks, cfg.group_size, cfg.train_split, f"step-{step:06d}", step
+    )
+    samples, counts = await read_samples(env.store, results, cfg.sample_mode)
+    return StepBatch(results, samples, counts, time.perf_counter() - started)
+
+
+async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch) -> bool:
+    """Advantages, update, sync and metrics for one step; False when skipped."""
+    trainer = env.trainer
+    ok = [r for r in batch.results if r.status != "infra_error" and r.reward is not None]
+    by_task: dict[str, list[float]] = {}
+    for r in ok:
+        by_task.setdefault(r.task_id, []).append(float(r.reward or 0.0))
+    rollout_metrics = {
+        **reward_summary(by_task),
+        "rollouts_total": float(len(batch.results)),
+        "masked_rollouts": float(len(batch.results) - len(ok)),
+        "rollout_s": batch.rollout_s,
+        "trace_masked": dict(batch.counts.masked_rollouts),
+    }
+    if not ok:
+        log.warning("step %d: all %d rollouts failed; skipped", step, len(batch.results))
+        env.metrics.write("skip", step, {**rollout_metrics, "reason": "all rollouts failed"})
+        return False
+    fresh = [s for s in batch.samples if _staleness(s, trainer.version) <= cfg.max_staleness]
+    staleness = [_staleness(s, trainer.version) for s in batch.samples]
+    reward_of = {r.rollout_id: float(r.reward or 0.0) for r in ok if r.rollout_id}
+    adv = grpo_advantages(
+        (
+            (s.group_id or s.rollout_id, s.rollout_id, reward_of.get(s.rollout_id, s.reward or 0.0))
+            for s in _one_per_rollout(fresh)
+        ),
+        scale=cfg.advantage_scale,
+    )
+    rollout_metrics |= {
+        "stale_dropped": float(len(batch.samples) - len(fresh)),
+        "staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
+        "staleness_max": float(max(staleness, default=0)),
+        "groups_kept": float(adv.kept_groups),
+        "groups_zero_variance": float(adv.zero_variance_groups),
+    }
+    if not adv.advantages:
+        log.info("step %d: no group with a reward spread; no update", step)
+        env.metrics.write("skip", step, {**rollout_metrics, "reason": "no reward variance"})
+        return False
+    result = await asyncio.to_thread(trainer.train_step, fresh, adv.advantages)
+    if not result.accepted:
+        log.warning("step %d: update rejected (%s); weights not pushed", step, result.reason)
+        env.metrics.write("skip", step, {**rollout_metrics, "reason": result.reason})
+        return False
+    synced = await env.sync.push(trainer, result.version)
+    env.metrics.write(
+        "train",
+        step,
+        {
+            **rollout_metrics,
+            **result.metrics,
+            "version": result.version,
+            "sync_export_s": synced.export_s,
+            "sync_load_s": synced.load_s,
+        },
+    )
+    return True
+
+
+def _one_per_rollout(samples: Sequence[Sample]) -> list[Sample]:
+    seen: set[str] = set()
+    out = []
+    for s in samples:
+        if s.rollout_id not in seen:
+            seen.add(s.rollout_id)
+            out.append(s)
+    return out
+
+
+async def evaluate(cfg: TrainConfig, env: LoopEnv, tag: str, step: int) -> dict[str, Any]:
+    """Held-out reward, pass rate and pass@k over ``eval_samples`` rollouts per task."""
+    results = await collect(
+        cfg, env, env.eval_tasks, cfg.eval_samples, cfg.eval_split, f"eval-{tag}", step
+    )
+    by_task: dict[str, list[float]] = {}
+    masked = 0
+    for r in results:
+        if r.status == "infra_error" or r.reward is None:
+            masked += 1
+            continue
+        by_task.setdefault(r.task_id, []).append(float(r.reward))
+    ks = sorted({1, cfg.eval_samples})
+    summary = {
+        **reward_summary(by_task, ks=ks),
+        "masked_rollouts": float(masked),
+        "tag": tag,
+        "version": env.trainer.version,
+    }
+    env.metrics.write("eval", step, summary)
+    return summary
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete ``checkpoints/step-N`` of a run (temp dirs are ignored)."""
+    root = Path(run_dir) / "checkpoints"
+    found = [
+        (int(m.group(1)), p)
+        for p in (root.iterdir() if root.is_dir() else [])
+        if (m := _CKPT.match(p.name)) and (p / "trainer_state.json").is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+async def _checkpoint(cfg: TrainConfig, env: LoopEnv, next_step: int) -> None:
+    root = Path(cfg.run_dir) / "checkpoints"
+    await asyncio.to_thread(
+        env.trainer.save_checkpoint, root / f"step-{next_step:06d}", {"next_step": next_step}
+    )
+    kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT.match(p.name)))
+    for _, old in kept[: -cfg.keep_checkpoints]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+async def resume(cfg: TrainConfig, env: LoopEnv) -> int:
+    """Load the last checkpoint (if any), push its weights; returns the step to run next."""
+    ckpt = latest_checkpoint(cfg.run_dir)
+    if ckpt is None:
+        return 0
+    extra = await asyncio.to_thread(env.trainer.load_checkpoint, ckpt)
+    if env.trainer.version > 0:
+        await env.sync.push(env.trainer, env.trainer.version)
+    log.info("resumed from %s (version %d)", ckpt, env.trainer.version)
+    return int(extra.get("next_step", 0))
+
+
+async def run_loop(cfg: TrainConfig, env: LoopEnv, evaluate_edges: bool = True) -> RunSummary:
+    """Train for ``cfg.steps`` steps (resuming from the run dir's last checkpoint)."""
+    start = await resume(cfg, env)
+    summary = RunSummary(steps_done=start, version=env.trainer.version)
+    if evaluate_edges and start == 0 and env.eval_tasks:
+        summary.evals.append(await evaluate(cfg, env, "before", 0))
+    pending: asyncio.Task[StepBatch] | None = None
+    try:
+        for step in range(start, cfg.steps):
+            if pending is None:
+                pending = asyncio.create_task(_gather_step(cfg, env, step))
+            batch = await pending
+            pending = None
+            if cfg.async_rollouts and step + 1 < cfg.steps:
+                pending = asyncio.create_task(_gather_step(cfg, env, step + 1))
+            if not await _train_on(cfg, env, step, batch):
+                summary.skipped += 1
+            summary.steps_done = step + 1
+            summary.version = env.trainer.version
+            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                await _checkpoint(cfg, env, step + 1)
+            mid = cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps
+            if mid and env.eval_tasks:
+                summary.evals.append(await evaluate(cfg, env, f"step-{step + 1}", step + 1))
+    finally:
+        if pending is not None:
+            pending.cancel()
+    if evaluate_edges and env.eval_tasks and summary.steps_done == cfg.steps:
+        summary.evals.append(await evaluate(cfg, env, "after", cfg.steps))
+    return summary

@@ -1,0 +1,109 @@
+"""``openforge quickstart``: SmolLM2-135M learns claw-mini tasks with the built-in claw agent.
+
+Pull the model, start the gateway with the local engine (a child process), evaluate the
+claw agent on the held-out split, train a few GRPO steps on the train split in local
+sandboxes, evaluate again, and write ``metrics.jsonl``, TensorBoard logs and
+``report.html`` into the run directory. Sized to finish in under 15 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from openforge.training.config import TrainConfig
+
+__all__ = ["quickstart_config", "run_quickstart", "write_report"]
+
+log = logging.getLogger("openforge.training")
+
+
+def quickstart_config(run_dir: str, steps: int) -> TrainConfig:
+    """The quickstart's GRPO settings (also a starting point for ``openforge train``)."""
+    return TrainConfig(
+        model="smollm2-135m",
+        harness="claw",
+        tasks="claw-mini",
+        steps=steps,
+        tasks_per_step=4,
+        group_size=4,
+        async_rollouts=True,
+        max_staleness=1,
+        learning_rate=2e-5,
+        eval_samples=2,
+        concurrency=4,
+        max_tokens=256,
+        run_dir=run_dir,
+    )
+
+
+async def write_report(cfg: TrainConfig, store_path: Path, examples: int = 3) -> Path:
+    """``report.html`` from the run's metrics and a few trained samples from its store."""
+    from transformers import AutoTokenizer
+
+    from openforge.models.registry import resolve_model
+    from openforge.traces.source import open_store
+    from openforge.training.loop import read_samples
+    from openforge.training.metrics import MetricsWriter
+    from openforge.training.report import render_report
+
+    run_dir = Path(cfg.run_dir)
+    records = MetricsWriter(run_dir, tensorboard=False).read()
+    tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(cfg.model)))
+    store = open_store(store_path)
+    try:
+        finished = [r for r in await store.rollouts() if r.reward is not None]
+        best = sorted(finished, key=lambda r: -(r.reward or 0.0))[:examples]
+        results = [_as_result(r) for r in best]
+        samples, _ = await read_samples(store, results, "merged")
+    finally:
+        await store.close()
+    return render_report(
+        run_dir / "report.html",
+        f"OpenForge quickstart: {cfg.model} + {cfg.harness} on {cfg.tasks}",
+        records,
+        samples[:examples],
+        lambda ids: str(tokenizer.decode(ids)),
+    )
+
+
+def _as_result(rollout: Any) -> Any:
+    from openforge.rollouts.config import RolloutResult
+
+    return RolloutResult(
+        task_id=rollout.task_id or "?", sample=0, status=str(rollout.status),
+        reward=rollout.reward, rollout_id=rollout.id, group_id=rollout.group_id,
+    )  # fmt: skip
+
+
+def run_quickstart(run_dir: str = "runs/quickstart", steps: int = 3) -> Path:
+    """Run the whole quickstart; returns the report's path. Raises RuntimeError with a
+    message saying what is missing (model download, claw harness)."""
+    from openforge.harnesses.base import HarnessError
+    from openforge.harnesses.registry import get_harness
+    from openforge.models.registry import pull
+    from openforge.training.loop import run_loop
+    from openforge.training.session import open_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        get_harness("claw")
+    except HarnessError as exc:
+        raise RuntimeError(f"the built-in claw harness is not available: {exc}") from None
+    try:
+        pull("smollm2-135m")
+    except Exception as exc:
+        raise RuntimeError(f"could not pull smollm2-135m: {exc}") from None
+    cfg = quickstart_config(run_dir, steps)
+
+    async def main() -> Path:
+        async with open_session(cfg) as env:
+            summary = await run_loop(cfg, env)
+        log.info("trained %d steps, weight version %d", summary.steps_done, summary.version)
+        return await write_report(cfg, Path(cfg.run_dir) / "store.db")
+
+    report = asyncio.run(main())
+    print(f"run directory: {Path(run_dir).resolve()}\nreport: {report.resolve()}")
+    return report

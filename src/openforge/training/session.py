@@ -1,0 +1,111 @@
+"""Setting up a training run: model, gateway (a child process with the local engine, or one
+given by URL), store, trainer, weight sync, metrics and tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openforge.training.config import ConfigError, TrainConfig
+from openforge.training.loop import LoopEnv
+from openforge.training.metrics import MetricsWriter
+
+__all__ = ["gateway_process", "open_session", "save_config"]
+
+log = logging.getLogger("openforge.training")
+
+
+def save_config(cfg: TrainConfig, run_dir: Path) -> None:
+    """Write the effective config beside the run's metrics, for the record and for resume."""
+    data = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "source"}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@contextlib.asynccontextmanager
+async def gateway_process(
+    model_dir: Path, store: Path, admin_token: str | None = None
+) -> AsyncIterator[str]:
+    """``openforge gateway --engine local`` in a child process; yields its URL.
+
+    A child process keeps the engine's forward passes off the trainer's interpreter.
+    """
+    from openforge.gateway.server import GatewayProcess
+
+    env = {"OPENFORGE_ADMIN_TOKEN": admin_token} if admin_token else None
+    args = ["--engine", "local", "--model", str(model_dir), "--store", str(store)]
+    proc = await GatewayProcess.start(args, env=env, timeout_s=300.0)
+    try:
+        yield proc.url
+    finally:
+        await proc.stop()
+
+
+def _load_split(cfg: TrainConfig, split: str, key: str) -> list[Any]:
+    from openforge.tasks.loading import load_tasks
+
+    loaded = load_tasks(cfg.tasks, split=split)
+    for err in loaded.errors:
+        log.warning("task error: %s", err)
+    tasks = list(loaded.tasks)
+    if key == "train_split" and not tasks:
+        raise ConfigError(key, f"no {split!r} tasks in {cfg.tasks!r}", cfg.source)
+    return tasks
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    cfg: TrainConfig,
+    gateway_url: str | None = None,
+    store_path: str | Path | None = None,
+) -> AsyncIterator[LoopEnv]:
+    """Everything :func:`~openforge.training.loop.run_loop` needs, torn down on exit.
+
+    ``gateway_url``/``store_path`` override the config (a test's in-process gateway).
+    """
+    from openforge.models.registry import resolve_model
+    from openforge.rollouts import run_rollouts
+    from openforge.traces.source import open_store
+    from openforge.training.trainer import Trainer
+    from openforge.training.weight_sync import WeightSync
+
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir)
+    try:
+        model_dir = await asyncio.to_thread(resolve_model, cfg.model)
+    except Exception as exc:
+        raise ConfigError("model", str(exc), cfg.source) from None
+    train_tasks = _load_split(cfg, cfg.train_split, "train_split")
+    eval_tasks = _load_split(cfg, cfg.eval_split, "eval_split")
+    async with contextlib.AsyncExitStack() as stack:
+        url = gateway_url or cfg.gateway_url
+        store_file = Path(store_path or cfg.store or run_dir / "store.db")
+        if url is None:
+            url = await stack.enter_async_context(
+                gateway_process(model_dir, store_file, cfg.admin_token)
+            )
+        store = open_store(store_file)
+        stack.push_async_callback(store.close)
+        trainer = await asyncio.to_thread(Trainer, cfg, model_dir)
+        sync = WeightSync(url, run_dir / "weights", cfg.admin_token, keep=2)
+        stack.push_async_callback(sync.close)
+        metrics = MetricsWriter(run_dir)
+        stack.callback(metrics.close)
+        yield LoopEnv(
+            gateway_url=url,
+            store=store,
+            run_rollouts=run_rollouts,
+            trainer=trainer,
+            sync=sync,
+            metrics=metrics,
+            train_tasks=train_tasks,
+            eval_tasks=eval_tasks,
+        )

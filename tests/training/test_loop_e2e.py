@@ -1,0 +1,87 @@
+"""End to end on the `tiny` model: two async GRPO steps through a real gateway, orchestrator,
+local sandboxes and a one-call agent; weight versions advance and every call is stamped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openforge.models.registry import resolve_model
+from openforge.training.config import TrainConfig
+from openforge.training.loop import latest_checkpoint, run_loop
+from openforge.training.quickstart import write_report
+from openforge.training.session import open_session
+
+pytestmark = pytest.mark.slow
+
+# One chat call; the answer goes to answer.txt. The verifier's reward is a function of the
+# answer's length, so a random model's answers give every group a reward spread.
+AGENT = r"""python3 - <<'PY'
+import json, os, urllib.request
+body = {"model": os.environ["OPENFORGE_MODEL"], "max_tokens": 12, "temperature": 1.0,
+        "messages": [{"role": "user", "content": os.environ["OPENFORGE_INSTRUCTION"]}]}
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps(body).encode(), headers={"Content-Type": "application/json",
+    "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+out = json.load(urllib.request.urlopen(req, timeout=120))
+open("answer.txt", "w").write(out["choices"][0]["message"]["content"] or "")
+PY"""
+
+VERIFY = """import json
+text = open("answer.txt").read() if __import__("os").path.exists("answer.txt") else ""
+print(json.dumps({"reward": (len(text) % 7) / 6, "details": {"chars": len(text)}}))
+"""
+
+
+def _suite(root: Path) -> Path:
+    for i, split in enumerate(["train", "train", "test"]):
+        d = root / f"say-{i}"
+        (d / "verify").mkdir(parents=True)
+        (d / "workspace").mkdir()
+        (d / "workspace" / "README").write_text("scratch\n")
+        (d / "task.toml").write_text(
+            f'id = "say-{i}"\ninstruction = "Say something about the number {i}."\n'
+            f'timeout = 120\nsplit = "{split}"\nnetwork = "gateway"\n'
+        )
+        (d / "verify" / "verify.py").write_text(VERIFY)
+    return root
+
+
+async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) -> None:
+    from openforge.engines.local import LocalEngine
+    from openforge.gateway.server import Gateway
+    from openforge.store.sqlite import SqliteStore
+
+    model = resolve_model("tiny")
+    cfg = TrainConfig(
+        model=str(model), steps=2, tasks_per_step=2, group_size=2, async_rollouts=True,
+        max_staleness=1, learning_rate=1e-3, tasks=str(_suite(tmp_path / "suite")),
+        harness="shell", rollout_options={"harness_options": {"command": AGENT}},
+        concurrency=4, run_dir=str(tmp_path / "run"), eval_samples=2,
+    )  # fmt: skip
+    store_path = tmp_path / "store.db"
+    engine = LocalEngine(str(model), threads=1)
+    gateway = Gateway(engine, SqliteStore(store_path), model=model)
+    async with gateway as gw, open_session(cfg, gw.url, store_path) as env:
+        summary = await run_loop(cfg, env)
+        calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
+    assert summary.steps_done == 2
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["version"] for r in train] == [1, 2], records
+    assert summary.version == 2
+    # async: step 1's rollouts were sampled with version 0 while step 0 trained
+    assert train[1]["staleness_max"] >= 1
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [e["tag"] for e in evals] == ["before", "after"]
+    assert {e["version"] for e in evals} == {0, 2}
+    # every call is stamped with the version whose weights sampled it
+    assert calls and {c.weight_version for c in calls} <= {"0", "1", "2"}
+    assert "2" in {c.weight_version for c in calls}  # the after-eval ran on the pushed weights
+    ckpt = latest_checkpoint(cfg.run_dir)
+    assert ckpt is not None and ckpt.name == "step-000002"
+    assert (tmp_path / "run" / "tensorboard").is_dir()
+    report = (await write_report(cfg, store_path)).read_text()
+    assert "<svg" in report and '<span class="t">' in report and "pass@2" in report
