@@ -1,0 +1,105 @@
+"""Tokens/s of the local engine at 1, 4 and 8 concurrent streams, against plain generate.
+
+Run: ``.venv/bin/python bench/engine_local.py [--quick] [--model smollm2-135m]``.
+
+Baselines measured in the same run on the same prompts: ``model.generate`` one prompt at a
+time (greedy, KV cache), and the memory-bandwidth ceiling: each decode step reads every
+parameter once, so one stream cannot beat (copy bandwidth / parameter bytes) tokens/s and
+B streams sharing a step cannot beat B times that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import torch
+
+from openforge.conversation import SamplingParams
+from openforge.engines.base import EngineRequest
+from openforge.engines.local import LocalEngine
+
+TOPICS = [
+    "the history of Rome", "how bread is made", "a trip to the mountains", "the ocean",
+    "learning to code", "a day in a big city", "the moon landing", "a garden in spring",
+]
+
+
+def prompts(engine: LocalEngine, count: int) -> list[list[int]]:
+    """Chat-template prompts asking for long answers, so no stream stops early."""
+    out = []
+    for i in range(count):
+        messages = [{"role": "user", "content": f"Write a long essay about {TOPICS[i % 8]}."}]
+        ids = engine.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        out.append(list(ids))
+    return out
+
+
+async def one(engine: LocalEngine, ids: list[int], max_tokens: int) -> int:
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+    produced = 0
+    async for chunk in engine.generate(EngineRequest(prompt_ids=ids, params=params)):
+        produced += len(chunk.ids)
+    return produced
+
+
+async def engine_rate(engine: LocalEngine, batch: list[list[int]], max_tokens: int) -> float:
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(one(engine, ids, max_tokens) for ids in batch))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def generate_rate(engine: LocalEngine, batch: list[list[int]], max_tokens: int) -> float:
+    produced, start = 0, time.perf_counter()
+    with torch.inference_mode():
+        for ids in batch:
+            x = torch.tensor([ids], device=engine.device)
+            y = engine.model.generate(
+                x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens,
+                do_sample=False, pad_token_id=engine.eos_ids_pad,
+            )
+            produced += y.shape[1] - x.shape[1]
+    return produced / (time.perf_counter() - start)
+
+
+def copy_bandwidth() -> float:
+    """Bytes/s moved by a large tensor copy (read + write)."""
+    src = torch.empty(64 * 2**20, dtype=torch.float32).uniform_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    start, reps = time.perf_counter(), 5
+    for _ in range(reps):
+        dst.copy_(src)
+    return 2 * src.numel() * 4 * reps / (time.perf_counter() - start)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--quick", action="store_true", help="fewer tokens per stream")
+    args = parser.parse_args()
+    max_tokens = 24 if args.quick else 64
+    engine = LocalEngine(args.model)
+    all_prompts = prompts(engine, 8)
+    await engine_rate(engine, all_prompts[:2], 4)  # warm-up
+    param_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    bound = copy_bandwidth() / param_bytes
+    print(f"model {args.model}: {param_bytes / 1e6:.0f} MB of parameters, "
+          f"{torch.get_num_threads()} threads, {max_tokens} tokens per stream")
+    base = generate_rate(engine, all_prompts[:2], max_tokens)
+    print(f"{'streams':>8} {'engine tok/s':>13} {'x single':>9} {'generate tok/s':>15} "
+          f"{'bandwidth bound':>16}")
+    single = 0.0
+    for streams in (1, 4, 8):
+        rate = await engine_rate(engine, all_prompts[:streams], max_tokens)
+        single = single or rate
+        print(f"{streams:>8} {rate:>13.1f} {rate / single:>9.2f} {base:>15.1f} "
+              f"{bound * streams:>16.1f}")
+    await engine.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
