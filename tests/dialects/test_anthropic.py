@@ -312,3 +312,9 @@ def test_roundtrip_rendered_message_parses_back() -> None:
     assert back.text == COMPLETION.text and back.reasoning == COMPLETION.reasoning
     assert back.tool_calls[0].id == "toolu_01"
     assert orjson.loads(back.tool_calls[0].arguments) == {"command": "ls"}
+
+
+def test_unknown_fields_are_logged_not_rejected(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("DEBUG", logger="openforge.dialects.ignored"):
+        parse_request(body(output_config={"effort": "high"}, context_management={"edits": []}))
+    assert "context_management" in caplog.text and "output_config" in caplog.text
