@@ -57,7 +57,7 @@ def _run(tasks: str, harness: str, harness_option: list[str] | None, n: int, con
     from openforge.sandboxes.base import SandboxError
     from openforge.tasks.loading import load_tasks
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
     if split not in (None, "train", "test"):
         raise typer.BadParameter("must be train or test", param_hint="--split")
     loaded = load_tasks(tasks, split)
@@ -94,7 +94,10 @@ def _run(tasks: str, harness: str, harness_option: list[str] | None, n: int, con
     summary = summarize(results, ks)
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2
                                                     | orjson.OPT_NON_STR_KEYS))
-    print_summary(Console(), summary, ks)
+    table_console = Console()
+    if not table_console.is_terminal:
+        table_console = Console(width=200)  # a pipe or file: don't squeeze the columns
+    print_summary(table_console, summary, ks)
     console.print(f"results: {out / 'results.jsonl'}")
 
 

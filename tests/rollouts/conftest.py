@@ -1,0 +1,58 @@
+"""A real gateway subprocess (scripted engine) shared by the rollout tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+MODEL = Path("/root/.cache/openforge/models/smollm2-135m")
+OPENFORGE = str(Path(sys.executable).parent / "openforge")
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``openforge gateway --engine scripted`` whose every reply is the text ``hello``."""
+    if not MODEL.is_dir():
+        pytest.skip(f"the SmolLM2 model directory {MODEL} is missing (CI pulls it first)")
+    d = tmp_path_factory.mktemp("gateway")
+    script = d / "script.jsonl"
+    script.write_text('{"text": "hello"}\n')
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "OPENFORGE_ADMIN_TOKEN"}
+    log = (d / "gateway.log").open("wb")
+    proc = subprocess.Popen(
+        [OPENFORGE, "gateway", "--engine", "scripted", "--script", str(script), "--model",
+         str(MODEL), "--store", str(d / "store.db"), "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=log,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if proc.poll() is not None:
+                raise RuntimeError((d / "gateway.log").read_text())
+            try:
+                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
