@@ -1,0 +1,118 @@
+"""Real harnesses (Claude Code, Codex CLI) against the gateway: one shell-tool round trip each."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openforge.engines.scripted import ScriptedEngine
+from openforge.gateway.server import Gateway
+from openforge.store.sqlite import SqliteStore
+
+from .conftest import MODEL, new_rollout, write_script
+
+pytestmark = pytest.mark.slow
+
+
+async def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        env={**os.environ, **env},
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 240)
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+async def _round_trip(tmp_path: Path, tool: dict[str, Any], launch: Any, dialect: str) -> None:
+    script = write_script(
+        tmp_path / "script.jsonl", [{"tool_calls": [tool]}, {"text": "The answer is forge-42."}]
+    )
+    engine = ScriptedEngine.for_model(script, MODEL)
+    async with Gateway(engine, SqliteStore(tmp_path / "store.db"), model=MODEL) as gw:
+        rollout = await new_rollout(gw)
+        work = tmp_path / "work"
+        work.mkdir()
+        argv, env = launch(rollout, tmp_path)
+        rc, out = await _run(argv, env, work)
+        assert rc == 0, out
+        assert "forge-42" in out
+        calls = await gw.store.calls(rollout["rollout_id"])
+    main = [c for c in calls if c.dialect == dialect and c.status == "ok"]
+    assert len(main) >= 2, [(c.dialect, c.status, c.error) for c in calls]
+    # The k-th call of the rollout got script line k, token for token.
+    for c in main[:2]:
+        assert c.output_ids == engine.reply_ids(c.seq)
+    first, second = main[0], main[1]
+    assert first.completion["tool_calls"][0]["name"] == tool["name"]
+    assert second.completion["text"] == "The answer is forge-42."
+    # The harness sent the tool call back; the gateway rendered it from its exact ids.
+    prefix = first.prompt_ids + first.output_ids
+    assert second.prompt_ids[: len(prefix)] == prefix
+    assert not second.fork
+
+
+@pytest.mark.skipif(shutil.which("claude") is None, reason="Claude Code is not installed")
+async def test_claude_code_tool_round_trip(tmp_path: Path) -> None:
+    def launch(rollout: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str, str]]:
+        home = tmp / "home"
+        home.mkdir()
+        env = {
+            "ANTHROPIC_BASE_URL": rollout["anthropic_base_url"],
+            "ANTHROPIC_API_KEY": rollout["key"],
+            "IS_SANDBOX": "1",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "HOME": str(home),
+        }
+        argv = [
+            "claude",
+            "-p",
+            "Print forge-42 with bash",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ]
+        return argv, env
+
+    tool = {"name": "Bash", "arguments": {"command": "echo forge-$((6*7))", "description": "p"}}
+    await _round_trip(tmp_path, tool, launch, "anthropic")
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
+async def test_codex_tool_round_trip(tmp_path: Path) -> None:
+    def launch(rollout: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str, str]]:
+        home = tmp / "codex-home"
+        home.mkdir()
+        (home / "config.toml").write_text(
+            'model = "gpt-5-codex"\nmodel_provider = "openforge"\n\n'
+            "[model_providers.openforge]\n"
+            'name = "OpenForge"\n'
+            f'base_url = "{rollout["openai_base_url"]}"\n'
+            'wire_api = "responses"\n'
+            'env_key = "OPENFORGE_KEY"\n'
+        )
+        env = {"CODEX_HOME": str(home), "OPENFORGE_KEY": rollout["key"], "HOME": str(tmp)}
+        argv = [
+            "codex",
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "danger-full-access",
+            "Print forge-42 with the shell",
+        ]
+        return argv, env
+
+    tool = {"name": "exec_command", "arguments": {"cmd": "echo forge-$((6*7))"}}
+    await _round_trip(tmp_path, tool, launch, "openai_responses")
