@@ -27,11 +27,20 @@ _GRACE_S = 30.0
 class SandboxdClient:
     """Talks to one sandboxd at ``base_url`` with its bearer ``token``."""
 
-    def __init__(self, base_url: str, token: str, http: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        http: httpx.AsyncClient | None = None,
+        uds: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"authorization": f"Bearer {token}"}
         self._own_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0))
+        transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
+        self._http = http or httpx.AsyncClient(
+            timeout=httpx.Timeout(60.0, connect=10.0), transport=transport
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP client if this object made it."""

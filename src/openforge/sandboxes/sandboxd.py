@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sandboxd", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--uds", help="serve on this Unix socket instead of TCP")
     parser.add_argument("--token")
     parser.add_argument("--token-file")
     parser.add_argument("--workdir", default="/workspace")
@@ -228,10 +229,19 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     Path(args.home).mkdir(parents=True, exist_ok=True)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    print(orjson.dumps({"port": sock.getsockname()[1]}).decode(), flush=True)
+    if args.uds:
+        # A Unix socket in a directory the host bind-mounts: the host reaches sandboxd even
+        # when the sandbox has no network at all.
+        Path(args.uds).unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(args.uds)
+        os.chmod(args.uds, 0o600)
+        print(orjson.dumps({"uds": args.uds}).decode(), flush=True)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        print(orjson.dumps({"port": sock.getsockname()[1]}).decode(), flush=True)
     app = build_app(_token(args), args.workdir, args.home)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))

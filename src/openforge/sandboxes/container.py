@@ -1,0 +1,166 @@
+"""The ``podman`` / ``docker`` backends: one container per sandbox with sandboxd inside.
+
+The host talks to sandboxd over a Unix socket in a bind-mounted directory, so control
+traffic needs no published port and works even with ``network="none"``. The harness reaches
+the gateway through the engine's host alias: podman's slirp4netns with
+``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 inside), docker's
+``host-gateway``. The image is built offline by ``deploy/build-sandbox-image.sh``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
+
+__all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside"]
+
+DEFAULT_IMAGE = "localhost/openforge-sandbox:latest"
+SANDBOX_LABEL = "openforge.dev/sandbox"
+_SOCKET_DIR = "/run/openforge"
+# The host as seen from a container, per engine and network mode.
+_HOST_ALIAS = {"podman": "10.0.2.2", "docker": "host.docker.internal"}
+
+
+def gateway_inside(url: str | None, host_alias: str) -> str | None:
+    """``url`` with a loopback host replaced by the address the host has inside."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return url
+    netloc = host_alias + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _ulimits() -> list[str]:
+    # runc cannot raise a limit when CAP_SYS_RESOURCE is missing (as in nested sandboxes),
+    # and the engines' defaults (1M open files) are higher than such hosts allow.
+    args = []
+    for name, kind, cap in (
+        ("nofile", resource.RLIMIT_NOFILE, 16384),
+        ("nproc", resource.RLIMIT_NPROC, 8192),
+    ):
+        soft, _ = resource.getrlimit(kind)
+        value = cap if soft == resource.RLIM_INFINITY else min(cap, soft // 2)
+        args += ["--ulimit", f"{name}={value}:{value}"]
+    return args
+
+
+class ContainerBackend:
+    """Sandboxes as containers of ``image`` run by ``engine`` (``podman`` or ``docker``)."""
+
+    def __init__(
+        self,
+        engine: str = "podman",
+        image: str = DEFAULT_IMAGE,
+        ready_timeout: float = 60.0,
+        root: str | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        if engine not in _HOST_ALIAS:
+            raise SandboxError(f"container engine must be podman or docker, not {engine!r}")
+        path = shutil.which(engine)
+        if path is None:
+            raise SandboxError(f"{engine} is not installed (apt-get install {engine})")
+        self.name = engine
+        self.engine = path
+        self.image = image
+        self.ready_timeout = ready_timeout
+        self.root = Path(root or tempfile.gettempdir()) / f"openforge-{engine}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        if len(str(self.root)) > 80:
+            # The control socket lives under it; Unix socket paths are limited to 107 bytes.
+            raise SandboxError(f"container backend root {self.root} is too long (max 80 chars)")
+        self.extra_args = extra_args or []
+        self._open: dict[str, RemoteSandbox] = {}
+
+    async def _run(self, *args: str, check: bool = True) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            self.engine,
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await proc.communicate()
+        if check and proc.returncode != 0:
+            raise SandboxError(
+                f"{self.name} {args[0]} failed ({proc.returncode}): {err.decode().strip()}"
+            )
+        return out.decode()
+
+    def _network(self, spec: SandboxSpec) -> list[str]:
+        if spec.network == "none":
+            return ["--network", "none"]
+        if self.name == "podman":
+            return ["--network", "slirp4netns:allow_host_loopback=true"]
+        return ["--add-host", "host.docker.internal:host-gateway"]
+
+    def _resources(self, spec: SandboxSpec) -> list[str]:
+        args = _ulimits()
+        if spec.cpu is not None:
+            args += ["--cpus", str(spec.cpu)]
+        if spec.memory_mb is not None:
+            args += ["--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m"]
+        if spec.pids is not None:
+            args += ["--pids-limit", str(spec.pids)]
+        return args
+
+    async def create(self, spec: SandboxSpec) -> RemoteSandbox:
+        """Start a container running sandboxd and wait until it answers."""
+        sid = "sb-" + secrets.token_hex(6)
+        name = f"openforge-{sid}"
+        token = secrets.token_urlsafe(32)
+        sockdir = self.root / sid
+        sockdir.mkdir(mode=0o700)
+        labels = [f"--label={k}={v}" for k, v in {**spec.labels, SANDBOX_LABEL: sid}.items()]
+        env = [f"--env={k}={v}" for k, v in spec.env.items()]
+        args = [
+            "run", "--detach", "--name", name, *labels, *env,
+            "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}",
+            "--volume", f"{sockdir}:{_SOCKET_DIR}",
+            *self._network(spec), *self._resources(spec), *self.extra_args,
+            self.image, "--workdir", spec.workdir, "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
+        ]  # fmt: skip
+
+        async def remove() -> None:
+            self._open.pop(sid, None)
+            await self._run("rm", "--force", "--time", "0", name, check=False)
+            await asyncio.to_thread(shutil.rmtree, sockdir, True)
+
+        client = SandboxdClient("http://sandboxd", token, uds=str(sockdir / "sandboxd.sock"))
+        alias = _HOST_ALIAS[self.name]
+        url = None if spec.network == "none" else gateway_inside(spec.gateway_url, alias)
+        box = RemoteSandbox(sid, client, url, remove)
+        try:
+            await self._run(*args)
+            await client.wait_ready(self.ready_timeout)
+        except BaseException as exc:
+            logs = await self._run("logs", name, check=False) if isinstance(exc, Exception) else ""
+            await box.close()
+            if logs:
+                raise SandboxError(f"container {name} did not start: {logs[-2000:]}") from exc
+            raise
+        self._open[sid] = box
+        return box
+
+    async def close(self) -> None:
+        """Remove every container this backend still holds."""
+        await asyncio.gather(*(box.close() for box in list(self._open.values())))
+
+    async def gc(self) -> list[str]:
+        """Remove every OpenForge sandbox container on this engine (orphans of crashed runs)."""
+        out = await self._run(
+            "ps", "--all", "--filter", f"label={SANDBOX_LABEL}", "--format", "{{.Names}}"
+        )
+        names = [n for n in out.split() if n]
+        if names:
+            await self._run("rm", "--force", "--time", "0", *names, check=False)
+        return names

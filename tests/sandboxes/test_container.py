@@ -1,0 +1,103 @@
+"""The podman backend against real containers (skipped, with the reason, where podman can't run)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from openforge.sandboxes import SandboxSpec, create_backend
+from openforge.sandboxes.container import DEFAULT_IMAGE, ContainerBackend, gateway_inside
+from openforge.sandboxes.fspaths import PathEscape
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _podman_reason() -> str | None:
+    if shutil.which("podman") is None:
+        return "podman is not installed"
+    probe = subprocess.run(["podman", "info"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return f"podman does not work here: {probe.stderr.strip()[-300:]}"
+    return None
+
+
+def test_gateway_url_mapping() -> None:
+    assert gateway_inside("http://127.0.0.1:8080/r/k", "10.0.2.2") == "http://10.0.2.2:8080/r/k"
+    assert gateway_inside("http://gw.svc:80", "10.0.2.2") == "http://gw.svc:80"
+    assert gateway_inside(None, "x") is None
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    reason = _podman_reason()
+    if reason:
+        print(f"SKIP podman tests: {reason}")
+        pytest.skip(reason)
+    have = subprocess.run(["podman", "image", "exists", DEFAULT_IMAGE], check=False)
+    if have.returncode != 0:
+        build = subprocess.run(
+            [str(REPO / "deploy/build-sandbox-image.sh"), DEFAULT_IMAGE, "podman"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if build.returncode != 0:
+            reason = f"cannot build the sandbox image: {build.stderr.strip()[-500:]}"
+            print(f"SKIP podman tests: {reason}")
+            pytest.skip(reason)
+    return DEFAULT_IMAGE
+
+
+@pytest.fixture
+async def backend(image: str) -> AsyncIterator[ContainerBackend]:
+    b = create_backend("podman", image=image)
+    assert isinstance(b, ContainerBackend)
+    yield b
+    await b.close()
+
+
+@pytest.mark.slow
+async def test_podman_sandbox_exec_files_and_gateway(backend: ContainerBackend) -> None:
+    async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(b"gw")
+        await w.drain()
+        w.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        box = await backend.create(
+            SandboxSpec(gateway_url=f"http://127.0.0.1:{port}", memory_mb=256, pids=64, cpu=1)
+        )
+        assert box.gateway_url == f"http://10.0.2.2:{port}"
+        await box.put({"in.txt": b"data"})
+        probe = (
+            "import socket\n"
+            f"s = socket.create_connection(('10.0.2.2', {port}), 5)\n"
+            "print(s.recv(2).decode(), open('in.txt').read())\n"
+        )
+        result = await box.exec(["python3", "-c", probe], timeout=60)
+        assert result.stdout == b"gw data\n", result
+        timed = await box.exec("sleep 100", timeout=1)
+        assert timed.timed_out
+        with pytest.raises(PathEscape):
+            await box.get(["../etc/passwd"])
+        await box.close()
+    assert await backend.gc() == []
+
+
+@pytest.mark.slow
+async def test_podman_network_none(backend: ContainerBackend) -> None:
+    box = await backend.create(SandboxSpec(network="none", gateway_url="http://127.0.0.1:1"))
+    assert box.gateway_url is None
+    probe = (
+        "import socket\n"
+        "try: socket.create_connection(('10.0.2.2', 1), 2)\n"
+        "except OSError as e: print('blocked', e.errno)"
+    )
+    result = await box.exec(["python3", "-c", probe], timeout=60)
+    assert result.stdout.startswith(b"blocked"), result
+    await box.close()
