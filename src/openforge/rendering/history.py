@@ -66,12 +66,19 @@ class Turn:
     prompt_hash: int
 
 
-def turn_keys(message: Message) -> tuple[TurnKey, TurnKey]:
-    """(fast, canonical) match keys: text and calls; ids never appear in tokens."""
-    text = content_text(message.content)[0].strip()
-    fast = tuple((c.name, c.arguments.strip()) for c in message.tool_calls)
-    canon = tuple((c.name, canonical_arguments(c.arguments)) for c in message.tool_calls)
-    return (text, fast), (text, canon)
+def _text_of(message: Message) -> str:
+    return content_text(message.content)[0].strip()
+
+
+def fast_key(message: Message) -> TurnKey:
+    """Match key on text and calls as sent; ids never appear in tokens, so they are left out."""
+    return _text_of(message), tuple((c.name, c.arguments.strip()) for c in message.tool_calls)
+
+
+def canonical_key(message: Message) -> TurnKey:
+    """Like :func:`fast_key` with arguments compared as parsed JSON (harnesses re-serialize)."""
+    calls = tuple((c.name, canonical_arguments(c.arguments)) for c in message.tool_calls)
+    return _text_of(message), calls
 
 
 @dataclass(slots=True)
@@ -115,17 +122,15 @@ class RolloutHistory:
         segs = [s for s in prompt.segments if s.kind != "generation"]
         self.calls.append(_Call([s.key for s in segs], turn))
         self._tips[hash((prompt.path_hash, ("turn", turn.index)))] = turn.index
-        fast, canon = turn_keys(message)
-        self._fast.setdefault(fast, []).append(turn)
-        self._canon.setdefault(canon, []).append(turn)
+        self._fast.setdefault(fast_key(message), []).append(turn)
+        self._canon.setdefault(canonical_key(message), []).append(turn)
         self.drift_count += len(prompt.drift)
         self.fork_count += prompt.fork
         return turn
 
     def find_turn(self, message: Message, path_hash: int) -> Turn | None:
         """The recorded reply this assistant message re-sends, if any."""
-        fast, canon = turn_keys(message)
-        found = self._fast.get(fast) or self._canon.get(canon)
+        found = self._fast.get(fast_key(message)) or self._canon.get(canonical_key(message))
         if not found:
             return None
         wanted = (message.reasoning or "").strip()

@@ -107,6 +107,7 @@ class Renderer:
         start = self._system(conv, segs, out)
         msgs = conv.messages
         i = start
+        task = True
         h = hash(segs[0].key) if segs else 0
         hashes = [h] if segs else []
         while i < len(msgs):
@@ -117,18 +118,20 @@ class Renderer:
                     j += 1
                 body, n = tool_results_text(msgs[i:j])
                 out.images += n
-                segs.append(self._text_segment("user\n" + body, cache, i, "tool"))
+                segs.append(self._text_segment("user\n" + body, cache, i, "tool", task))
                 i = j
             elif m.role == "assistant":
                 if i == len(msgs) - 1:
                     segs.append(self._prefill(m, i))
                     break
                 segs.append(self._assistant(m, i, h, history, cache, out))
+                task = False
                 i += 1
             else:
                 body, n = content_text(m.content)
                 out.images += n
-                segs.append(self._text_segment(f"{_ROLE[m.role]}\n{body}", cache, i, m.role))
+                text = f"{_ROLE[m.role]}\n{body}"
+                segs.append(self._text_segment(text, cache, i, m.role, task))
                 i += 1
             if segs[-1].kind != "prefill":
                 h = hash((h, segs[-1].key))
@@ -173,13 +176,20 @@ class Renderer:
         return [self.start_id, *self.tokenizer.encode(text), self.end_id, *self.turn_separator_ids]
 
     def _text_segment(
-        self, text: str, cache: dict[Hashable, list[int]], index: int, kind: str
+        self, text: str, cache: dict[Hashable, list[int]], index: int, kind: str, shared: bool
     ) -> Segment:
+        # Segments before the first reply (the task) are alike across a group's rollouts.
         ids = cache.get(text)
+        if ids is None and shared:
+            ids = self._shared.get(text)
+            if ids is not None:
+                cache[text] = ids
         if ids is not None:
             return Segment(text, ids, index, kind, False)
         ids = self._segment_ids(text)
         cache[text] = ids
+        if shared:
+            self._shared.put(text, ids)
         return Segment(text, ids, index, kind, True)
 
     def _tools(self, conv: Conversation) -> str:
