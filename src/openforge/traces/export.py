@@ -11,6 +11,7 @@ the same fields unpadded (one list per row); :func:`verl_tensors` pads them.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -53,56 +54,61 @@ def grpo_uid(s: Sample) -> str:
     return s.group_id or (f"task:{s.task_id}" if s.task_id else f"rollout:{s.rollout_id}")
 
 
+def _lists(rows: Sequence[Iterable[Any]], lengths: np.ndarray[Any, Any], dtype: Any) -> pa.Array:
+    """A list column built from one flat numpy buffer (no per-row Python lists in Arrow)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.fromiter(itertools.chain.from_iterable(rows), dtype, count=int(offsets[-1]))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _ranges(lengths: np.ndarray[Any, Any]) -> pa.Array:
+    """0..n-1 for each row of length n."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.arange(int(offsets[-1]), dtype=np.int32) - np.repeat(offsets[:-1], lengths)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
 def verl_table(samples: Sequence[Sample]) -> pa.Table:
     """One unpadded row per sample with veRL's field names plus provenance columns."""
-    cols: dict[str, list[Any]] = {name: [] for name in VERL_COLUMNS}
-    meta: dict[str, list[Any]] = {
-        k: []
-        for k in ("uid", "rollout_id", "task_id", "reward", "status", "mode", "call_ids", "drift")
-    }
-    meta["weight_versions"] = []
-    for s in samples:
-        n_in = len(s.prompt_ids) + len(s.response_ids)
-        scores = [0.0] * len(s.response_ids)
-        scores[-1] = float(s.reward or 0.0)
-        cols["prompts"].append(s.prompt_ids)
-        cols["responses"].append(s.response_ids)
-        cols["input_ids"].append(s.input_ids)
-        cols["attention_mask"].append([1] * n_in)
-        cols["position_ids"].append(list(range(n_in)))
-        cols["response_mask"].append(s.loss_mask)
-        cols["rollout_log_probs"].append(s.logprobs)
-        cols["token_level_scores"].append(scores)
-        for k, v in (
-            ("uid", grpo_uid(s)),
-            ("rollout_id", s.rollout_id),
-            ("task_id", s.task_id),
-            ("reward", s.reward),
-            ("status", s.status),
-            ("mode", str(s.mode)),
-            ("call_ids", s.call_ids),
-            ("drift", s.drift),
-            ("weight_versions", s.weight_versions),
-        ):
-            meta[k].append(v)
-    ints, floats = pa.list_(pa.int32()), pa.list_(pa.float32())
-    fields = {
-        **{k: pa.array(v, ints) for k, v in cols.items() if k not in _FLOAT_COLS},
-        **{k: pa.array(cols[k], floats) for k in _FLOAT_COLS},
-        "uid": pa.array(meta["uid"], pa.string()),
-        "rollout_id": pa.array(meta["rollout_id"], pa.string()),
-        "task_id": pa.array(meta["task_id"], pa.string()),
-        "reward": pa.array(meta["reward"], pa.float64()),
-        "status": pa.array(meta["status"], pa.string()),
-        "mode": pa.array(meta["mode"], pa.string()),
-        "call_ids": pa.array(meta["call_ids"], pa.list_(pa.string())),
-        "weight_versions": pa.array(meta["weight_versions"], pa.list_(pa.string())),
-        "drift": pa.array(meta["drift"], pa.string()),
-    }
-    return pa.table(fields)
-
-
-_FLOAT_COLS = ("rollout_log_probs", "token_level_scores")
+    p_len = np.array([len(s.prompt_ids) for s in samples], np.int32)
+    r_len = np.array([len(s.response_ids) for s in samples], np.int32)
+    n_in = p_len + r_len
+    ones = pa.array(np.ones(int(n_in.sum()), np.int32))
+    in_offsets = np.zeros(len(samples) + 1, np.int32)
+    np.cumsum(n_in, out=in_offsets[1:])
+    r_offsets = np.zeros(len(samples) + 1, np.int32)
+    np.cumsum(r_len, out=r_offsets[1:])
+    scores = np.zeros(int(r_len.sum()), np.float32)
+    if len(samples):
+        scores[r_offsets[1:] - 1] = [float(s.reward or 0.0) for s in samples]
+    i32, f32 = np.int32, np.float32
+    return pa.table(
+        {
+            "prompts": _lists([s.prompt_ids for s in samples], p_len, i32),
+            "responses": _lists([s.response_ids for s in samples], r_len, i32),
+            "input_ids": _lists(
+                [itertools.chain(s.prompt_ids, s.response_ids) for s in samples], n_in, i32
+            ),
+            "attention_mask": pa.ListArray.from_arrays(pa.array(in_offsets), ones),
+            "position_ids": _ranges(n_in),
+            "response_mask": _lists([s.loss_mask for s in samples], r_len, i32),
+            "rollout_log_probs": _lists([s.logprobs for s in samples], r_len, f32),
+            "token_level_scores": pa.ListArray.from_arrays(pa.array(r_offsets), pa.array(scores)),
+            "uid": pa.array([grpo_uid(s) for s in samples], pa.string()),
+            "rollout_id": pa.array([s.rollout_id for s in samples], pa.string()),
+            "task_id": pa.array([s.task_id for s in samples], pa.string()),
+            "reward": pa.array([s.reward for s in samples], pa.float64()),
+            "status": pa.array([s.status for s in samples], pa.string()),
+            "mode": pa.array([str(s.mode) for s in samples], pa.string()),
+            "call_ids": pa.array([s.call_ids for s in samples], pa.list_(pa.string())),
+            "weight_versions": pa.array(
+                [s.weight_versions for s in samples], pa.list_(pa.string())
+            ),
+            "drift": pa.array([s.drift for s in samples], pa.string()),
+        }
+    )
 
 
 def verl_tensors(table: pa.Table, pad_id: int = 0) -> dict[str, np.ndarray[Any, Any]]:
