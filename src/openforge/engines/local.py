@@ -88,8 +88,8 @@ class LocalEngine:
         if threads is not None:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-        self.model: Any = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype)
-        self.model.to(self.device).eval()
+        loaded: Any = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype)
+        self.model: Any = loaded.to(self.device).eval()
         config = self.model.config
         self.context_length = int(getattr(config, "max_position_embeddings", 2048))
         self.eos_ids = _eos_ids(self.model)

@@ -1,0 +1,231 @@
+"""What the HTTP engines (vLLM, SGLang) share: one client, SSE decoding, error mapping.
+
+Each wire format is one small subclass with ``payload()`` (request body) and ``parse()``
+(one stream event to a :class:`TokenChunk`); the transport lives here, once.
+
+Exceptions::
+
+    EngineError                 (base.py) the engine failed
+    ├── EngineOverloaded        (base.py) 429 / 503 before any token: retry later or elsewhere
+    ├── ReplicaDown             the server could not be reached or failed before any token:
+    │                           safe to retry on another replica
+    └── StreamBroken            the connection failed after tokens were streamed: the call
+                                fails (never continued elsewhere)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+import orjson
+
+from openforge.engines.base import (
+    EngineError,
+    EngineInfo,
+    EngineOverloaded,
+    EngineRequest,
+    TokenChunk,
+)
+
+__all__ = [
+    "RemoteEngine",
+    "ReplicaDown",
+    "StreamBroken",
+    "StreamState",
+    "default_client",
+    "fit_max_tokens",
+]
+
+
+class ReplicaDown(EngineError):
+    """The replica failed before producing a token; another replica may serve the request."""
+
+
+class StreamBroken(EngineError):
+    """The replica failed mid-stream; the tokens already sent cannot be continued elsewhere."""
+
+
+@dataclass(slots=True)
+class StreamState:
+    """Per-request parsing state (formats that resend cumulative lists need the count)."""
+
+    received: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_client() -> httpx.AsyncClient:
+    """One pooled client for all replicas: connect fast, let long generations stream."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(connect=5.0, read=600.0, write=30.0, pool=30.0),
+        limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+    )
+
+
+class RemoteEngine:
+    """A token-in/token-out engine behind one HTTP base URL."""
+
+    kind: ClassVar[str] = "remote"
+    generate_path: ClassVar[str] = ""
+    health_path: ClassVar[str] = "/health"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str = "",
+        context_length: int = 8192,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.context_length = context_length
+        self._own_client = client is None
+        self.client = client or default_client()
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._version = "0"
+
+    # ---- the per-format seam --------------------------------------------------------
+
+    def payload(self, request: EngineRequest) -> dict[str, Any]:
+        """The JSON body of one streaming generate request."""
+        raise NotImplementedError
+
+    def parse(self, event: dict[str, Any], state: StreamState) -> TokenChunk | None:
+        """One decoded SSE ``data:`` object to a chunk (None: nothing new)."""
+        raise NotImplementedError
+
+    async def update_weights(self, path: str, version: str) -> None:
+        """Load the checkpoint directory at ``path`` on the server as ``version``."""
+        raise NotImplementedError
+
+    async def pause(self) -> None:
+        """Hold generation (before a weight update)."""
+        raise NotImplementedError
+
+    async def resume(self) -> None:
+        """Resume generation."""
+        raise NotImplementedError
+
+    # ---- shared behaviour -----------------------------------------------------------
+
+    def info(self) -> EngineInfo:
+        """Kind, served model, context length and the last weight version pushed."""
+        return EngineInfo(
+            kind=self.kind, model=self.model or self.url, context_length=self.context_length,
+            weight_version=self._version,
+        )
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
+        """Stream the server's tokens; closing the iterator closes the connection (abort)."""
+        body = orjson.dumps(self.payload(request))
+        headers = {"Content-Type": "application/json", **self._headers}
+        state = StreamState()
+        try:
+            async with self.client.stream(
+                "POST", self.url + self.generate_path, content=body, headers=headers
+            ) as response:
+                await _raise_for_status(response, self.url)
+                async for event in _sse_objects(response):
+                    if "error" in event and not _has_output(event):
+                        raise EngineError(f"{self.url}: {_error_text(event['error'])}")
+                    chunk = self.parse(event, state)
+                    if chunk is None:
+                        continue
+                    yield chunk
+                    if chunk.finish_reason is not None:
+                        return
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise ReplicaDown(f"{self.url} unreachable: {exc!r}") from exc
+        except httpx.HTTPError as exc:
+            if state.received == 0:
+                raise ReplicaDown(f"{self.url} failed before any token: {exc!r}") from exc
+            raise StreamBroken(f"{self.url} failed mid-stream: {exc!r}") from exc
+        if state.received == 0:
+            raise ReplicaDown(f"{self.url} closed the stream without a token")
+        raise StreamBroken(f"{self.url} ended the stream without a finish reason")
+
+    async def healthy(self) -> bool:
+        """Whether the server answers its health endpoint with 200."""
+        try:
+            response = await self.client.get(self.url + self.health_path, timeout=5.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def post_json(self, path: str, body: dict[str, Any] | None = None,
+                        params: dict[str, str] | None = None) -> dict[str, Any]:
+        """POST an admin request; a non-2xx answer becomes an :class:`EngineError`."""
+        try:
+            response = await self.client.post(
+                self.url + path, content=orjson.dumps(body or {}), params=params,
+                headers={"Content-Type": "application/json", **self._headers}, timeout=600.0,
+            )
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{self.url}{path}: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise EngineError(f"{self.url}{path}: HTTP {response.status_code}: {response.text}")
+        try:
+            data = orjson.loads(response.content) if response.content else {}
+        except orjson.JSONDecodeError:
+            return {"text": response.text}
+        return data if isinstance(data, dict) else {"result": data}
+
+    async def close(self) -> None:
+        """Close the HTTP client if this engine made it."""
+        if self._own_client:
+            await self.client.aclose()
+
+
+async def _raise_for_status(response: httpx.Response, url: str) -> None:
+    if response.status_code < 400:
+        return
+    text = (await response.aread()).decode(errors="replace")[:500]
+    if response.status_code in (429, 503):
+        raise EngineOverloaded(f"{url}: HTTP {response.status_code}: {text}")
+    if response.status_code >= 500:
+        raise ReplicaDown(f"{url}: HTTP {response.status_code}: {text}")
+    raise EngineError(f"{url}: HTTP {response.status_code}: {text}")
+
+
+async def _sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an SSE stream's ``data:`` lines, up to ``[DONE]``."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        if not data:
+            continue
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise EngineError(f"undecodable stream event: {data[:200]!r}") from exc
+        if isinstance(event, dict):
+            yield event
+
+
+def _has_output(event: dict[str, Any]) -> bool:
+    return bool(event.get("choices") or event.get("output_ids") or event.get("meta_info"))
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)
+
+
+def fit_max_tokens(request: EngineRequest, served_context: int) -> int:
+    """max_tokens capped so prompt + output fit the request's (or server's) context."""
+    context = request.context_length or served_context
+    room = context - len(request.prompt_ids)
+    if room <= 0:
+        raise EngineError(
+            f"the prompt has {len(request.prompt_ids)} tokens; the context holds {context}"
+        )
+    wanted = request.params.max_tokens
+    return room if wanted is None else min(wanted, room)

@@ -1,0 +1,166 @@
+"""Several engine replicas behind one engine.
+
+Routing: a rollout stays on the replica that served its first call (its prefix is in that
+replica's cache); a new rollout goes to the live replica with the fewest requests in
+flight. A replica that cannot be reached, or fails before its first token, is taken out
+and the request is retried on another; a background probe of its health endpoint brings
+it back. A replica that dies after tokens were streamed fails the call with
+:class:`EngineError`: continuing elsewhere would splice two samplings into one answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+
+from openforge.engines.base import (
+    EngineError,
+    EngineInfo,
+    EngineOverloaded,
+    EngineRequest,
+    TokenChunk,
+)
+from openforge.engines.remote import RemoteEngine, ReplicaDown, StreamBroken
+
+__all__ = ["ReplicaSet"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False, slots=True)
+class _Replica:
+    engine: RemoteEngine
+    inflight: int = 0
+    alive: bool = True
+
+
+class ReplicaSet:
+    """An engine spreading requests over replicas of one model (all vLLM or all SGLang)."""
+
+    def __init__(
+        self,
+        engines: list[RemoteEngine],
+        *,
+        client: httpx.AsyncClient | None = None,
+        probe_interval_s: float = 2.0,
+        max_sticky: int = 100_000,
+    ) -> None:
+        """``client``: the HTTP client the engines share, closed with the set."""
+        if not engines:
+            raise EngineError("a replica set needs at least one replica URL")
+        self._replicas = [_Replica(e) for e in engines]
+        self._sticky: OrderedDict[str, _Replica] = OrderedDict()
+        self._max_sticky = max_sticky
+        self._probe_interval_s = probe_interval_s
+        self._probe: asyncio.Task[None] | None = None
+        self._client = client
+
+    @property
+    def replicas(self) -> list[RemoteEngine]:
+        """The replica engines, in the order given."""
+        return [r.engine for r in self._replicas]
+
+    def alive(self) -> list[str]:
+        """URLs of the replicas currently taking requests."""
+        return [r.engine.url for r in self._replicas if r.alive]
+
+    def info(self) -> EngineInfo:
+        """The first replica's info (all serve the same model)."""
+        return self._replicas[0].engine.info()
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
+        """Route, stream, and retry elsewhere only while nothing has been streamed."""
+        tried: set[int] = set()
+        last_error: EngineError | None = None
+        while True:
+            replica = self._pick(request.rollout_id, tried)
+            if replica is None:
+                raise last_error or EngineError("no live replica")
+            tried.add(id(replica))
+            streamed = False
+            replica.inflight += 1
+            try:
+                async for chunk in replica.engine.generate(request):
+                    streamed = True
+                    yield chunk
+                return
+            except StreamBroken as exc:
+                self._take_out(replica, exc)
+                raise
+            except (ReplicaDown, EngineOverloaded) as exc:
+                if streamed:  # defensive: a replica error after tokens is never retried
+                    self._take_out(replica, exc)
+                    raise StreamBroken(f"{replica.engine.url} died mid-stream: {exc}") from exc
+                if isinstance(exc, ReplicaDown):
+                    self._take_out(replica, exc)
+                last_error = exc
+            finally:
+                replica.inflight -= 1
+
+    def _pick(self, rollout_id: str | None, tried: set[int]) -> _Replica | None:
+        if rollout_id is not None:
+            sticky = self._sticky.get(rollout_id)
+            if sticky is not None and sticky.alive and id(sticky) not in tried:
+                self._sticky.move_to_end(rollout_id)
+                return sticky
+        live = [r for r in self._replicas if r.alive and id(r) not in tried]
+        if not live:
+            return None
+        chosen = min(live, key=lambda r: r.inflight)
+        if rollout_id is not None:
+            self._sticky[rollout_id] = chosen
+            self._sticky.move_to_end(rollout_id)
+            while len(self._sticky) > self._max_sticky:
+                self._sticky.popitem(last=False)
+        return chosen
+
+    def _take_out(self, replica: _Replica, why: Exception) -> None:
+        if replica.alive:
+            log.warning("replica %s taken out: %s", replica.engine.url, why)
+        replica.alive = False
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._probe_dead())
+
+    async def _probe_dead(self) -> None:
+        """Check dead replicas' health until all are back."""
+        while any(not r.alive for r in self._replicas):
+            await asyncio.sleep(self._probe_interval_s)
+            for replica in self._replicas:
+                if not replica.alive and await replica.engine.healthy():
+                    log.warning("replica %s is back", replica.engine.url)
+                    replica.alive = True
+
+    async def update_weights(self, path: str, version: str) -> None:
+        """Push the checkpoint to every replica; the first failure is raised after all ran."""
+        results = await asyncio.gather(
+            *(r.engine.update_weights(path, version) for r in self._replicas),
+            return_exceptions=True,
+        )
+        for replica, result in zip(self._replicas, results, strict=True):
+            if isinstance(result, BaseException):
+                raise EngineError(f"weight update failed on {replica.engine.url}: {result}")
+
+    async def pause(self) -> None:
+        """Pause every replica."""
+        await asyncio.gather(*(r.engine.pause() for r in self._replicas))
+
+    async def resume(self) -> None:
+        """Resume every replica."""
+        await asyncio.gather(*(r.engine.resume() for r in self._replicas))
+
+    async def close(self) -> None:
+        """Stop probing and close the replicas (and their shared client)."""
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
+        for replica in self._replicas:
+            await replica.engine.close()
+        if self._client is not None:
+            await self._client.aclose()
