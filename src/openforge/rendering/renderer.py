@@ -21,6 +21,7 @@ from collections.abc import Hashable
 import orjson
 
 from openforge.conversation import Conversation, Message, ToolCall
+from openforge.rendering.hf_template import TemplateRenderer
 from openforge.rendering.history import DriftPoint, RenderedPrompt, RolloutHistory, Segment
 from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
 from openforge.rendering.tokenizer import Tokenizer, TokenizerError
@@ -77,7 +78,28 @@ def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
 class Renderer:
     """Renders conversations to prompt ids and parses output ids, for one tokenizer."""
 
-    def __init__(self, tokenizer: Tokenizer, *, cache_size: int = 256) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        cache_size: int = 256,
+        use_model_template: bool | None = None,
+    ) -> None:
+        """``use_model_template``: render through the model's own chat template (default:
+        when that template handles tools) instead of OpenForge's ChatML tool template."""
+        self.tokenizer = tokenizer
+        self._shared = _LRU(cache_size)
+        self._tools_text: OrderedDict[bytes, str] = OrderedDict()
+        if use_model_template is None:
+            use_model_template = tokenizer.template_handles_tools
+        self._model_template = TemplateRenderer(tokenizer) if use_model_template else None
+        if self._model_template is not None:
+            # Replies are spliced in bare: the template writes their header and separator.
+            self.end_id = tokenizer.eos_id
+            self.generation_ids: list[int] = []
+            self.turn_separator_ids: list[int] = []
+            self.default_system: str | None = None
+            return
         start = tokenizer.token_id("<|im_start|>")
         end = tokenizer.token_id("<|im_end|>")
         if start is None or end is None:
@@ -85,15 +107,17 @@ class Renderer:
                 f"{tokenizer.path}: no <|im_start|>/<|im_end|> tokens; OpenForge's tool "
                 "template is ChatML (use a model whose own chat template handles tools)"
             )
-        self.tokenizer = tokenizer
         self.start_id, self.end_id = start, end
         self.turn_separator_ids = tokenizer.encode("\n")
         self.generation_ids = [start, *tokenizer.encode("assistant\n")]
         self.default_system = _default_system(tokenizer, "<|im_start|>", "<|im_end|>")
-        self._shared = _LRU(cache_size)
-        self._tools_text: OrderedDict[bytes, str] = OrderedDict()
 
     # ---- public API -------------------------------------------------------------------
+
+    @property
+    def uses_model_template(self) -> bool:
+        """True when prompts are rendered through the model's own chat template."""
+        return self._model_template is not None
 
     def new_history(self) -> RolloutHistory:
         """A fresh per-rollout history (keep it for the rollout's lifetime)."""
@@ -101,6 +125,9 @@ class Renderer:
 
     def render(self, conv: Conversation, history: RolloutHistory | None = None) -> RenderedPrompt:
         """Prompt ids for ``conv``, reusing ``history``'s sampled replies and cached segments."""
+        if self._model_template is not None:
+            prefill = bool(conv.messages) and conv.messages[-1].role == "assistant"
+            return self._model_template.render(conv, history, prefill=prefill)
         cache = history.segment_cache if history is not None else {}
         out = RenderedPrompt(ids=[])
         segs = out.segments
