@@ -1,0 +1,381 @@
+"""The ``kubernetes`` backend: one Pod per rollout running sandboxd, reconciled crash-safely.
+
+Client: ``kubernetes_asyncio`` — the official client's generated models and API surface,
+but async, because the orchestrator is asyncio end to end and a sync client would need a
+thread per in-flight call at hundreds of concurrent rollouts.
+
+Names derive from the rollout id (``pod_name``), so a retried create after a crash finds
+its own pod; every object carries ``openforge.dev/sandbox=true`` and the run's label, and
+pods are owned by the gateway Deployment or a per-run ConfigMap, so ``openforge k8s gc``,
+the garbage collector and :meth:`KubernetesBackend.run_reconciler` remove orphans. Errors
+are classified by status code only (:func:`classify`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.container import DEFAULT_IMAGE
+from openforge.sandboxes.manifests import (
+    LABEL_ROLLOUT,
+    LABEL_RUN,
+    LABEL_SANDBOX,
+    SANDBOXD_PORT,
+    network_policy,
+    pod_manifest,
+    pod_name,
+    secret_manifest,
+)
+from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
+
+__all__ = ["KubernetesBackend", "PodState", "TokenBucket", "classify", "parse_pod"]
+
+log = logging.getLogger(__name__)
+
+ErrorClass = Literal["conflict", "not_found", "gone", "retry", "fatal"]
+
+
+def classify(status: int) -> ErrorClass:
+    """What an API status code means for us (never parsed from a message)."""
+    if status == 409:
+        return "conflict"
+    if status == 404:
+        return "not_found"
+    if status == 410:
+        return "gone"
+    if status == 429 or status >= 500:
+        return "retry"
+    return "fatal"
+
+
+class TokenBucket:
+    """Client-side rate limit: ``rate`` calls/s sustained, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, burst
+        self._tokens = float(burst)
+        self._last: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        """Wait for one token."""
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._last is not None:
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens < 1:
+                await asyncio.sleep((1 - self._tokens) / self.rate)
+                self._last = loop.time()
+                self._tokens = 1
+            self._tokens -= 1
+
+
+@dataclass(slots=True)
+class PodState:
+    """What the backend needs from a pod's status."""
+
+    phase: str
+    ready: bool
+    ip: str | None
+    failed_reason: str | None
+    terminating: bool
+
+
+def parse_pod(pod: Any) -> PodState:
+    """The one place a pod's status is read (model object or raw dict)."""
+    raw = pod if isinstance(pod, dict) else pod.to_dict()
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    ip = status.get("podIP") or status.get("pod_ip")
+    reason = None
+    if phase == "Failed":
+        reason = status.get("reason") or "Failed"
+    for cs in status.get("containerStatuses") or status.get("container_statuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "CreateContainerError"):
+            reason = f"{waiting['reason']}: {waiting.get('message', '')}"
+    deleting = meta.get("deletionTimestamp") or meta.get("deletion_timestamp")
+    return PodState(phase, ready and phase == "Running", ip, reason, bool(deleting))
+
+
+class KubernetesBackend:
+    """Sandboxes as pods in ``namespace``; exec and files go to sandboxd on the pod IP."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        namespace: str = "openforge",
+        image: str = DEFAULT_IMAGE,
+        context: str | None = None,
+        run_id: str | None = None,
+        owner: dict[str, Any] | None = None,
+        api_client: Any = None,
+        qps: float = 20.0,
+        burst: int = 40,
+        verify_margin_s: float = 600.0,
+        default_lifetime_s: float = 3600.0,
+        ready_timeout: float = 300.0,
+        gateway_labels: dict[str, str] | None = None,
+        gateway_port: int = 8080,
+        max_retries: int = 5,
+        sandboxd_port: int = SANDBOXD_PORT,
+    ) -> None:
+        self.namespace = namespace
+        self.image = image
+        self.context = context
+        self.run_id = run_id or secrets.token_hex(4)
+        self.owner = owner
+        self.verify_margin_s = verify_margin_s
+        self.default_lifetime_s = default_lifetime_s
+        self.ready_timeout = ready_timeout
+        self.gateway_labels = gateway_labels or {"app.kubernetes.io/component": "gateway"}
+        self.gateway_port = gateway_port
+        self.max_retries = max_retries
+        self.sandboxd_port = sandboxd_port
+        self.bucket = TokenBucket(qps, burst)
+        self._api_client = api_client
+        self._own_client = api_client is None
+        self._open: dict[str, RemoteSandbox] = {}
+        self._creating: set[str] = set()
+        self._policy_done = False
+
+    async def _core(self) -> Any:
+        from kubernetes_asyncio import client, config
+
+        if self._api_client is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                self._api_client = client.ApiClient()
+            except config.ConfigException:
+                await config.load_kube_config(context=self.context)
+                self._api_client = client.ApiClient()
+        return client.CoreV1Api(self._api_client)
+
+    async def call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """Rate-limited API call; 429 and 5xx are retried with backoff, others raised."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        for attempt in range(self.max_retries + 1):
+            await self.bucket.acquire()
+            try:
+                return await fn(*args, **kwargs)
+            except ApiException as exc:
+                if classify(exc.status) != "retry" or attempt == self.max_retries:
+                    raise
+                headers: dict[str, str] = dict(exc.headers or {})
+                retry_after = headers.get("Retry-After")
+                delay = float(retry_after) if retry_after else min(8.0, 0.05 * 2**attempt)
+                log.info("kubernetes API %s; retrying in %.2fs", exc.status, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _delete_pod(self, core: Any, name: str) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            await self.call(
+                core.delete_namespaced_pod, name, self.namespace, grace_period_seconds=0
+            )
+        except ApiException as exc:
+            if classify(exc.status) != "not_found":
+                raise
+
+    async def _ensure_policy(self, core: Any) -> None:
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        if self._policy_done:
+            return
+        net = client.NetworkingV1Api(core.api_client)
+        body = network_policy("openforge-sandboxes", self.gateway_labels, self.gateway_port)
+        try:
+            await self.call(net.create_namespaced_network_policy, self.namespace, body)
+        except ApiException as exc:
+            if classify(exc.status) != "conflict":
+                raise
+        self._policy_done = True
+
+    async def create(self, spec: SandboxSpec) -> RemoteSandbox:
+        """Create (or re-create) the rollout's pod and its Secret; wait until sandboxd answers."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        rollout = spec.labels.get(LABEL_ROLLOUT) or secrets.token_hex(8)
+        name = pod_name(rollout)
+        spec.labels = {**spec.labels, LABEL_ROLLOUT: rollout, LABEL_RUN: self.run_id}
+        token = secrets.token_urlsafe(32)
+        lifetime = spec.lifetime_s or self.default_lifetime_s
+        body = pod_manifest(
+            name, spec, image=spec.image or self.image, secret=f"{name}-token",
+            deadline_s=int(lifetime + self.verify_margin_s), owner=self.owner,
+        )  # fmt: skip
+        self._creating.add(name)
+        try:
+            core = await self._core()
+            if spec.network != "open":
+                await self._ensure_policy(core)
+            pod = await self._create_pod(core, name, body)
+            owner = {"apiVersion": "v1", "kind": "Pod", "name": name,
+                     "uid": pod.metadata.uid, "controller": False}  # fmt: skip
+            try:
+                await self.call(
+                    core.create_namespaced_secret, self.namespace,
+                    secret_manifest(f"{name}-token", token, owner),
+                )  # fmt: skip
+            except ApiException as exc:
+                if classify(exc.status) != "conflict":
+                    raise
+                await self.call(
+                    core.replace_namespaced_secret, f"{name}-token", self.namespace,
+                    secret_manifest(f"{name}-token", token, owner),
+                )  # fmt: skip
+            ip = await self.wait_ready(core, name)
+        except ApiException as exc:
+            raise SandboxError(f"kubernetes: pod {name}: {exc.status} {exc.reason}") from exc
+        finally:
+            self._creating.discard(name)
+
+        async def remove() -> None:
+            self._open.pop(name, None)
+            await self._delete_pod(await self._core(), name)
+
+        client = SandboxdClient(f"http://{ip}:{self.sandboxd_port}", token)
+        box = RemoteSandbox(name, client, spec.gateway_url, remove)
+        self._open[name] = box
+        try:
+            await client.wait_ready(self.ready_timeout)
+        except BaseException:
+            await box.close()
+            raise
+        return box
+
+    async def _create_pod(self, core: Any, name: str, body: dict[str, Any]) -> Any:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        for _ in range(3):
+            try:
+                return await self.call(core.create_namespaced_pod, self.namespace, body)
+            except ApiException as exc:
+                if classify(exc.status) != "conflict":
+                    raise
+            # A pod of this rollout from an earlier attempt: its token is lost, replace it.
+            await self._delete_pod(core, name)
+            await self._wait_gone(core, name)
+        raise SandboxError(f"kubernetes: pod {name} keeps existing after deletion")
+
+    async def _watch_pod(self, core: Any, name: str, done: Callable[[Any], bool]) -> Any:
+        """Watch one pod until ``done(pod_or_None)``; relists on 410 Gone."""
+        from kubernetes_asyncio import watch
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        selector = f"metadata.name={name}"
+        while True:
+            listing = await self.call(
+                core.list_namespaced_pod, self.namespace, field_selector=selector
+            )
+            pod = listing.items[0] if listing.items else None
+            if done(pod):
+                return pod
+            w = watch.Watch()
+            try:
+                async for event in w.stream(
+                    core.list_namespaced_pod, self.namespace, field_selector=selector,
+                    resource_version=listing.metadata.resource_version, timeout_seconds=60,
+                ):  # fmt: skip
+                    obj = None if event["type"] == "DELETED" else event["object"]
+                    if done(obj):
+                        return obj
+            except ApiException as exc:
+                if classify(exc.status) not in ("gone", "retry"):
+                    raise
+                log.info("watch on pod %s: %s; relisting", name, exc.status)
+            finally:
+                await w.close()
+
+    async def _wait_gone(self, core: Any, name: str) -> None:
+        await self._watch_pod(core, name, lambda pod: pod is None)
+
+    async def wait_ready(self, core: Any, name: str) -> str:
+        """The pod's IP once it is Running and Ready; SandboxError if it fails or vanishes."""
+
+        def done(pod: Any) -> bool:
+            if pod is None:
+                raise SandboxError(f"kubernetes: pod {name} disappeared while starting")
+            state = parse_pod(pod)
+            if state.failed_reason or state.phase in ("Failed", "Succeeded"):
+                raise SandboxError(f"kubernetes: pod {name} failed: {state.failed_reason}")
+            return state.ready and state.ip is not None
+
+        try:
+            pod = await asyncio.wait_for(self._watch_pod(core, name, done), self.ready_timeout)
+        except TimeoutError:
+            msg = f"kubernetes: pod {name} not ready in {self.ready_timeout}s"
+            raise SandboxError(msg) from None
+        ip = parse_pod(pod).ip
+        assert ip is not None
+        return ip
+
+    async def reconcile_once(self) -> list[str]:
+        """Delete this run's pods that no open sandbox owns or that have terminated."""
+        core = await self._core()
+        listing = await self.call(
+            core.list_namespaced_pod, self.namespace,
+            label_selector=f"{LABEL_SANDBOX}=true,{LABEL_RUN}={self.run_id}",
+        )  # fmt: skip
+        doomed = []
+        for pod in listing.items:
+            name = pod.metadata.name
+            state = parse_pod(pod)
+            if state.terminating or name in self._creating:
+                continue
+            if name not in self._open or state.phase in ("Failed", "Succeeded"):
+                doomed.append(name)
+        for name in doomed:
+            await self._delete_pod(core, name)
+        return doomed
+
+    async def run_reconciler(self, stop: asyncio.Event, period_s: float = 30.0) -> None:
+        """Level-triggered passes every ``period_s`` until ``stop`` is set; errors are logged."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        while not stop.is_set():
+            try:
+                deleted = await self.reconcile_once()
+                if deleted:
+                    log.info("reconciler removed %d orphan pods", len(deleted))
+            except (ApiException, OSError) as exc:
+                log.warning("reconcile pass failed: %r", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), period_s)
+
+    async def gc(self, all_runs: bool = False) -> int:
+        """Delete sandbox pods and secrets (this run's, or every run's); returns pods deleted."""
+        core = await self._core()
+        selector = f"{LABEL_SANDBOX}=true" + ("" if all_runs else f",{LABEL_RUN}={self.run_id}")
+        listing = await self.call(core.list_namespaced_pod, self.namespace, label_selector=selector)
+        for pod in listing.items:
+            await self._delete_pod(core, pod.metadata.name)
+        if all_runs:  # a run's Secrets are owned by its pods and go with them
+            await self.call(
+                core.delete_collection_namespaced_secret, self.namespace,
+                label_selector=f"{LABEL_SANDBOX}=true",
+            )  # fmt: skip
+        return len(listing.items)
+
+    async def close(self) -> None:
+        """Delete every pod this backend still holds and close the API client."""
+        await asyncio.gather(*(box.close() for box in list(self._open.values())))
+        if self._own_client and self._api_client is not None:
+            await self._api_client.close()

@@ -1,0 +1,194 @@
+"""Kubernetes objects as plain dicts: the gateway's Deployment/Service/RBAC and sandbox pods.
+
+Pure functions, no client: the backend sends these bodies, ``openforge k8s manifests``
+prints them, and the tests validate them offline with ``kubernetes-validate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from openforge.sandboxes.base import SandboxSpec
+
+__all__ = [
+    "LABEL_ROLLOUT",
+    "LABEL_RUN",
+    "LABEL_SANDBOX",
+    "SANDBOXD_PORT",
+    "gateway_manifests",
+    "network_policy",
+    "pod_manifest",
+    "pod_name",
+    "secret_manifest",
+]
+
+LABEL_SANDBOX = "openforge.dev/sandbox"
+LABEL_ROLLOUT = "openforge.dev/rollout"
+LABEL_RUN = "openforge.dev/run"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+SANDBOXD_PORT = 8765
+Obj = dict[str, Any]
+
+
+def pod_name(rollout_id: str) -> str:
+    """A deterministic DNS-1123 name for a rollout's pod (a retry finds the same pod)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", rollout_id.lower()).strip("-")[:40].strip("-")
+    digest = hashlib.sha256(rollout_id.encode()).hexdigest()[:10]
+    return f"of-sb-{slug}-{digest}" if slug else f"of-sb-{digest}"
+
+
+def _label_value(value: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:63].strip("-_.")
+    return cleaned or "x"
+
+
+def pod_manifest(
+    name: str,
+    spec: SandboxSpec,
+    *,
+    image: str,
+    secret: str,
+    deadline_s: int,
+    owner: Obj | None = None,
+    service_account: str | None = None,
+) -> Obj:
+    """One sandbox pod running sandboxd, its token from ``secret``."""
+    resources: Obj = {}
+    if spec.cpu is not None:
+        resources.setdefault("limits", {})["cpu"] = str(spec.cpu)
+        resources.setdefault("requests", {})["cpu"] = str(spec.cpu)
+    if spec.memory_mb is not None:
+        resources.setdefault("limits", {})["memory"] = f"{spec.memory_mb}Mi"
+        resources.setdefault("requests", {})["memory"] = f"{spec.memory_mb}Mi"
+    if spec.disk_mb is not None:
+        resources.setdefault("limits", {})["ephemeral-storage"] = f"{spec.disk_mb}Mi"
+    labels = {_label_value(k): _label_value(v) for k, v in spec.labels.items()}
+    labels[LABEL_SANDBOX] = "true"
+    labels[LABEL_COMPONENT] = "sandbox"
+    env: list[Obj] = [{"name": k, "value": v} for k, v in spec.env.items()]
+    env.append(
+        {
+            "name": "OPENFORGE_SANDBOXD_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}},
+        }
+    )
+    meta: Obj = {"name": name, "labels": labels}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    pod_spec: Obj = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": deadline_s,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "sandbox",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "args": ["--port", str(SANDBOXD_PORT), "--workdir", spec.workdir],
+                "env": env,
+                "ports": [{"containerPort": SANDBOXD_PORT, "name": "sandboxd"}],
+                "resources": resources,
+                "readinessProbe": {
+                    "httpGet": {"path": "/health", "port": SANDBOXD_PORT},
+                    "periodSeconds": 1,
+                },
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+        ],
+    }
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+
+
+def secret_manifest(name: str, token: str, owner: Obj | None) -> Obj:
+    """The per-pod Secret holding sandboxd's token (owned by the pod: deleted with it)."""
+    meta: Obj = {"name": name, "labels": {LABEL_SANDBOX: "true"}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "stringData": {"token": token},
+    }
+
+
+def network_policy(name: str, gateway_labels: dict[str, str], gateway_port: int) -> Obj:
+    """Sandbox pods: ingress only from the gateway/orchestrator, egress only to it and DNS."""
+    gateway = {"podSelector": {"matchLabels": gateway_labels}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_SANDBOX: "true"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [gateway], "ports": [{"port": SANDBOXD_PORT}]}],
+            "egress": [
+                {"to": [gateway], "ports": [{"port": gateway_port}]},
+                {
+                    "to": [{"namespaceSelector": {}}],
+                    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+                },
+            ],
+        },
+    }
+
+
+def gateway_manifests(
+    namespace: str = "openforge",
+    image: str = "localhost/openforge:latest",
+    port: int = 8080,
+    replicas: int = 1,
+) -> list[Obj]:
+    """The gateway's ServiceAccount, Role, RoleBinding, Deployment, Service and sandbox policy.
+
+    The Role lets the gateway pod (which also runs the orchestrator on a cluster) manage
+    sandbox pods, their Secrets and the NetworkPolicy in its own namespace, nothing else.
+    """
+    name = "openforge-gateway"
+    labels = {"app.kubernetes.io/name": "openforge", LABEL_COMPONENT: "gateway"}
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"],
+         "verbs": ["get", "list", "create", "delete", "deletecollection"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "create", "delete"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+         "verbs": ["get", "create", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
+    ]  # fmt: skip
+    container = {
+        "name": "gateway",
+        "image": image,
+        "args": ["gateway", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        "ports": [{"containerPort": port, "name": "http"}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": port}},
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels},
+                               "spec": {"serviceAccountName": name,
+                                        "containers": [container]}}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": meta,
+         "spec": {"selector": labels, "ports": [{"name": "http", "port": port,
+                                                 "targetPort": port}]}},
+        {**network_policy("openforge-sandboxes", labels, port),
+         "metadata": {"name": "openforge-sandboxes", "namespace": namespace}},
+    ]  # fmt: skip
