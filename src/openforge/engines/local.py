@@ -77,6 +77,7 @@ class LocalEngine:
         dtype: torch.dtype = torch.float32,
         max_batch: int = 32,
         threads: int | None = None,
+        max_context: int | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -92,6 +93,8 @@ class LocalEngine:
         self.model: Any = loaded.to(self.device).eval()
         config = self.model.config
         self.context_length = int(getattr(config, "max_position_embeddings", 2048))
+        if max_context is not None:
+            self.context_length = min(self.context_length, max_context)
         self.eos_ids = _eos_ids(self.model)
         self.max_batch = max_batch
         self._version = "0"

@@ -42,7 +42,6 @@ class VLLMEngine(RemoteEngine):
         """The completions body for ``request`` (token-id prompt, streamed, with ids)."""
         params = request.params
         body: dict[str, Any] = {
-            "model": self.model,
             "prompt": request.prompt_ids,
             "temperature": params.temperature,
             "top_p": params.top_p,
@@ -53,6 +52,8 @@ class VLLMEngine(RemoteEngine):
             "skip_special_tokens": False,
         }
         body["max_tokens"] = fit_max_tokens(request, self.context_length)
+        if self.model:  # vLLM serves its only model when none is named
+            body["model"] = self.model
         if params.top_k > 0:
             body["top_k"] = params.top_k
         if params.seed is not None:
