@@ -22,6 +22,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+# Bumped whenever the prompt, tools or request shape change (the fingerprint notices too).
+VERSION = "1.0"
+
 SYSTEM_PROMPT = """You are Claw, an agent that completes tasks in a Linux workspace.
 Use the tools to inspect and change files. Call one tool at a time and wait for its result.
 When the task is done, call submit. Paths are relative to the workspace."""
@@ -89,6 +92,10 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+# Project instructions (task-specific tools) the workspace may hold; appended to the prompt.
+AGENTS_FILE = "AGENTS.md"
+MAX_AGENTS_CHARS = 4000
+
 # Tool output is cut to this many characters so a long listing cannot overflow 8k tokens.
 MAX_OBSERVATION = 2000
 
@@ -104,7 +111,7 @@ def _chat(base_url: str, key: str, body: dict[str, Any], timeout: float) -> dict
         headers={
             "Content-Type": "application/json",
             "Authorization": f"Bearer {key}",
-            "User-Agent": "openforge-claw/1",
+            "User-Agent": f"openforge-claw/{VERSION}",
         },
     )
     try:
@@ -166,11 +173,22 @@ def run_tool(name: str, args: dict[str, Any], workspace: Path, timeout: float) -
         return f"error: {exc}"
 
 
+def system_prompt(workspace: Path) -> str:
+    """The system prompt, with the workspace's AGENTS.md (if any) appended."""
+    try:
+        extra = (workspace / AGENTS_FILE).read_text(errors="replace").strip()
+    except OSError:
+        return SYSTEM_PROMPT
+    if not extra:
+        return SYSTEM_PROMPT
+    return f"{SYSTEM_PROMPT}\n\n{extra[:MAX_AGENTS_CHARS]}"
+
+
 def run_agent(args: argparse.Namespace) -> int:
     """The ReAct loop; returns the process exit code."""
     workspace = Path(args.workspace).resolve()
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(workspace)},
         {"role": "user", "content": args.instruction},
     ]
     transcript = Path(args.transcript)

@@ -18,6 +18,9 @@ HarnessFactory = Callable[..., Harness]
 
 HARNESSES: dict[str, str | HarnessFactory] = {
     "shell": "openforge.harnesses.shell:ShellHarness",
+    "claw": "openforge.harnesses.claw:ClawHarness",
+    "claude-code": "openforge.harnesses.claude_code:ClaudeCodeHarness",
+    "codex": "openforge.harnesses.codex:CodexHarness",
 }
 
 

@@ -1,0 +1,145 @@
+"""The ``claude-code`` harness: Anthropic's Claude Code CLI, unmodified, in print mode.
+
+Configured the way its users configure it: ``ANTHROPIC_BASE_URL`` is the rollout's gateway
+root (``…/r/<key>``; the SDK appends ``/v1/messages``), ``ANTHROPIC_API_KEY`` the rollout
+key, and every model alias (main and small/fast) maps to the served model so side calls
+land on the same engine. Telemetry, error reporting, auto-update and other non-essential
+traffic are off (the sandbox has no route out anyway). ``IS_SANDBOX=1`` tells it that it
+runs as root inside a sandbox, which it otherwise refuses for unattended tool use.
+
+Transcript: the ``--output-format stream-json`` events (captured to
+``$HOME/.openforge/claude-stream.jsonl``) and the session files under
+``$HOME/.claude/projects``. Task tools go to ``CLAUDE.md``, the file it reads as project
+instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import orjson
+
+from openforge.harnesses.base import Launch
+from openforge.harnesses.launching import (
+    ENV_DIR,
+    TaskTool,
+    Var,
+    check_version,
+    env_script,
+    tools_markdown,
+    wrapped_launch,
+)
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness", "parse_jsonl"]
+
+VERSION = "2.1.197"
+PACKAGE = "@anthropic-ai/claude-code"
+DEFAULT_TOOLS = ("Bash", "Read", "Write", "Edit", "Glob", "Grep")
+_ENV_FILE = f"{ENV_DIR}/claude-env.sh"
+_STREAM = f"{ENV_DIR}/claude-stream.jsonl"
+_QUIET = {
+    "IS_SANDBOX": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+}
+
+
+def parse_jsonl(data: bytes) -> list[Any]:
+    """JSON lines, skipping the ones that are not JSON (banners, torn last lines)."""
+    out: list[Any] = []
+    for line in data.splitlines():
+        if line.strip():
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return out
+
+
+class ClaudeCodeHarness:
+    """``claude -p INSTRUCTION --output-format stream-json --verbose`` in the workdir."""
+
+    name = "claude-code"
+    version = VERSION
+    dialect: Literal["anthropic"] = "anthropic"
+
+    def __init__(
+        self,
+        home: str = "/home/sandbox",
+        allowed_tools: Sequence[str] | str = DEFAULT_TOOLS,
+        max_turns: int = 30,
+        binary: str = "claude",
+    ) -> None:
+        self.home = home.rstrip("/")
+        if isinstance(allowed_tools, str):
+            allowed_tools = [t for t in allowed_tools.split(",") if t]
+        self.allowed_tools = list(allowed_tools)
+        self.max_turns = int(max_turns)
+        self.binary = binary
+
+    def install_command(self) -> str:
+        """The global npm install of the pinned version (sandboxes see /usr read-only)."""
+        return f"npm install -g {PACKAGE}@{VERSION}"
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """:class:`HarnessNotInstalled` unless ``claude --version`` says the pinned version."""
+        await check_version(sandbox, self.name, [self.binary, "--version"], VERSION,
+                            self.install_command(), env=_QUIET)
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Write the env file with the rollout's URL, key and model names."""
+        env = {
+            **_QUIET,
+            "ANTHROPIC_BASE_URL": base_url.rstrip("/"),
+            "ANTHROPIC_API_KEY": key,
+            "ANTHROPIC_MODEL": model,
+            "ANTHROPIC_SMALL_FAST_MODEL": model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+            "OPENFORGE_MODEL": model,
+        }
+        await sandbox.put({f"{self.home}/{_ENV_FILE}": env_script(env)})
+
+    def command(self, instruction: str) -> Launch:
+        """Print mode, stream-JSON events, the allowed tools and turn limit, the model."""
+        argv: list[str | Var] = [
+            self.binary, "-p", instruction,
+            "--output-format", "stream-json", "--verbose",
+            "--max-turns", str(self.max_turns),
+            "--model", Var("OPENFORGE_MODEL"),
+        ]  # fmt: skip
+        if self.allowed_tools:
+            argv += ["--allowedTools", ",".join(self.allowed_tools)]
+        # The model name lives in the env file: one adapter serves every rollout.
+        return wrapped_launch(self.home, _ENV_FILE, argv, capture=_STREAM)
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The stream-JSON events and the session files, or None if neither exists."""
+        stream_path = f"{self.home}/{_STREAM}"
+        listing = await sandbox.exec(
+            ["find", f"{self.home}/.claude/projects", "-name", "*.jsonl", "-type", "f"],
+            timeout=60,
+        )
+        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        got = await sandbox.get([stream_path, *sessions])
+        if not got:
+            return None
+        events = parse_jsonl(got.get(stream_path, b""))
+        result = next((e for e in reversed(events) if isinstance(e, dict)
+                       and e.get("type") == "result"), None)
+        return {
+            "events": events,
+            "result": result,
+            "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
+        }
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Describe task tools in ``CLAUDE.md``, Claude Code's project instructions."""
+        await sandbox.put({"CLAUDE.md": tools_markdown(tools).encode()})

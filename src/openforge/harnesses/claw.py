@@ -1,0 +1,104 @@
+"""The ``claw`` harness: OpenForge's own ReAct agent (:mod:`openforge.harnesses.claw_agent`).
+
+The agent is one standard-library script; ``configure`` copies it into the sandbox at
+``$HOME/.openforge/claw_agent.py`` together with an env file holding the rollout's URL and
+key, and the launch runs it with the sandbox's own ``python3``. Nothing is installed.
+It speaks OpenAI Chat Completions (non-streaming) and writes its transcript to
+``$HOME/.claw/transcript.json``. Task tools go to ``AGENTS.md``, which the agent appends
+to its system prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from openforge.harnesses import claw_agent
+from openforge.harnesses.base import HarnessNotInstalled, Launch
+from openforge.harnesses.launching import ENV_DIR, TaskTool, env_script, tools_markdown
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["ClawHarness"]
+
+_SCRIPT = Path(claw_agent.__file__)
+_ENV_FILE = f"{ENV_DIR}/claw-env.sh"
+_AGENT_FILE = f"{ENV_DIR}/claw_agent.py"
+_TRANSCRIPT = ".claw/transcript.json"
+
+
+class ClawHarness:
+    """Runs the built-in ReAct agent with the sandbox's ``python3``."""
+
+    name = "claw"
+    version = claw_agent.VERSION
+    dialect: Literal["openai_chat"] = "openai_chat"
+
+    def __init__(
+        self,
+        home: str = "/home/sandbox",
+        max_turns: int = 8,
+        max_tokens: int = 256,
+        temperature: float = 1.0,
+        python: str = "python3",
+    ) -> None:
+        self.home = home.rstrip("/")
+        self.max_turns = int(max_turns)
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.python = python
+
+    def install_command(self) -> str:
+        """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
+        return "apt-get install -y python3"
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """The sandbox needs a Python 3.8 or newer."""
+        probe = "import sys; print(sys.version_info >= (3, 8))"
+        res = await sandbox.exec([self.python, "-c", probe], timeout=60)
+        if res.exit_code != 0 or res.stdout.strip() != b"True":
+            raise HarnessNotInstalled(
+                f"claw needs {self.python} (3.8+) in the sandbox; install it with: "
+                f"{self.install_command()}"
+            )
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Copy the agent script in and write its env file."""
+        env = {
+            "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1",
+            "OPENAI_API_KEY": key,
+            "OPENFORGE_MODEL": model,
+        }
+        await sandbox.put({
+            f"{self.home}/{_AGENT_FILE}": _SCRIPT.read_bytes(),
+            f"{self.home}/{_ENV_FILE}": env_script(env),
+        })
+
+    def command(self, instruction: str) -> Launch:
+        """Source the env file and run the agent on ``instruction``."""
+        script = (
+            f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
+            f'exec {self.python} "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
+            f"--max-turns {self.max_turns} --max-tokens {self.max_tokens} "
+            f"--temperature {self.temperature} "
+            f'--transcript "{self.home}/{_TRANSCRIPT}"\n'
+        )
+        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The agent's transcript (outcome, error, messages), or None if it wrote none."""
+        path = f"{self.home}/{_TRANSCRIPT}"
+        got = await sandbox.get([path])
+        if path not in got:
+            return None
+        try:
+            data = orjson.loads(got[path])
+        except orjson.JSONDecodeError:
+            return {"unparsed": got[path].decode(errors="replace")}
+        return data if isinstance(data, dict) else {"transcript": data}
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Describe task tools in ``AGENTS.md``; the agent adds it to its system prompt."""
+        await sandbox.put({"AGENTS.md": tools_markdown(tools).encode()})

@@ -1,0 +1,146 @@
+"""The ``codex`` harness: OpenAI's Codex CLI, unmodified, as ``codex exec``.
+
+Configured through its own ``config.toml`` in a per-sandbox ``CODEX_HOME``
+(``$HOME/.codex``): a custom model provider ``openforge`` with the rollout's
+``…/r/<key>/v1`` as ``base_url``, ``wire_api = "responses"`` (the only wire API current
+Codex accepts) and ``env_key`` naming the variable that holds the rollout key.
+Approvals are off (``approval_policy = "never"``: nobody is there to approve).
+
+Its own sandbox is ``danger-full-access``: Codex would otherwise wrap every tool command
+in its Linux sandbox (bubblewrap/Landlock + seccomp), which needs to create user
+namespaces and install filters inside ours — a nested sandbox that the outer one
+(capabilities dropped, its own user namespace) refuses, so every command would fail.
+Isolation is the OpenForge sandbox's job; inside it Codex may touch everything.
+
+Transcript: ``codex exec --json`` events (captured to ``$HOME/.openforge/codex-events.jsonl``)
+and the session files under ``$CODEX_HOME/sessions``. Task tools go to ``AGENTS.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from openforge.harnesses.base import Launch
+from openforge.harnesses.claude_code import parse_jsonl
+from openforge.harnesses.launching import (
+    ENV_DIR,
+    TaskTool,
+    check_version,
+    env_script,
+    tools_markdown,
+    wrapped_launch,
+)
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["CodexHarness", "codex_config"]
+
+VERSION = "0.171.0"
+PACKAGE = "@openai/codex"
+KEY_ENV = "OPENFORGE_API_KEY"
+_ENV_FILE = f"{ENV_DIR}/codex-env.sh"
+_EVENTS = f"{ENV_DIR}/codex-events.jsonl"
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def codex_config(base_url: str, model: str, reasoning_effort: str | None = None) -> str:
+    """The ``config.toml`` pointing Codex at ``base_url`` (``…/r/<key>``)."""
+    lines = [
+        f"model = {_toml(model)}",
+        'model_provider = "openforge"',
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        "check_for_update_on_startup = false",
+    ]
+    if reasoning_effort:
+        lines.append(f"model_reasoning_effort = {_toml(reasoning_effort)}")
+    lines += [
+        "",
+        "[model_providers.openforge]",
+        'name = "OpenForge"',
+        f"base_url = {_toml(base_url.rstrip('/') + '/v1')}",
+        'wire_api = "responses"',
+        f"env_key = {_toml(KEY_ENV)}",
+        # The gateway answers or fails fast; a retry storm would only repeat a refused call.
+        "request_max_retries = 1",
+        "stream_max_retries = 1",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[history]",
+        'persistence = "save-all"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class CodexHarness:
+    """``codex exec --json --skip-git-repo-check --sandbox danger-full-access INSTRUCTION``."""
+
+    name = "codex"
+    version = VERSION
+    dialect: Literal["openai_responses"] = "openai_responses"
+
+    def __init__(
+        self,
+        home: str = "/home/sandbox",
+        binary: str = "codex",
+        reasoning_effort: str | None = None,
+    ) -> None:
+        self.home = home.rstrip("/")
+        self.binary = binary
+        self.reasoning_effort = reasoning_effort
+
+    @property
+    def codex_home(self) -> str:
+        """``CODEX_HOME`` inside the sandbox (per sandbox, as HOME is)."""
+        return f"{self.home}/.codex"
+
+    def install_command(self) -> str:
+        """The global npm install of the pinned version (sandboxes see /usr read-only)."""
+        return f"npm install -g {PACKAGE}@{VERSION}"
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """:class:`HarnessNotInstalled` unless ``codex --version`` says the pinned version."""
+        await check_version(sandbox, self.name, [self.binary, "--version"], VERSION,
+                            self.install_command())
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Write ``$CODEX_HOME/config.toml`` and the env file holding the key."""
+        env = {"CODEX_HOME": self.codex_home, KEY_ENV: key, "OPENFORGE_MODEL": model}
+        await sandbox.put({
+            f"{self.codex_home}/config.toml":
+                codex_config(base_url, model, self.reasoning_effort).encode(),
+            f"{self.home}/{_ENV_FILE}": env_script(env),
+        })
+
+    def command(self, instruction: str) -> Launch:
+        """``codex exec`` non-interactively in the workdir, JSONL events on stdout."""
+        argv = [
+            self.binary, "exec", "--json", "--skip-git-repo-check",
+            "--sandbox", "danger-full-access", "--color", "never", instruction,
+        ]  # fmt: skip
+        return wrapped_launch(self.home, _ENV_FILE, argv, capture=_EVENTS)
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The ``--json`` events and the session files, or None if neither exists."""
+        events_path = f"{self.home}/{_EVENTS}"
+        listing = await sandbox.exec(
+            ["find", f"{self.codex_home}/sessions", "-name", "*.jsonl", "-type", "f"], timeout=60
+        )
+        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        got = await sandbox.get([events_path, *sessions])
+        if not got:
+            return None
+        return {
+            "events": parse_jsonl(got.get(events_path, b"")),
+            "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
+        }
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Describe task tools in ``AGENTS.md``, which Codex reads as project instructions."""
+        await sandbox.put({"AGENTS.md": tools_markdown(tools).encode()})

@@ -1,0 +1,113 @@
+"""What the adapters share: config files in the sandbox, version checks, wrapped launches.
+
+An adapter instance serves every rollout of a run at once, so it keeps no per-rollout
+state: :meth:`configure` writes everything a rollout needs (its key, its URL) into the
+sandbox, and the launch reads it back from there.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from openforge.harnesses.base import HarnessNotInstalled, Launch
+from openforge.sandboxes.base import Sandbox
+
+__all__ = [
+    "ENV_DIR",
+    "TaskTool",
+    "Var",
+    "check_version",
+    "env_script",
+    "tools_markdown",
+    "wrapped_launch",
+]
+
+# Under the sandbox's HOME: the adapters' env files, copied scripts and captured output.
+ENV_DIR = ".openforge"
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.][0-9A-Za-z.]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTool:
+    """A task-specific tool, exposed as a command the agent runs with its shell tool.
+
+    Harnesses that take no custom tools learn of it from a file in the workspace
+    (``AGENTS.md``, ``CLAUDE.md`` or a ``SKILL.md``), as OpenForgeRL did for OpenClaw
+    and Codex.
+    """
+
+    name: str
+    description: str
+    usage: str  # the shell command line, e.g. "python3 tools/lookup.py QUERY"
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """An argument taken from the env file at launch (``"$NAME"``), not a literal."""
+
+    name: str
+
+
+def tools_markdown(tools: Sequence[TaskTool], title: str = "Task tools") -> str:
+    """The tools as a Markdown section the harness reads as project instructions."""
+    lines = [f"# {title}", "", "Run these commands with your shell tool:", ""]
+    for tool in tools:
+        lines += [f"## {tool.name}", "", tool.description, "", "```sh", tool.usage, "```", ""]
+    return "\n".join(lines)
+
+
+def env_script(env: Mapping[str, str]) -> bytes:
+    """A POSIX sh file exporting ``env`` (what the launch sources)."""
+    return ("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())).encode()
+
+
+def wrapped_launch(
+    home: str,
+    env_file: str,
+    argv: Sequence[str | Var],
+    capture: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Launch:
+    """``sh -c``: source ``env_file`` (under HOME) and run ``argv``.
+
+    With ``capture`` (a path under HOME), stdout also goes to that file so :meth:`collect`
+    can read the harness's stream-JSON transcript after the run; the exit status is kept.
+    """
+    cmd = " ".join(f'"${a.name}"' if isinstance(a, Var) else shlex.quote(a) for a in argv)
+    script = f'. "{home}/{env_file}" || exit 97\n'
+    if capture is None:
+        script += f"exec {cmd}\n"
+    else:
+        # No pipe (dash has no pipefail): write the file, then replay it to stdout.
+        out = shlex.quote(f"{home}/{capture}")
+        script += f"{cmd} </dev/null >{out}\nrc=$?\ncat {out}\nexit $rc\n"
+    return Launch(argv=["/bin/sh", "-c", script], env=dict(env or {}))
+
+
+async def check_version(
+    sandbox: Sandbox,
+    name: str,
+    argv: Sequence[str],
+    pinned: str,
+    install: str,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run ``argv`` (a ``--version``) in the sandbox; the version, or HarnessNotInstalled."""
+    res = await sandbox.exec(list(argv), env=env, timeout=120)
+    text = (res.stdout + res.stderr).decode(errors="replace")
+    found = _VERSION.search(text) if res.exit_code == 0 else None
+    if found is None:
+        detail = text.strip().splitlines()[-1:] or [f"exit status {res.exit_code}"]
+        raise HarnessNotInstalled(
+            f"{name} {pinned} is not installed in the sandbox ({argv[0]}: {detail[0][:200]}); "
+            f"install it with: {install}"
+        )
+    if found.group(0) != pinned:
+        raise HarnessNotInstalled(
+            f"{name} {found.group(0)} is installed but {pinned} is pinned; "
+            f"install the pinned one with: {install}"
+        )
+    return found.group(0)
