@@ -8,6 +8,7 @@ id styles the gateway mints for it: response ids (``chatcmpl-…``, ``resp_…``
 from __future__ import annotations
 
 import importlib
+import itertools
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,9 +31,17 @@ class StreamEncoder(Protocol):
     def error(self, err: ApiError) -> bytes: ...
 
 
+_PROCESS_TAG = secrets.token_hex(6)
+_COUNTER = itertools.count()
+
+
 def new_id(prefix: str) -> str:
-    """A fresh id in a provider's style: ``prefix`` and 24 random base62-ish characters."""
-    return prefix + secrets.token_hex(12)
+    """A fresh id in a provider's style: ``prefix`` and 24 hex characters.
+
+    Unique, not secret (response and tool-call ids are not credentials): a random
+    per-process tag plus a counter, because a urandom call per id is measurable here.
+    """
+    return f"{prefix}{_PROCESS_TAG}{next(_COUNTER):012x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,9 +57,9 @@ def build_engine(
     except ImportError:
         _die(fail, f"--engine {kind} is not available in this build (no engines.registry)")
     try:
-        engine: Engine = create_engine(
-            kind, model=model_dir, urls=urls, api=api, max_context=max_context
-        )
+        engine = create_engine(kind, model=model_dir, urls=urls, api=api, max_context=max_context)
     except Exception as exc:
         _die(fail, f"--engine {kind}: {exc}")
+    if not isinstance(engine, Engine):  # a text-level teacher: no token ids to record
+        _die(fail, f"--engine {kind} is text-level; the gateway serves token engines only so far")
     return engine

@@ -265,9 +265,8 @@ class CallService:
                     call.first_token_s = time.perf_counter() - call.t0
                 call.output_ids.extend(chunk.ids)
                 call.logprobs.extend(chunk.logprobs)
-                deltas = parser.feed(chunk.ids)
-                if encoder is not None:
-                    out = b"".join([encoder.delta(d) for d in deltas])
+                if encoder is not None:  # a JSON answer is parsed once, after the last id
+                    out = b"".join([encoder.delta(d) for d in parser.feed(chunk.ids)])
                     if not started:
                         started = True
                         await send({"type": "http.response.start", "status": 200, "headers": _SSE})
@@ -282,6 +281,8 @@ class CallService:
             return
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
+        if encoder is None:
+            parser.feed(call.output_ids)
         tail = parser.flush()
         completion = parser.finish(
             call.finish or "stop", call.prompt_ids, call.output_ids, call.logprobs
