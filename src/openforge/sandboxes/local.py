@@ -17,9 +17,10 @@ import shlex
 import shutil
 import signal
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -36,6 +37,7 @@ from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
 __all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 SANDBOX_HOME = "/home/sandbox"
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -234,13 +236,17 @@ class LocalSandbox:
         """Write files: relative to the workdir, or absolute under workdir, ~ or /tmp."""
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
-        await asyncio.to_thread(write_files, files, self._roots, self.workdir, SANDBOX_HOME)
+        await self._backend.offload(
+            "io", write_files, files, self._roots, self.workdir, SANDBOX_HOME
+        )
 
     async def get(self, paths: Sequence[str]) -> dict[str, bytes]:
         """Read files; missing paths are absent; escaping paths raise ``PathEscape``."""
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
-        return await asyncio.to_thread(read_files, paths, self._roots, self.workdir, SANDBOX_HOME)
+        return await self._backend.offload(
+            "io", read_files, paths, self._roots, self.workdir, SANDBOX_HOME
+        )
 
     async def close(self) -> None:
         """Kill every process of every exec, remove the cgroup and the directory."""
@@ -250,8 +256,8 @@ class LocalSandbox:
         for pid in list(self._running):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        await asyncio.to_thread(self._remove)
         self._backend.forget(self.id)
+        await self._backend.offload("teardown", self._remove)
 
     def _remove(self) -> None:
         if self._cgroup is not None:
@@ -285,6 +291,17 @@ class LocalBackend:
         self.cgroups: CgroupLayout | None = detect_cgroups() if cgroups else None
         self._sandboxes: dict[str, LocalSandbox] = {}
         self._owner = f"{os.getpid()} {_process_start(os.getpid())}"
+        # Own threads for file transfer and teardown: the loop's default pool is small and
+        # shared with the caller's blocking work, and a sandbox op must not queue behind it.
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+
+    async def offload(self, kind: str, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run blocking ``fn`` in this backend's own ``kind`` ("io"/"teardown") threads."""
+        pool = self._pools.get(kind)
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"openforge-sb-{kind}")
+            self._pools[kind] = pool
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def create(self, spec: SandboxSpec) -> LocalSandbox:
         """Make the sandbox's directories and cgroup; raise :class:`SandboxError` on failure."""
@@ -293,8 +310,13 @@ class LocalBackend:
         sid = "sb-" + secrets.token_hex(6)
         cgroup = Cgroup(self.cgroups, f"openforge-{sid}") if self.cgroups else None
         try:
-            await asyncio.to_thread(self._make, sid, spec, cgroup)
+            # Inline on purpose: four mkdirs, one small write and a few cgroupfs writes take
+            # well under a millisecond, less than a hop to any thread pool and back.
+            self._make(sid, spec, cgroup)
         except OSError as exc:
+            shutil.rmtree(self.root / sid, ignore_errors=True)
+            if cgroup is not None:
+                cgroup.remove()
             raise SandboxError(f"cannot create sandbox {sid}: {exc}") from exc
         box = LocalSandbox(self, sid, spec, cgroup)
         self._sandboxes[sid] = box
@@ -316,12 +338,15 @@ class LocalBackend:
         self._sandboxes.pop(sid, None)
 
     async def close(self) -> None:
-        """Close every sandbox still open."""
+        """Close every sandbox still open and stop this backend's threads."""
         await asyncio.gather(*(box.close() for box in list(self._sandboxes.values())))
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.shutdown(wait=False)
 
     async def reap_orphans(self) -> list[str]:
         """Remove sandboxes left by processes that died without closing them (crash safety)."""
-        return await asyncio.to_thread(self._reap)
+        return await self.offload("teardown", self._reap)
 
     def _reap(self) -> list[str]:
         reaped: list[str] = []
