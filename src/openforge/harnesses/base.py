@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from openforge.sandboxes.base import Sandbox
 
-__all__ = ["Harness", "HarnessError", "HarnessNotInstalled", "Launch"]
+__all__ = ["ExplainsFailure", "Harness", "HarnessError", "HarnessNotInstalled", "Launch"]
 
 Dialect = Literal["openai_chat", "openai_responses", "anthropic"]
 
@@ -61,4 +61,13 @@ class Harness(Protocol):
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The harness's own transcript, or None if it wrote none."""
+        ...
+
+
+@runtime_checkable
+class ExplainsFailure(Protocol):
+    """Optional: an adapter that can say why its harness failed, from its own transcript."""
+
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The harness's own error message (e.g. the API error it got), or None."""
         ...

@@ -140,6 +140,16 @@ class ClaudeCodeHarness:
             "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
         }
 
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The error text of the final ``result`` event (e.g. "Prompt is too long …")."""
+        result = (transcript or {}).get("result")
+        if not isinstance(result, dict) or not result.get("is_error"):
+            return None
+        why = result.get("terminal_reason") or result.get("subtype")
+        status = result.get("api_error_status")
+        head = ", ".join(str(x) for x in (why, status and f"HTTP {status}") if x)
+        return f"{head}: {str(result.get('result', ''))[:2000]}" if head else None
+
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``CLAUDE.md``, Claude Code's project instructions."""
         await sandbox.put({"CLAUDE.md": tools_markdown(tools).encode()})

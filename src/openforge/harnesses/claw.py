@@ -43,12 +43,15 @@ class ClawHarness:
         max_tokens: int = 256,
         temperature: float = 1.0,
         python: str = "python3",
+        script: str | Path | None = None,
     ) -> None:
         self.home = home.rstrip("/")
         self.max_turns = int(max_turns)
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.python = python
+        # A variant of the agent script (tests, experiments); the default is claw_agent.py.
+        self.script = Path(script) if script is not None else _SCRIPT
 
     def install_command(self) -> str:
         """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
@@ -72,7 +75,7 @@ class ClawHarness:
             "OPENFORGE_MODEL": model,
         }
         await sandbox.put({
-            f"{self.home}/{_AGENT_FILE}": _SCRIPT.read_bytes(),
+            f"{self.home}/{_AGENT_FILE}": self.script.read_bytes(),
             f"{self.home}/{_ENV_FILE}": env_script(env),
         })
 
@@ -98,6 +101,12 @@ class ClawHarness:
         except orjson.JSONDecodeError:
             return {"unparsed": got[path].decode(errors="replace")}
         return data if isinstance(data, dict) else {"transcript": data}
+
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The model API error the agent transcribed, if it stopped on one."""
+        if transcript and transcript.get("error"):
+            return str(transcript["error"])[:2000]
+        return None
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``; the agent adds it to its system prompt."""

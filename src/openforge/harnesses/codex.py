@@ -141,6 +141,15 @@ class CodexHarness:
             "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
         }
 
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The message of the last ``turn.failed`` or ``error`` event."""
+        for event in reversed((transcript or {}).get("events", [])):
+            if isinstance(event, dict) and event.get("type") in ("turn.failed", "error"):
+                err = event.get("error") if event.get("type") == "turn.failed" else event
+                if isinstance(err, dict) and err.get("message"):
+                    return str(err["message"])[:2000]
+        return None
+
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``, which Codex reads as project instructions."""
         await sandbox.put({"AGENTS.md": tools_markdown(tools).encode()})

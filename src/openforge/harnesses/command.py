@@ -1,9 +1,140 @@
-"""``openforge`` commands of this area."""
+"""``openforge harness …``: list adapters, record a harness's fingerprint, check it for changes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+__all__ = ["register"]
+
+harness_app = typer.Typer(help="Harness adapters: fingerprints of their call patterns.",
+                          no_args_is_help=True)
+
+_MODEL = "/root/.cache/openforge/models/smollm2-135m"
+ModelOpt = Annotated[str, typer.Option(help="Model directory the gateway renders with.")]
+OptionOpt = Annotated[
+    list[str] | None, typer.Option("--option", "-o", help="Adapter option KEY=VALUE (repeatable).")
+]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"openforge harness: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            _fail(f"--option must be KEY=VALUE, got {pair!r}")
+        out[key.replace("-", "_")] = value
+    return out
+
+
+def _record(name: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Run the harness on hello-file with its scripted solution; its fingerprint."""
+    import asyncio
+    import tempfile
+
+    from openforge.harnesses.base import HarnessError
+    from openforge.harnesses.fingerprint import fingerprint
+    from openforge.harnesses.probe import SOLUTIONS, probe
+    from openforge.harnesses.registry import get_harness
+
+    try:
+        harness = get_harness(name, **options)
+    except HarnessError as exc:
+        _fail(str(exc))
+        raise
+    if name not in SOLUTIONS:
+        _fail(f"no scripted solution for harness {name!r} (known: {', '.join(SOLUTIONS)})")
+    with tempfile.TemporaryDirectory(prefix="openforge-fingerprint-") as tmp:
+        run = asyncio.run(probe(harness, SOLUTIONS[name], Path(tmp), model=model))
+    res = run.result
+    if res.status != "completed" or res.reward != 1.0 or not run.calls:
+        log = ""
+        if res.rollout_id is not None:
+            log = f" (status {res.status}, reward {res.reward}, error {res.error})"
+        _fail(f"{name} did not complete its scripted solution{log}", 1)
+    return fingerprint(harness.name, harness.version, run.calls)
+
+
+def fingerprint_cmd(
+    name: Annotated[str, typer.Argument(help="Harness name (see `openforge harness list`).")],
+    model: ModelOpt = _MODEL,
+    option: OptionOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for NAME-VERSION.json.")] = None,
+) -> None:
+    """Run NAME against a scripted gateway and store its call-pattern fingerprint."""
+    import orjson
+
+    from openforge.harnesses.fingerprint import FINGERPRINT_DIR, fingerprint_path
+
+    fp = _record(name, model, _options(option))
+    path = fingerprint_path(fp["harness"], fp["version"], out or FINGERPRINT_DIR)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(fp, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    typer.echo(f"{fp['harness']} {fp['version']}: {len(fp['calls'])} calls, "
+               f"first prompt {fp['first_prompt_tokens']} tokens, hash {fp['hash']} -> {path}")
+
+
+def check_cmd(
+    name: Annotated[str, typer.Argument(help="Harness name.")],
+    model: ModelOpt = _MODEL,
+    option: OptionOpt = None,
+    baseline: Annotated[
+        Path | None, typer.Option(help="Baseline directory (default: the stored fingerprints).")
+    ] = None,
+) -> None:
+    """Compare NAME's fresh fingerprint with its stored baseline (exit 1 on change)."""
+    from openforge.harnesses.fingerprint import (
+        FINGERPRINT_DIR,
+        compare,
+        fingerprint_path,
+        load_fingerprint,
+    )
+
+    fresh = _record(name, model, _options(option))
+    root = baseline or FINGERPRINT_DIR
+    stored = load_fingerprint(fresh["harness"], fresh["version"], root)
+    if stored is None:
+        path = fingerprint_path(fresh["harness"], fresh["version"], root)
+        _fail(f"no baseline {path}; record one with `openforge harness fingerprint {name}`")
+        return
+    changes = compare(stored, fresh)
+    if not changes:
+        typer.echo(f"{fresh['harness']} {fresh['version']}: no change (hash {fresh['hash']})")
+        return
+    typer.echo(f"{fresh['harness']} {fresh['version']}: the call pattern changed "
+               f"({stored['hash']} -> {fresh['hash']}):")
+    for line in changes:
+        typer.echo(f"  {line}")
+    raise typer.Exit(1)
+
+
+def list_cmd() -> None:
+    """Every registered harness with its pinned version and stored fingerprint."""
+    from openforge.harnesses.base import HarnessError
+    from openforge.harnesses.fingerprint import harness_metadata
+    from openforge.harnesses.registry import get_harness, harness_names
+
+    for name in harness_names():
+        try:
+            h = get_harness(name)
+        except (HarnessError, ImportError) as exc:
+            typer.echo(f"{name}: needs options ({exc})")
+            continue
+        meta = harness_metadata(h.name, h.version)
+        typer.echo(f"{name}\t{h.version}\t{h.dialect}\t{meta['harness_fingerprint'] or '-'}\t"
+                   f"{h.install_command()}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the ``openforge`` app."""
+    """Add ``openforge harness`` to the ``openforge`` app."""
+    harness_app.command("fingerprint")(fingerprint_cmd)
+    harness_app.command("check")(check_cmd)
+    harness_app.command("list")(list_cmd)
+    app.add_typer(harness_app, name="harness")

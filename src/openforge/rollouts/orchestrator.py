@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import Harness
+from openforge.harnesses.fingerprint import harness_metadata
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient
@@ -143,6 +144,8 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
 
     harness: Harness = (get_harness(config.harness, **config.harness_options)
                         if isinstance(config.harness, str) else config.harness)
+    # Every rollout records which harness, at which version and call pattern, made it.
+    harness_meta = harness_metadata(harness.name, harness.version)
     owns_backend = isinstance(config.backend, str)
     backend: SandboxBackend = (create_backend(config.backend, **config.backend_options)
                                if isinstance(config.backend, str) else config.backend)
@@ -153,7 +156,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
                           group_id=f"{run_id}/{task.id}", model=config.model,
                           workdir=config.workdir, retries=config.retries,
                           retry_backoff_s=config.retry_backoff_s,
-                          metadata={**config.metadata, "run_id": run_id})
+                          metadata={**harness_meta, **config.metadata, "run_id": run_id})
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

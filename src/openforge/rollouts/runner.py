@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforge.harnesses.base import Harness, HarnessError
+from openforge.harnesses.base import ExplainsFailure, Harness, HarnessError
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
@@ -108,6 +108,9 @@ async def _attempt(task: Task, job: RolloutJob, minted: Minted, out: Attempt,
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         with contextlib.suppress(*_INFRA):
             out.transcript = await job.harness.collect(box)
+        if status == "agent_error" and isinstance(job.harness, ExplainsFailure):
+            reason = job.harness.failure_reason(out.transcript, out.agent_log)
+            error = f"{error}: {reason}" if reason else error
         t1 = time.perf_counter()
         try:
             verdict = await run_verifier(box, task, job.workdir)

@@ -1,0 +1,89 @@
+"""Each adapter end to end through the orchestrator: the scripted engine plays a correct
+(reward 1) or wrong (reward 0) solution of claw-mini's hello-file with the harness's own
+tools; the stored calls are token-exact; a prompt past the context ends agent_error."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import orjson
+import pytest
+
+from openforge.harnesses.fingerprint import compare, fingerprint, load_fingerprint
+from openforge.harnesses.probe import SOLUTIONS, WRONG, ProbeRun, probe
+from openforge.harnesses.registry import get_harness
+from openforge.store.schemas import CallStatus
+
+from .conftest import require
+
+HARNESSES = [
+    "claw",
+    pytest.param("claude-code", marks=pytest.mark.slow),
+    pytest.param("codex", marks=pytest.mark.slow),
+]
+DIALECT = {"claw": "openai_chat", "claude-code": "anthropic", "codex": "openai_responses"}
+# What each harness says when the gateway refuses a prompt past the context.
+CONTEXT_REASON = {
+    "claw": "maximum context length is 300 tokens",
+    "claude-code": "Prompt is too long",
+    "codex": "context window",
+}
+
+
+def _assert_token_exact(run: ProbeRun, dialect: str) -> None:
+    main = [c for c in run.calls if c.dialect == dialect and c.status == CallStatus.OK]
+    assert len(main) >= 2, [(c.dialect, c.status, c.error) for c in run.calls]
+    # The k-th call got script line k: the stored output ids are the engine's, exactly.
+    for k, call in enumerate(main[: len(run.reply_ids)]):
+        assert call.output_ids == run.reply_ids[k]
+        assert len(call.output_logprobs) == len(call.output_ids)
+    # Each later prompt extends the earlier prompt and its sampled ids, token for token.
+    for earlier, later in itertools.pairwise(main):
+        prefix = earlier.prompt_ids + earlier.output_ids
+        assert later.prompt_ids[: len(prefix)] == prefix
+        assert not later.fork
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+async def test_correct_solution_scores_1_token_exact(name: str, tmp_path: Path) -> None:
+    require(name)
+    harness = get_harness(name)
+    run = await probe(harness, SOLUTIONS[name], tmp_path)
+    res = run.result
+    assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
+    _assert_token_exact(run, DIALECT[name])
+    # The rollout records its harness: name, pinned version, the stored fingerprint's hash.
+    assert run.rollout is not None
+    meta = run.rollout.metadata
+    stored = load_fingerprint(harness.name, harness.version)
+    assert stored is not None, f"no fingerprint stored for {name}: `openforge harness fingerprint`"
+    assert (meta["harness"], meta["harness_version"]) == (harness.name, harness.version)
+    assert meta["harness_fingerprint"] == stored["hash"]
+    # The same call pattern as the stored baseline.
+    assert compare(stored, fingerprint(harness.name, harness.version, run.calls)) == []
+    transcript = orjson.loads((run.run_dir / "rollouts/hello-file/0/transcript.json").read_bytes())
+    assert transcript
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+async def test_wrong_solution_scores_0(name: str, tmp_path: Path) -> None:
+    require(name)
+    run = await probe(get_harness(name), WRONG[name], tmp_path)
+    assert (run.result.status, run.result.reward) == ("completed", 0.0), run.result
+    assert run.result.details == {"found": "goodbye\n"}
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+async def test_prompt_past_the_context_ends_agent_error_with_the_reason(
+    name: str, tmp_path: Path
+) -> None:
+    require(name)
+    run = await probe(get_harness(name), SOLUTIONS[name], tmp_path, max_context=300)
+    res = run.result
+    assert (res.status, res.reward) == ("agent_error", 0.0), res
+    assert res.error is not None and CONTEXT_REASON[name] in res.error, res.error
+    refused = [c for c in run.calls if c.status == CallStatus.REJECTED]
+    assert refused and all("prompt is too long" in (c.error or "") for c in refused)
+    assert not [c for c in run.calls if c.status == CallStatus.OK]
+    assert run.rollout is not None and run.rollout.status == "agent_error"
