@@ -85,3 +85,28 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     assert (tmp_path / "run" / "tensorboard").is_dir()
     report = (await write_report(cfg, store_path)).read_text()
     assert "<svg" in report and '<span class="t">' in report and "pass@2" in report
+
+
+async def test_step_whose_rollouts_all_failed_is_skipped(tmp_path: Path) -> None:
+    import socket
+
+    from openforge.store.sqlite import SqliteStore
+
+    with socket.socket() as s:  # a port nothing listens on: every rollout is an infra error
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    store_path = tmp_path / "store.db"
+    await SqliteStore(store_path).close()
+    cfg = TrainConfig(
+        model=str(resolve_model("tiny")), steps=1, tasks_per_step=1, group_size=2,
+        tasks=str(_suite(tmp_path / "suite")), harness="shell",
+        rollout_options={"harness_options": {"command": "true"}, "retries": 0},
+        run_dir=str(tmp_path / "run"), gateway_url=dead, store=str(store_path),
+    )  # fmt: skip
+    async with open_session(cfg) as env:
+        summary = await run_loop(cfg, env, evaluate_edges=False)
+    assert (summary.steps_done, summary.skipped, summary.version) == (1, 1, 0)
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["reason"], r["masked_rollouts"]) for r in records] == [
+        ("skip", "all rollouts failed", 2.0)
+    ]
