@@ -1,0 +1,123 @@
+"""Fingerprints: a re-run matches the stored baseline; an added tool is reported; the CLI
+exits non-zero on a change; a missing or wrong-version harness names its install command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from openforge.harnesses import claw_agent
+from openforge.harnesses.base import HarnessNotInstalled
+from openforge.harnesses.claude_code import ClaudeCodeHarness
+from openforge.harnesses.claw import ClawHarness
+from openforge.harnesses.codex import CodexHarness
+from openforge.harnesses.fingerprint import (
+    compare,
+    fingerprint,
+    load_fingerprint,
+    stabilise,
+)
+from openforge.harnesses.launching import TaskTool
+from openforge.harnesses.probe import SOLUTIONS, probe
+from openforge.sandboxes import SandboxSpec, create_backend
+
+from .conftest import require
+
+OPENFORGE = str(Path(sys.executable).parent / "openforge")
+EXTRA_TOOL = (
+    '    {"type": "function", "function": {"name": "grep", "description": "Search files.",'
+    ' "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}}}},\n'
+)
+
+
+def _claw_with_extra_tool(tmp_path: Path) -> Path:
+    source = Path(claw_agent.__file__).read_text()
+    marker = "TOOLS: list[dict[str, Any]] = [\n"
+    assert marker in source
+    script = tmp_path / "claw_agent_plus.py"
+    script.write_text(source.replace(marker, marker + EXTRA_TOOL, 1))
+    return script
+
+
+async def test_adding_a_tool_is_reported(tmp_path: Path) -> None:
+    require("claw")
+    baseline = load_fingerprint("claw", claw_agent.VERSION)
+    assert baseline is not None
+    harness = ClawHarness(script=_claw_with_extra_tool(tmp_path))
+    run = await probe(harness, SOLUTIONS["claw"], tmp_path / "run")
+    assert run.result.reward == 1.0, run.result
+    fresh = fingerprint("claw", claw_agent.VERSION, run.calls)
+    changes = compare(baseline, fresh)
+    assert fresh["hash"] != baseline["hash"]
+    assert "call 0: tool added: grep" in changes
+    assert "call 1: tool added: grep" in changes
+    assert not any("system prompt" in c for c in changes)
+
+
+def test_check_cli_no_change_then_change(tmp_path: Path) -> None:
+    require("claw")
+    ok = subprocess.run([OPENFORGE, "harness", "check", "claw"], capture_output=True,
+                        text=True, timeout=240)
+    assert ok.returncode == 0, ok.stderr
+    assert "no change" in ok.stdout
+    # A baseline whose first call lacked the `edit` tool: the installed claw "added" it.
+    stored = load_fingerprint("claw", claw_agent.VERSION)
+    assert stored is not None
+    stored["calls"][0]["tools"] = [t for t in stored["calls"][0]["tools"] if t[0] != "edit"]
+    stored["hash"] = "0" * 16
+    (tmp_path / f"claw-{claw_agent.VERSION}.json").write_bytes(orjson.dumps(stored))
+    changed = subprocess.run([OPENFORGE, "harness", "check", "claw", "--baseline",
+                              str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert changed.returncode == 1, changed.stderr
+    assert "call 0: tool added: edit" in changed.stdout
+
+
+def test_stabilise_removes_dates_ids_and_kernels() -> None:
+    text = ("Today's date is 2026-11-03. Session 327d749f-b4c1-414f-a675-caf6816056bf "
+            "on Linux 6.8.0-45-generic, cwd /tmp/pytest-of-root/x1/work")
+    assert stabilise(text) == ("Today's date is <date>. Session <uuid> on Linux <kernel>, "
+                               "cwd <tmp>")
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: ClaudeCodeHarness(binary=b), lambda b: CodexHarness(binary=b)])
+async def test_missing_or_wrong_version_names_the_install_command(
+        make: object, tmp_path: Path) -> None:
+    require("claw")
+    backend = create_backend("local", root=tmp_path / "sb")
+    box = await backend.create(SandboxSpec())
+    try:
+        await box.put({"fake": b"#!/bin/sh\necho '9.9.9 (fake)'\n"})
+        await box.exec(["chmod", "+x", "fake"])
+        for binary, expect in (("no-such-harness", "is not installed"),
+                               ("/workspace/fake", "9.9.9 is installed but")):
+            harness = make(binary)  # type: ignore[operator]
+            with pytest.raises(HarnessNotInstalled) as err:
+                await harness.check(box)
+            assert expect in str(err.value)
+            assert f"npm install -g {harness.install_command().split()[-1]}" in str(err.value)
+    finally:
+        await backend.close()
+
+
+async def test_task_tools_reach_the_workspace_and_claws_prompt(tmp_path: Path) -> None:
+    require("claw")
+    backend = create_backend("local", root=tmp_path / "sb")
+    box = await backend.create(SandboxSpec())
+    tools = [TaskTool("lookup", "Look a word up.", "python3 tools/lookup.py WORD")]
+    try:
+        await ClawHarness().add_tools(box, tools)
+        await CodexHarness().add_tools(box, tools)
+        await ClaudeCodeHarness().add_tools(box, tools)
+        got = await box.get(["AGENTS.md", "CLAUDE.md"])
+        assert b"python3 tools/lookup.py WORD" in got["AGENTS.md"]
+        assert got["AGENTS.md"] == got["CLAUDE.md"]
+    finally:
+        await backend.close()
+    (tmp_path / "AGENTS.md").write_bytes(got["AGENTS.md"])
+    prompt = claw_agent.system_prompt(tmp_path)
+    assert prompt.startswith(claw_agent.SYSTEM_PROMPT) and "## lookup" in prompt
