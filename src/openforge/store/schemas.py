@@ -108,6 +108,9 @@ class CallRecord:
     queued_s: float = 0.0  # waiting (pause, engine queue) before generation started
     first_token_s: float | None = None
     total_s: float = 0.0
+    # The id of the answer the harness saw (``resp_…``, ``chatcmpl-…``, ``msg_…``), so a
+    # Responses ``previous_response_id`` can be resolved from the store after a restart.
+    response_id: str | None = None
 
 
 def encode_ids(ids: list[int]) -> bytes:

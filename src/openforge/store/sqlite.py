@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import queue
 import secrets
 import sqlite3
@@ -31,6 +32,7 @@ import orjson
 import zstandard
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.migrations import SCHEMA_VERSION, SchemaMismatch, migrate, read_version
 from openforge.store.schemas import (
     TERMINAL,
     TRANSITIONS,
@@ -46,9 +48,8 @@ from openforge.store.schemas import (
 
 __all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
 
-SCHEMA_VERSION = 1
-
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -92,28 +93,26 @@ CREATE TABLE IF NOT EXISTS calls (
     created_at REAL NOT NULL,
     queued_s REAL NOT NULL,
     first_token_s REAL,
-    total_s REAL NOT NULL
+    total_s REAL NOT NULL,
+    response_id TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
+CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
 
 _CALL_COLUMNS = (
     "id, rollout_id, seq, dialect, status, prompt_ids, output_ids, output_logprobs,"
     " prompt_tokens, output_tokens, finish_reason, request_model, engine, served_model,"
     " weight_version, fork, render_info, raw_request, conversation, completion, error,"
-    " harness, created_at, queued_s, first_token_s, total_s"
+    " harness, created_at, queued_s, first_token_s, total_s, response_id"
 )
-_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES ({', '.join('?' * 27)})"
 _ROLLOUT_COLUMNS = (
     "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
 )
 
 _STOP = object()
 _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
-
-
-class SchemaMismatch(StoreError):
-    """The file was written by another schema version than this code reads."""
 
 
 def new_rollout_key() -> str:
@@ -130,30 +129,23 @@ def _connect(path: str, synchronous: str) -> sqlite3.Connection:
 
 
 def _check_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Create a fresh schema, accept the current one, refuse any other with a clear message."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not tables:
+    """Create a fresh schema, accept the current one, migrate older ones, refuse the rest."""
+    version = read_version(conn, path)
+    if version is None:
         conn.executescript(
             "BEGIN;" + _SCHEMA + f"INSERT INTO schema_version VALUES ({SCHEMA_VERSION}); COMMIT;"
         )
         return
-    if "schema_version" not in tables:
-        raise SchemaMismatch(
-            f"{path} is an SQLite file but not an OpenForge store (no schema_version table)"
-        )
-    row = conn.execute("SELECT version FROM schema_version").fetchone()
-    version = int(row[0]) if row else 0
-    if version > SCHEMA_VERSION:
-        raise SchemaMismatch(
-            f"store {path} has schema version {version}, newer than this OpenForge reads "
-            f"({SCHEMA_VERSION}); upgrade openforge to open it"
-        )
-    if version < SCHEMA_VERSION:
-        # No older released schema exists yet; a future version adds its migration here.
-        raise SchemaMismatch(
-            f"store {path} has schema version {version} and no migration to "
-            f"{SCHEMA_VERSION} exists; export it with the OpenForge that wrote it"
-        )
+    if version != SCHEMA_VERSION:
+        backup = migrate(conn, path, version)
+        if backup is not None:
+            _log.warning(
+                "store %s migrated from schema %d to %d (backup: %s)",
+                path,
+                version,
+                SCHEMA_VERSION,
+                backup,
+            )
 
 
 def _rollout_from_row(row: Sequence[Any]) -> Rollout:
@@ -199,6 +191,7 @@ def _call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[A
         call.queued_s,
         call.first_token_s,
         call.total_s,
+        call.response_id,
     )
 
 
@@ -231,6 +224,7 @@ def _call_from_row(
         queued_s=row[23],
         first_token_s=row[24],
         total_s=row[25],
+        response_id=row[26],
     )
 
 
@@ -553,6 +547,19 @@ class SqliteStore:
                 f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
             )
             return [_call_from_row(r, tokens, decompressor) for r in rows]
+
+        return await self._read(select)
+
+    async def call_by_response_id(self, response_id: str) -> CallRecord | None:
+        """The call whose answer had this id (e.g. a Responses ``resp_…``), if recorded."""
+        decompressor = self._decompressor  # used only on the reader thread
+
+        def select(conn: sqlite3.Connection) -> CallRecord | None:
+            row = conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM calls WHERE response_id = ? LIMIT 1",
+                (response_id,),
+            ).fetchone()
+            return _call_from_row(row, True, decompressor) if row else None
 
         return await self._read(select)
 

@@ -1,0 +1,156 @@
+"""Store schema versions and the migrations between them.
+
+A store file records its schema version in ``schema_version``. Opening a store:
+
+* an empty file gets the current schema;
+* the current version opens as is;
+* an older version that every step up to the current one has a migration for is backed up
+  (SQLite's online backup, to ``<file>.v<old>.bak``) and then migrated in one transaction:
+  either every step and the new version number land, or nothing does;
+* anything else — a newer version, an older one with a missing step, a file that is not
+  an OpenForge store — is refused with :class:`SchemaMismatch`, whose message says what
+  to do. A store that cannot be backed up is refused rather than migrated unprotected.
+
+Adding a version: bump :data:`SCHEMA_VERSION`, update the DDL in ``sqlite.py`` (which
+creates fresh stores at the current version), and add ``MIGRATIONS[new] = Migration(...)``
+whose ``apply`` turns a store of version ``new - 1`` into ``new``. Migrations run on the
+opening connection inside ``BEGIN IMMEDIATE`` and must not commit.
+
+History:
+
+* v1 — rollouts and calls (the first released schema).
+* v2 — ``calls.response_id`` (the id of the answer a harness saw, e.g. ``resp_…``) with an
+  index, so OpenAI Responses ``previous_response_id`` survives a gateway restart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from openforge.store.base import StoreError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "SchemaMismatch", "migrate"]
+
+SCHEMA_VERSION = 2
+
+
+class SchemaMismatch(StoreError):
+    """The file was written by another schema version than this code reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step: turns a store of version ``to - 1`` into version ``to``."""
+
+    to: int
+    description: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _v2_response_id(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE calls ADD COLUMN response_id TEXT")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id)"
+        " WHERE response_id IS NOT NULL"
+    )
+
+
+MIGRATIONS: dict[int, Migration] = {
+    2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
+}
+
+
+def read_version(conn: sqlite3.Connection, path: str) -> int | None:
+    """The file's schema version; None for an empty file. Refuses non-OpenForge files."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return None
+    if "schema_version" not in tables:
+        raise SchemaMismatch(
+            f"{path} is an SQLite file but not an OpenForge store (no schema_version table)"
+        )
+    row = conn.execute("SELECT version FROM schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _steps(found: int, path: str) -> list[Migration]:
+    if found > SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"store {path} has schema version {found}, newer than this OpenForge reads "
+            f"({SCHEMA_VERSION}); upgrade openforge to open it"
+        )
+    missing = [v for v in range(found + 1, SCHEMA_VERSION + 1) if v not in MIGRATIONS]
+    if missing:
+        raise SchemaMismatch(
+            f"store {path} has schema version {found} and no migration to "
+            f"{SCHEMA_VERSION} exists (none to version {missing[0]}); export it with the "
+            "OpenForge that wrote it"
+        )
+    return [MIGRATIONS[v] for v in range(found + 1, SCHEMA_VERSION + 1)]
+
+
+def _backup(conn: sqlite3.Connection, path: str, found: int) -> str | None:
+    """Copy the store (consistently, WAL included) next to it before touching it."""
+    if path == ":memory:" or path.startswith("file::memory:"):
+        return None
+    target = Path(f"{path}.v{found}.bak")
+    n = 1
+    while target.exists():
+        target = Path(f"{path}.v{found}.bak{n}")
+        n += 1
+    try:
+        dest = sqlite3.connect(target)
+        try:
+            conn.backup(dest)
+        finally:
+            dest.close()
+    except (sqlite3.Error, OSError) as exc:
+        target.unlink(missing_ok=True)
+        raise SchemaMismatch(
+            f"store {path} has schema version {found} and needs migrating to "
+            f"{SCHEMA_VERSION}, but backing it up to {target} failed ({exc}); free space or "
+            "make the directory writable and open it again (the store is unchanged)"
+        ) from None
+    return str(target)
+
+
+def migrate(conn: sqlite3.Connection, path: str, found: int) -> str | None:
+    """Bring a store of version ``found`` to :data:`SCHEMA_VERSION`; return the backup's path.
+
+    ``conn`` is in autocommit mode (``isolation_level=None``). Raises
+    :class:`SchemaMismatch` when there is no way up, the backup fails, or a step fails
+    (then the store is left exactly as it was).
+    """
+    steps = _steps(found, path)
+    if not steps:
+        return None
+    backup = _backup(conn, path, found)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated it between our read and our lock.
+        now = read_version(conn, path)
+        if now != found:
+            conn.execute("ROLLBACK")
+            if now == SCHEMA_VERSION:
+                return backup
+            raise SchemaMismatch(f"store {path} changed version to {now} while opening")
+        for step in steps:
+            step.apply(conn)
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        if conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 0:
+            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except SchemaMismatch:
+        raise
+    except Exception as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        where = f"; a copy from before is at {backup}" if backup else ""
+        raise SchemaMismatch(
+            f"store {path}: migrating schema {found} → {SCHEMA_VERSION} failed ({exc}); "
+            f"the store is unchanged{where}"
+        ) from exc
+    return backup
