@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +45,15 @@ def rescored(engine: LocalEngine, prompt: list[int], out: list[int]) -> torch.Te
         logits = engine.model(torch.tensor([prompt + out])).logits[0]
     result: torch.Tensor = logits[len(prompt) - 1 : -1].float()
     return result
+
+
+async def settles(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` becomes true while the worker runs a few more steps."""
+    for _ in range(1000):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
 
 
 def encode(engine: LocalEngine, text: str) -> list[int]:
@@ -152,15 +161,11 @@ async def test_cancelling_the_consumer_frees_the_slot(engine: LocalEngine) -> No
 
     task = asyncio.create_task(consume())
     await started.wait()
-    assert engine.active == 1
+    assert await settles(lambda: engine.active == 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(500):  # the worker notices between two steps
-        if engine.active == 0:
-            break
-        await asyncio.sleep(0.01)
-    assert engine.active == 0
+    assert await settles(lambda: engine.active == 0)  # the worker drops it between steps
     out, _, last = await run(engine, prompt, max_tokens=3, temperature=0.0)
     assert len(out) == 3 and last.finish_reason == "length"
 

@@ -101,6 +101,7 @@ class LocalEngine:
         self._inbox: queue.SimpleQueue[_Seq | _Control | None] = queue.SimpleQueue()
         self._batch: _Batch | None = None
         self._waiting: list[_Seq] = []
+        self._count = 0  # rows in the batch + waiting, as of the worker's last iteration
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="openforge-local", daemon=True)
         self._thread.start()
@@ -117,8 +118,7 @@ class LocalEngine:
     @property
     def active(self) -> int:
         """How many sequences are in the running batch or waiting to join it."""
-        batch = self._batch
-        return (len(batch.seqs) if batch else 0) + len(self._waiting)
+        return self._count
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
         """Stream sampled ids and logprobs; cancelling the consumer drops the sequence."""
@@ -250,10 +250,11 @@ class LocalEngine:
         if self._batch is not None:
             self._decode()
             self._drop_finished()
+        self._count = (len(self._batch.seqs) if self._batch else 0) + len(self._waiting)
 
     def _fail_all(self, error: BaseException | None) -> None:
         seqs = (self._batch.seqs if self._batch else []) + self._waiting
-        self._batch, self._waiting = None, []
+        self._batch, self._waiting, self._count = None, [], 0
         for seq in seqs:
             if seq.done or seq.cancelled:
                 continue
