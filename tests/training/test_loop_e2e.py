@@ -3,6 +3,7 @@ local sandboxes and a one-call agent; weight versions advance and every call is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -29,7 +30,8 @@ out = json.load(urllib.request.urlopen(req, timeout=120))
 open("answer.txt", "w").write(out["choices"][0]["message"]["content"] or "")
 PY"""
 
-VERIFY = """import json
+VERIFY = """import dataclasses
+import json
 text = open("answer.txt").read() if __import__("os").path.exists("answer.txt") else ""
 print(json.dumps({"reward": (len(text) % 7) / 6, "details": {"chars": len(text)}}))
 """
@@ -64,13 +66,20 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     store_path = tmp_path / "store.db"
     engine = LocalEngine(str(model), threads=1)
     gateway = Gateway(engine, SqliteStore(store_path), model=model)
-    async with gateway as gw, open_session(cfg, gw.url, store_path) as env:
-        summary = await run_loop(cfg, env)
-        calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
+    async with gateway as gw:
+        async with open_session(cfg, gw.url, store_path) as env:
+            summary = await run_loop(cfg, env)
+            calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
+        # a restart with one more step resumes from the checkpoint of step 2
+        more = dataclasses.replace(cfg, steps=3)
+        async with open_session(more, gw.url, store_path) as env:
+            assert env.trainer.version == 0  # fresh trainer until the loop resumes
+            resumed = await run_loop(more, env, evaluate_edges=False)
+            status = await env.sync.status()
     assert summary.steps_done == 2
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
-    assert [r["version"] for r in train] == [1, 2], records
+    assert [(r["step"], r["version"]) for r in train] == [(0, 1), (1, 2), (2, 3)], records
     assert summary.version == 2
     # async: step 1's rollouts were sampled with version 0 while step 0 trained
     assert train[1]["staleness_max"] >= 1
@@ -81,8 +90,10 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     assert calls and {c.weight_version for c in calls} <= {"0", "1", "2"}
     assert "2" in {c.weight_version for c in calls}  # the after-eval ran on the pushed weights
     ckpt = latest_checkpoint(cfg.run_dir)
-    assert ckpt is not None and ckpt.name == "step-000002"
+    assert ckpt is not None and ckpt.name == "step-000003"
     assert (tmp_path / "run" / "tensorboard").is_dir()
+    assert (resumed.steps_done, resumed.version) == (3, 3)
+    assert status["weight_version"] == "3"
     report = (await write_report(cfg, store_path)).read_text()
     assert "<svg" in report and '<span class="t">' in report and "pass@2" in report
 

@@ -25,6 +25,7 @@ def train(
     from openforge.training.config import ConfigError, load_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call
     overrides: dict[str, object] = {}
     if steps is not None:
         overrides["steps"] = steps

@@ -86,8 +86,8 @@ class TrainConfig:
     admin_token: str | None = None
     concurrency: int = 4
     rollout_timeout_s: float = 300.0
-    temperature: float = 1.0
-    max_tokens: int = 512  # per call
+    temperature: float = 1.0  # claw harness: sampling temperature (others configure their own)
+    max_tokens: int = 512  # claw harness: max tokens per call
     rollout_options: dict[str, Any] = field(default_factory=dict)  # passed to the orchestrator
     # --- where the config came from, for error messages (not a YAML key) ---
     source: str = field(default="<config>", metadata={"internal": True})

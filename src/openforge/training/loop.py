@@ -111,6 +111,9 @@ def _rollout_config(
 ) -> RolloutConfig:
     extra = dict(cfg.rollout_options)
     harness_options = dict(extra.pop("harness_options", {}))
+    if cfg.harness == "claw":  # the built-in agent takes its sampling settings as options
+        harness_options.setdefault("max_tokens", cfg.max_tokens)
+        harness_options.setdefault("temperature", cfg.temperature)
     return RolloutConfig(
         tasks=tasks,
         harness=cfg.harness,

@@ -22,19 +22,23 @@ log = logging.getLogger("openforge.training")
 
 def quickstart_config(run_dir: str, steps: int) -> TrainConfig:
     """The quickstart's GRPO settings (also a starting point for ``openforge train``)."""
+    # Sized for 2 CPU cores: short agent turns, merged samples (one per rollout, so the
+    # shared prompt is trained once), one held-out sample per test task.
     return TrainConfig(
         model="smollm2-135m",
         harness="claw",
         tasks="claw-mini",
         steps=steps,
-        tasks_per_step=4,
+        tasks_per_step=2,
         group_size=4,
+        sample_mode="merged",
         async_rollouts=True,
         max_staleness=1,
-        learning_rate=2e-5,
-        eval_samples=2,
-        concurrency=4,
-        max_tokens=256,
+        learning_rate=1e-5,
+        eval_samples=1,
+        concurrency=8,
+        max_tokens=128,
+        rollout_options={"harness_options": {"max_turns": 3}},
         run_dir=run_dir,
     )
 
@@ -88,6 +92,7 @@ def run_quickstart(run_dir: str = "runs/quickstart", steps: int = 3) -> Path:
     from openforge.training.session import open_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call
     try:
         get_harness("claw")
     except HarnessError as exc:
