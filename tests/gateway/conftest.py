@@ -17,7 +17,7 @@ from openforge.store.sqlite import SqliteStore
 
 MODEL = os.environ.get("OPENFORGE_TEST_MODEL", "/root/.cache/openforge/models/smollm2-135m")
 
-TOOL_SCRIPT = [
+TOOL_SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
     {"text": "The command printed hi."},
 ]

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from openforge.engines.base import Engine, UpdatableEngine
+from openforge.engines.base import Engine, TextEngine, UpdatableEngine
 from openforge.gateway.control import Control
 from openforge.store.base import RolloutConflict, RolloutNotFound, Store
 from openforge.store.schemas import TERMINAL, CallRecord, Rollout, RolloutStatus
@@ -111,7 +111,7 @@ class AdminApi:
     def __init__(
         self,
         store: Store,
-        engine: Engine,
+        engine: Engine | TextEngine,
         control: Control,
         admin_token: str | None = None,
         public_url: str | None = None,

@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from openforge.dialects.errors import ApiError
-from openforge.engines.base import Engine
+from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.admin import AdminApi
 from openforge.gateway.control import Control
 from openforge.gateway.dialects import DialectSpec, load_dialects
@@ -91,7 +91,7 @@ def _models_body(name: str) -> bytes:
     )
 
 
-def build_app(engine: Engine, store: Store, config: GatewayConfig) -> Starlette:
+def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> Starlette:
     """The gateway app over ``engine`` and ``store``."""
     control = Control(store, weight_version=engine.info().weight_version)
     prompting = Prompting(config.model)

@@ -44,6 +44,9 @@ def gateway(
     public_url: Annotated[
         str | None, typer.Option(help="Root URL harnesses reach (default: as requested).")
     ] = None,
+    served_model: Annotated[
+        str, typer.Option(help="Model name the engine server knows (vllm, sglang, upstream).")
+    ] = "",
 ) -> None:
     """Serve OpenAI Chat, OpenAI Responses and Anthropic Messages, recording every call."""
     from openforge.gateway.launch import build_engine, resolve_model_dir
@@ -51,7 +54,7 @@ def gateway(
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
     model_dir = resolve_model_dir(model, _fail)
-    eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail)
+    eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail, served_model)
 
     from openforge.gateway.server import serve
     from openforge.store.base import StoreError

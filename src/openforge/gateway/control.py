@@ -29,6 +29,10 @@ class RolloutState:
     history: Any = None
     calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Set when the rollout already had calls when this gateway first saw it (a restart):
+    # its history and stored responses are rebuilt from the store before its next call.
+    restore: bool = False
+    restore_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Control:
@@ -93,7 +97,7 @@ class Control:
             state = self._rollouts.get(rollout.id)
             if state is None:
                 next_seq = await _next_seq(self.store, rollout.id)
-                state = RolloutState(rollout=rollout, next_seq=next_seq)
+                state = RolloutState(rollout=rollout, next_seq=next_seq, restore=next_seq > 0)
                 self._rollouts[rollout.id] = state
         self._seq_locks.pop(rollout.id, None)
         return state

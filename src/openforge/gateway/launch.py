@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from openforge.engines.base import Engine
+from openforge.engines.base import Engine, TextEngine
 
 __all__ = ["build_engine", "resolve_model_dir"]
 
@@ -41,8 +41,14 @@ def build_engine(
     api: str | None,
     max_context: int | None,
     fail: Fail,
-) -> Engine:
-    """The engine ``--engine`` names, configured from the other options."""
+    served_model: str = "",
+) -> Engine | TextEngine:
+    """The engine ``--engine`` names, configured from the other options.
+
+    ``upstream`` (a teacher API) is a text engine: ``--model`` still names the model whose
+    tokenizer renders the recorded prompt and reply ids; the upstream is asked for
+    ``served_model``, or else the model name each harness request carries.
+    """
     if kind == "scripted":
         from openforge.engines.scripted import ScriptedEngine, ScriptError
 
@@ -56,10 +62,18 @@ def build_engine(
         from openforge.engines.registry import create_engine
     except ImportError:
         _die(fail, f"--engine {kind} is not available in this build (no engines.registry)")
+    if kind == "upstream" and not urls:
+        _die(fail, "--engine upstream needs --url BASE_URL (e.g. https://api.openai.com/v1)")
+    # The upstream must not be asked for our tokenizer's directory as its model name.
+    model = "" if kind == "upstream" else model_dir
     try:
-        engine = create_engine(kind, model=model_dir, urls=urls, api=api, max_context=max_context)
+        return create_engine(
+            kind,
+            model=model,
+            urls=urls,
+            api=api,
+            max_context=max_context,
+            served_model=served_model,
+        )
     except Exception as exc:
         _die(fail, f"--engine {kind}: {exc}")
-    if not isinstance(engine, Engine):  # a text-level teacher: no token ids to record
-        _die(fail, f"--engine {kind} is text-level; the gateway serves token engines only so far")
-    return engine

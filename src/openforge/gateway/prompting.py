@@ -25,6 +25,7 @@ from openforge.conversation import (
 from openforge.dialects.errors import ApiError
 from openforge.gateway.control import RolloutState
 from openforge.gateway.dialects import new_id
+from openforge.store.schemas import CallRecord, CallStatus
 
 __all__ = ["CallParser", "Prompting", "Rendered"]
 
@@ -133,6 +134,32 @@ class Prompting:
             reasoning=completion.reasoning,
         )
         state.history.record(rendered.prompt, completion.output_ids, message)
+
+    def restore(self, state: RolloutState, calls: list[CallRecord]) -> tuple[int, int]:
+        """Rebuild a rollout's history from its stored calls (after a gateway restart).
+
+        Each answered call is rendered again, in ``seq`` order, against the history being
+        rebuilt and recorded with its stored output ids, exactly as :meth:`commit` did
+        when it was served. Returns (calls replayed, calls whose prompt rendered
+        differently from the stored ids, e.g. under another tokenizer).
+        """
+        from openforge.gateway.records import answer_message, conversation_from_json
+
+        history = self.renderer.new_history()
+        replayed = differ = 0
+        for call in calls:
+            if call.status != CallStatus.OK or not call.conversation or not call.completion:
+                continue
+            try:
+                prompt = self.renderer.render(conversation_from_json(call.conversation), history)
+            except (ValueError, KeyError, TypeError):
+                differ += 1  # unreadable or unrenderable now: later calls fork as before
+                continue
+            differ += prompt.ids != call.prompt_ids
+            history.record(prompt, call.output_ids, answer_message(call.completion))
+            replayed += 1
+        state.history = history
+        return replayed, differ
 
     def count_tokens(self, conversation: Conversation) -> int:
         """Prompt tokens ``conversation`` renders to (no history)."""

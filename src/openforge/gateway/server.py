@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from openforge.engines.base import Engine
+from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.app import GatewayConfig, build_app
 from openforge.store.base import Store
 
@@ -76,7 +76,7 @@ class Gateway:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | TextEngine,
         store: Store,
         *,
         model: str | Path,
@@ -151,7 +151,7 @@ class Gateway:
 
 
 def serve(
-    engine: Engine,
+    engine: Engine | TextEngine,
     store: Store,
     *,
     model: str | Path,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,12 +25,20 @@ from starlette.types import Receive, Scope, Send
 from openforge.conversation import Completion, Conversation, Message, TextPart
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
-from openforge.engines.base import Engine, EngineError, EngineOverloaded, EngineRequest
+from openforge.engines.base import (
+    Engine,
+    EngineError,
+    EngineOverloaded,
+    EngineRequest,
+    TextEngine,
+)
 from openforge.gateway.control import Control, RolloutState
 from openforge.gateway.dialects import DialectSpec, new_id
 from openforge.gateway.identity import harness_identity, rollout_key
 from openforge.gateway.prompting import Prompting, Rendered
-from openforge.store.base import Store
+from openforge.gateway.records import answer_message, conversation_from_json
+from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
+from openforge.store.base import Store, StoreError
 from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
 
 __all__ = ["CallService", "ModelCall"]
@@ -41,6 +50,7 @@ _SSE = [
     (b"x-accel-buffering", b"no"),
 ]
 _MAX_STORED_RESPONSES = 10_000
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -68,6 +78,7 @@ class _Call:
     first_token_s: float | None = None
     recorded: bool = False
     rendered: Rendered | None = None
+    response_id: str | None = None
 
 
 class ModelCall:
@@ -123,7 +134,7 @@ class CallService:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | TextEngine,
         store: Store,
         control: Control,
         prompting: Prompting,
@@ -131,6 +142,9 @@ class CallService:
         max_body_bytes: int = 64 << 20,
     ) -> None:
         self.engine = engine
+        # A token engine is asked for ids; a text engine (a teacher API) for a Completion.
+        self.token_engine: Engine | None = engine if isinstance(engine, Engine) else None
+        self.text_engine: TextEngine | None = None if self.token_engine else engine  # type: ignore[assignment]
         self.store = store
         self.control = control
         self.prompting = prompting
@@ -170,6 +184,8 @@ class CallService:
             await send_full(send, *spec.render_error(err))
             return
         state = await self.control.rollout_state(rollout)
+        if state.restore:
+            await self._restore(state)
         call = _Call(spec, body, scope, state, state.next_seq, t0, time.time())
         state.next_seq += 1
         await self.control.admit()
@@ -196,7 +212,7 @@ class CallService:
         try:
             conversation = spec.parse(call.body)
             call.conversation = conversation
-            conversation = self._resolve_previous(conversation)
+            conversation = await self._resolve_previous(conversation)
             call.conversation = conversation
             rendered = self.prompting.render(conversation, call.state)
             call.rendered = rendered
@@ -209,13 +225,54 @@ class CallService:
             await self._record(call)
             await send_full(send, *spec.render_error(err))
             return
-        await self._generate(call, conversation, send)
+        if self.text_engine is not None:
+            await self._teach(call, conversation, self.text_engine, send)
+        else:
+            await self._generate(call, conversation, send)
 
-    def _resolve_previous(self, conversation: Conversation) -> Conversation:
+    async def _restore(self, state: RolloutState) -> None:
+        """Rebuild a rollout's rendering history from the store (first call after a restart)."""
+        async with state.restore_lock:
+            if not state.restore:
+                return
+            try:
+                calls = await self.store.calls(state.rollout.id)
+            except StoreError as exc:  # serve on; later calls render from text (forks)
+                _log.warning("rollout %s: cannot read calls to restore: %s", state.rollout.id, exc)
+                state.restore = False
+                return
+            replayed, differ = self.prompting.restore(state, calls)
+            state.restore = False
+            if differ:
+                _log.warning(
+                    "rollout %s: %d of %d restored calls render differently now",
+                    state.rollout.id,
+                    differ,
+                    replayed,
+                )
+
+    async def _stored_response(self, response_id: str) -> Conversation | None:
+        """A Responses answer from the store (answered before a restart or evicted)."""
+        lookup = getattr(self.store, "call_by_response_id", None)
+        if lookup is None:
+            return None
+        try:
+            call = await lookup(response_id)
+        except StoreError:
+            return None
+        if call is None or call.status != CallStatus.OK or call.dialect != "openai_responses":
+            return None
+        conversation = conversation_from_json(call.conversation)
+        if conversation.metadata.get("store", True) is False:
+            return None
+        messages = [*conversation.messages, answer_message(call.completion)]
+        return Conversation(messages=messages)
+
+    async def _resolve_previous(self, conversation: Conversation) -> Conversation:
         previous = conversation.metadata.get("previous_response_id")
         if not previous:
             return conversation
-        stored = self.responses.get(previous)
+        stored = self.responses.get(previous) or await self._stored_response(previous)
         if stored is None:
             raise ApiError(
                 "not_found",
@@ -237,11 +294,45 @@ class CallService:
         )
 
     def _context(self, call: _Call, conversation: Conversation) -> ResponseContext:
-        return ResponseContext.for_request(
+        ctx = ResponseContext.for_request(
             conversation,
             new_id(call.spec.response_prefix),
             prompt_tokens=len(call.prompt_ids),
             token_text=self.prompting.token_text,
+        )
+        call.response_id = ctx.response_id
+        return ctx
+
+    async def _teach(
+        self, call: _Call, conversation: Conversation, engine: TextEngine, send: Send
+    ) -> None:
+        """Answer from a text engine (a teacher): see :mod:`openforge.gateway.teacher`."""
+        spec = call.spec
+        ctx = self._context(call, conversation)
+        try:
+            answer = await first_completion(engine.complete(conversation))
+        except EngineError as exc:
+            await self._fail(call, _engine_error(exc), None, False, send)
+            return
+        call.first_token_s = time.perf_counter() - call.t0
+        completion = teacher_completion(
+            answer, self.prompting.renderer, call.prompt_ids, spec.tool_prefix, conversation.model
+        )
+        call.output_ids, call.completion = completion.output_ids, completion
+        call.finish = completion.finish_reason
+        await self._record(call)
+        self._commit(call, conversation, completion, ctx)
+        if not conversation.stream:
+            await send_full(send, 200, spec.render_response(completion, ctx))
+            return
+        encoder = spec.encoder(ctx)
+        deltas = b"".join([encoder.delta(d) for d in completion_deltas(completion)])
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+        await send(
+            {
+                "type": "http.response.body",
+                "body": encoder.start() + deltas + encoder.finish(completion),
+            }
         )
 
     async def _generate(self, call: _Call, conversation: Conversation, send: Send) -> None:
@@ -257,7 +348,8 @@ class CallService:
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
         encoder = spec.encoder(ctx) if conversation.stream else None
-        chunks = self.engine.generate(request)
+        assert self.token_engine is not None
+        chunks = self.token_engine.generate(request)
         started = False
         try:
             async for chunk in chunks:
@@ -357,5 +449,6 @@ class CallService:
             queued_s=call.queued_s,
             first_token_s=call.first_token_s,
             total_s=time.perf_counter() - call.t0,
+            response_id=call.response_id,
         )
         await self.store.record_call(record)

@@ -1,0 +1,89 @@
+"""Stored call JSON back into canonical objects, for restarts.
+
+The store keeps each call's canonical conversation as orjson wrote the
+:class:`~openforge.conversation.Conversation` dataclass, and its completion as
+:meth:`Prompting.completion_json` wrote it. After a gateway restart these are read back
+to rebuild a rollout's rendering history and to resolve Responses
+``previous_response_id`` from the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforge.conversation import (
+    ContentPart,
+    Conversation,
+    ImagePart,
+    Message,
+    SamplingParams,
+    TextPart,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+
+__all__ = ["answer_message", "conversation_from_json", "message_from_json"]
+
+_PARAMS = frozenset(SamplingParams.__slots__)
+
+
+def _part(d: dict[str, Any]) -> ContentPart:
+    if d.get("type") == "image":
+        return ImagePart(url=d.get("url", ""), media_type=d.get("media_type"))
+    return TextPart(d.get("text", ""))
+
+
+def _calls(items: list[dict[str, Any]] | None) -> list[ToolCall]:
+    return [
+        ToolCall(id=c.get("id", ""), name=c.get("name", ""), arguments=c.get("arguments", ""))
+        for c in items or []
+    ]
+
+
+def message_from_json(d: dict[str, Any]) -> Message:
+    """One stored message."""
+    return Message(
+        role=d["role"],
+        content=[_part(p) for p in d.get("content") or []],
+        tool_calls=_calls(d.get("tool_calls")),
+        tool_call_id=d.get("tool_call_id"),
+        name=d.get("name"),
+        reasoning=d.get("reasoning"),
+    )
+
+
+def conversation_from_json(d: dict[str, Any]) -> Conversation:
+    """A stored canonical conversation; unknown keys are ignored."""
+    choice = d.get("tool_choice") or {}
+    params = {k: v for k, v in (d.get("params") or {}).items() if k in _PARAMS}
+    return Conversation(
+        messages=[message_from_json(m) for m in d.get("messages") or []],
+        tools=[
+            ToolSpec(
+                name=t["name"],
+                description=t.get("description", ""),
+                parameters=t.get("parameters") or {"type": "object", "properties": {}},
+            )
+            for t in d.get("tools") or []
+        ],
+        tool_choice=ToolChoice(mode=choice.get("mode", "auto"), name=choice.get("name")),
+        parallel_tool_calls=bool(d.get("parallel_tool_calls", True)),
+        params=SamplingParams(**params),
+        model=d.get("model", ""),
+        stream=bool(d.get("stream", False)),
+        reasoning=bool(d.get("reasoning", False)),
+        ignored_tools=list(d.get("ignored_tools") or []),
+        metadata=dict(d.get("metadata") or {}),
+    )
+
+
+def answer_message(completion: dict[str, Any]) -> Message:
+    """The assistant message a stored completion parsed to (as the history records it)."""
+    text = completion.get("text") or ""
+    return Message(
+        role="assistant",
+        content=[TextPart(text)] if text else [],
+        tool_calls=_calls(completion.get("tool_calls")),
+        reasoning=completion.get("reasoning"),
+    )
