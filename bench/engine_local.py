@@ -21,8 +21,14 @@ from openforge.engines.base import EngineRequest
 from openforge.engines.local import LocalEngine
 
 TOPICS = [
-    "the history of Rome", "how bread is made", "a trip to the mountains", "the ocean",
-    "learning to code", "a day in a big city", "the moon landing", "a garden in spring",
+    "the history of Rome",
+    "how bread is made",
+    "a trip to the mountains",
+    "the ocean",
+    "learning to code",
+    "a day in a big city",
+    "the moon landing",
+    "a garden in spring",
 ]
 
 
@@ -46,20 +52,35 @@ async def one(engine: LocalEngine, ids: list[int], max_tokens: int) -> int:
     return produced
 
 
-async def engine_rate(engine: LocalEngine, batch: list[list[int]], max_tokens: int) -> float:
-    start = time.perf_counter()
-    counts = await asyncio.gather(*(one(engine, ids, max_tokens) for ids in batch))
-    return sum(counts) / (time.perf_counter() - start)
+async def engine_rate(
+    engine: LocalEngine, batch: list[list[int]], max_tokens: int, repeats: int = 1
+) -> float:
+    """Best of ``repeats`` runs: the machine is shared, the best run is the least disturbed."""
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(one(engine, ids, max_tokens) for ids in batch))
+        best = max(best, sum(counts) / (time.perf_counter() - start))
+    return best
 
 
-def generate_rate(engine: LocalEngine, batch: list[list[int]], max_tokens: int) -> float:
+def generate_rate(
+    engine: LocalEngine, batch: list[list[int]], max_tokens: int, repeats: int = 1
+) -> float:
+    return max(_generate_once(engine, batch, max_tokens) for _ in range(repeats))
+
+
+def _generate_once(engine: LocalEngine, batch: list[list[int]], max_tokens: int) -> float:
     produced, start = 0, time.perf_counter()
     with torch.inference_mode():
         for ids in batch:
             x = torch.tensor([ids], device=engine.device)
             y = engine.model.generate(
-                x, attention_mask=torch.ones_like(x), max_new_tokens=max_tokens,
-                do_sample=False, pad_token_id=engine.eos_ids_pad,
+                x,
+                attention_mask=torch.ones_like(x),
+                max_new_tokens=max_tokens,
+                do_sample=False,
+                pad_token_id=engine.eos_ids_pad,
             )
             produced += y.shape[1] - x.shape[1]
     return produced / (time.perf_counter() - start)
@@ -82,22 +103,30 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer tokens per stream")
     args = parser.parse_args()
     max_tokens = 24 if args.quick else 64
+    repeats = 2 if args.quick else 3
     engine = LocalEngine(args.model)
     all_prompts = prompts(engine, 8)
     await engine_rate(engine, all_prompts[:2], 4)  # warm-up
     param_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     bound = copy_bandwidth() / param_bytes
-    print(f"model {args.model}: {param_bytes / 1e6:.0f} MB of parameters, "
-          f"{torch.get_num_threads()} threads, {max_tokens} tokens per stream")
-    base = generate_rate(engine, all_prompts[:2], max_tokens)
-    print(f"{'streams':>8} {'engine tok/s':>13} {'x single':>9} {'generate tok/s':>15} "
-          f"{'bandwidth bound':>16}")
+    print(
+        f"model {args.model}: {param_bytes / 1e6:.0f} MB of parameters, "
+        f"{torch.get_num_threads()} threads, {max_tokens} tokens per stream, "
+        f"best of {repeats}, copy bandwidth {bound * param_bytes / 1e9:.1f} GB/s"
+    )
+    base = generate_rate(engine, all_prompts[:1], max_tokens, repeats)
+    print(
+        f"{'streams':>8} {'engine tok/s':>13} {'x single':>9} {'generate tok/s':>15} "
+        f"{'bandwidth bound':>16}"
+    )
     single = 0.0
     for streams in (1, 4, 8):
-        rate = await engine_rate(engine, all_prompts[:streams], max_tokens)
+        rate = await engine_rate(engine, all_prompts[:streams], max_tokens, repeats)
         single = single or rate
-        print(f"{streams:>8} {rate:>13.1f} {rate / single:>9.2f} {base:>15.1f} "
-              f"{bound * streams:>16.1f}")
+        print(
+            f"{streams:>8} {rate:>13.1f} {rate / single:>9.2f} {base:>15.1f} "
+            f"{bound * streams:>16.1f}"
+        )
     await engine.close()
 
 

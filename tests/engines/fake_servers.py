@@ -46,8 +46,15 @@ class FakeState:
     weight_version: str = "0"
 
 
-def _finish(prompt: list[int], i: int, text: str, token: int, max_tokens: int,
-            stops: list[str], stop_ids: list[int]) -> tuple[str, Any] | None:
+def _finish(
+    prompt: list[int],
+    i: int,
+    text: str,
+    token: int,
+    max_tokens: int,
+    stops: list[str],
+    stop_ids: list[int],
+) -> tuple[str, Any] | None:
     if token in stop_ids:
         return "stop", token
     for stop in stops:
@@ -73,21 +80,37 @@ def vllm_app(state: FakeState) -> Starlette:
                     raise ConnectionResetError("replica died")
                 token = fake_token(prompt, i)
                 text += f"t{token} "
-                done = _finish(prompt, i, text, token, body.get("max_tokens", 16),
-                               body.get("stop") or [], body.get("stop_token_ids") or [])
+                done = _finish(
+                    prompt,
+                    i,
+                    text,
+                    token,
+                    body.get("max_tokens", 16),
+                    body.get("stop") or [],
+                    body.get("stop_token_ids") or [],
+                )
                 choice: dict[str, Any] = {
                     "index": 0,
                     "text": f"t{token} ",
-                    "logprobs": {"text_offset": [0], "token_logprobs": [fake_logprob(token)],
-                                 "tokens": [f"t{token} "], "top_logprobs": [{}]},
+                    "logprobs": {
+                        "text_offset": [0],
+                        "token_logprobs": [fake_logprob(token)],
+                        "tokens": [f"t{token} "],
+                        "top_logprobs": [{}],
+                    },
                     "finish_reason": done[0] if done else None,
                     "stop_reason": done[1] if done else None,
                     "token_ids": [token],
                 }
                 if i == 0:
                     choice["prompt_token_ids"] = prompt
-                chunk = {"id": "cmpl-1", "object": "text_completion", "created": 0,
-                         "model": body.get("model", ""), "choices": [choice]}
+                chunk = {
+                    "id": "cmpl-1",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": body.get("model", ""),
+                    "choices": [choice],
+                }
                 yield b"data: " + orjson.dumps(chunk) + b"\n\n"
                 await asyncio.sleep(0)
                 if done:
@@ -98,8 +121,9 @@ def vllm_app(state: FakeState) -> Starlette:
 
     async def admin(request: Request) -> Response:
         raw = await request.body()
-        state.admin.append((request.url.path, {**dict(request.query_params),
-                                               **(orjson.loads(raw) if raw else {})}))
+        state.admin.append(
+            (request.url.path, {**dict(request.query_params), **(orjson.loads(raw) if raw else {})})
+        )
         if request.url.path == "/pause":
             state.paused = True
             return JSONResponse({"status": "paused"})
@@ -113,12 +137,16 @@ def vllm_app(state: FakeState) -> Starlette:
     async def health(request: Request) -> Response:
         return Response(status_code=200)
 
-    return Starlette(routes=[
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/health", health),
-        *(Route(p, admin, methods=["POST"])
-          for p in ("/pause", "/resume", "/collective_rpc", "/reset_prefix_cache")),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/health", health),
+            *(
+                Route(p, admin, methods=["POST"])
+                for p in ("/pause", "/resume", "/collective_rpc", "/reset_prefix_cache")
+            ),
+        ]
+    )
 
 
 def sglang_app(state: FakeState) -> Starlette:
@@ -138,8 +166,15 @@ def sglang_app(state: FakeState) -> Starlette:
                 text += f"t{token} "
                 ids.append(token)
                 triples.append([fake_logprob(token), token, None])
-                done = _finish(prompt, i, text, token, max_tokens,
-                               sp.get("stop") or [], sp.get("stop_token_ids") or [])
+                done = _finish(
+                    prompt,
+                    i,
+                    text,
+                    token,
+                    max_tokens,
+                    sp.get("stop") or [],
+                    sp.get("stop_token_ids") or [],
+                )
                 finish = None
                 if done and done[0] == "length":
                     finish = {"type": "length", "length": max_tokens}
@@ -150,9 +185,14 @@ def sglang_app(state: FakeState) -> Starlette:
                 event = {
                     "text": f"t{token} " if state.incremental else text,
                     "output_ids": out_ids,
-                    "meta_info": {"id": body.get("rid", "r"), "finish_reason": finish,
-                                  "prompt_tokens": len(prompt), "completion_tokens": i + 1,
-                                  "cached_tokens": 0, "output_token_logprobs": out_lp},
+                    "meta_info": {
+                        "id": body.get("rid", "r"),
+                        "finish_reason": finish,
+                        "prompt_tokens": len(prompt),
+                        "completion_tokens": i + 1,
+                        "cached_tokens": 0,
+                        "output_token_logprobs": out_lp,
+                    },
                 }
                 yield b"data: " + orjson.dumps(event) + b"\n\n"
                 await asyncio.sleep(0)
@@ -179,13 +219,15 @@ def sglang_app(state: FakeState) -> Starlette:
     async def health(request: Request) -> Response:
         return Response(status_code=200)
 
-    return Starlette(routes=[
-        Route("/generate", generate, methods=["POST"]),
-        Route("/health", health),
-        Route("/update_weights_from_disk", update_weights, methods=["POST"]),
-        Route("/pause_generation", admin, methods=["POST"]),
-        Route("/continue_generation", admin, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/generate", generate, methods=["POST"]),
+            Route("/health", health),
+            Route("/update_weights_from_disk", update_weights, methods=["POST"]),
+            Route("/pause_generation", admin, methods=["POST"]),
+            Route("/continue_generation", admin, methods=["POST"]),
+        ]
+    )
 
 
 def free_port() -> int:
@@ -200,8 +242,9 @@ class Served:
     def __init__(self, app: Starlette, port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
-                                lifespan="off", ws="none")
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off", ws="none"
+        )
         self.server = uvicorn.Server(config)
         self.task: asyncio.Task[None] | None = None
 

@@ -28,15 +28,18 @@ async def test_openai_sdk_gets_paris_and_recorded_logprobs_rescore(tmp_path: Pat
         client = openai.AsyncOpenAI(base_url=rollout["openai_base_url"], api_key="unused")
         try:
             answer = await client.chat.completions.create(
-                model="smollm2", temperature=0, max_tokens=30,
+                model="smollm2",
+                temperature=0,
+                max_tokens=30,
                 messages=[{"role": "user", "content": "What is the capital of France?"}],
             )
         finally:
             await client.close()
         assert "Paris" in (answer.choices[0].message.content or "")
         async with httpx.AsyncClient() as admin:
-            got = await admin.get(f"{gw.admin_url}/rollouts/{rollout['rollout_id']}",
-                                  params={"tokens": 1})
+            got = await admin.get(
+                f"{gw.admin_url}/rollouts/{rollout['rollout_id']}", params={"tokens": 1}
+            )
         call = got.json()["calls"][0]
     await engine.close()
     prompt, out = call["prompt_ids"], call["output_ids"]

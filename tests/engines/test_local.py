@@ -29,7 +29,8 @@ async def run(
     logprobs: list[float] = []
     last = TokenChunk()
     request = EngineRequest(
-        prompt_ids=prompt, params=SamplingParams(**params),  # type: ignore[arg-type]
+        prompt_ids=prompt,
+        params=SamplingParams(**params),  # type: ignore[arg-type]
         context_length=context_length,
     )
     async for chunk in engine.generate(request):
@@ -145,8 +146,9 @@ async def test_stop_token_id_is_included(engine: LocalEngine) -> None:
     prompt = encode(engine, "Write something")
     full, _, _ = await run(engine, prompt, max_tokens=24, temperature=0.0)
     stop_id = full[6]
-    out, _, last = await run(engine, prompt, max_tokens=24, temperature=0.0,
-                             stop_token_ids=[stop_id])
+    out, _, last = await run(
+        engine, prompt, max_tokens=24, temperature=0.0, stop_token_ids=[stop_id]
+    )
     assert last.finish_reason == "stop" and out == full[: full.index(stop_id) + 1]
 
 
@@ -189,8 +191,10 @@ async def test_weight_updates_take_effect(tmp_path: Path) -> None:
         with torch.inference_mode():
             logits = other(torch.tensor([prompt + after])).logits[0, len(prompt) - 1 : -1]
         assert after == logits.argmax(-1).tolist()
-        state = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(
-            str(eng.path)).state_dict().items()}
+        state = {
+            k: v.clone()
+            for k, v in AutoModelForCausalLM.from_pretrained(str(eng.path)).state_dict().items()
+        }
         await eng.load_state_dict(state, "v2")
         assert eng.info().weight_version == "v2"
         assert (await run(eng, prompt, max_tokens=8, temperature=0.0))[0] == before
@@ -226,10 +230,14 @@ async def test_close_aborts_running_requests() -> None:
 async def test_smollm2_answers_paris_with_rescorable_logprobs() -> None:
     eng = LocalEngine("smollm2-135m")
     try:
-        prompt = list(eng.tokenizer.apply_chat_template(
-            [{"role": "user", "content": "What is the capital of France?"}],
-            add_generation_prompt=True, tokenize=True, return_dict=False,
-        ))
+        prompt = list(
+            eng.tokenizer.apply_chat_template(
+                [{"role": "user", "content": "What is the capital of France?"}],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
         out, logprobs, last = await run(eng, prompt, max_tokens=24, temperature=0.0)
         assert "Paris" in eng.tokenizer.decode(out)
         assert last.finish_reason in ("stop", "length")

@@ -42,8 +42,12 @@ async def collect(
 
 
 def req(rollout: str | None = None, **params: object) -> EngineRequest:
-    return EngineRequest(prompt_ids=PROMPT, params=SamplingParams(**params),  # type: ignore[arg-type]
-                         rollout_id=rollout, request_id="req-1")
+    return EngineRequest(
+        prompt_ids=PROMPT,
+        params=SamplingParams(**params),  # type: ignore[arg-type]
+        rollout_id=rollout,
+        request_id="req-1",
+    )
 
 
 def expected(n: int) -> tuple[list[int], list[float]]:
@@ -97,8 +101,10 @@ async def test_sticky_rollouts_and_least_loaded_new_ones() -> None:
         replicas = ReplicaSet(engines, client=client)
         try:
             # Two new rollouts at once: the second goes to the idle replica.
-            await asyncio.gather(collect(replicas, req("r1", max_tokens=30)),
-                                 collect(replicas, req("r2", max_tokens=30)))
+            await asyncio.gather(
+                collect(replicas, req("r1", max_tokens=30)),
+                collect(replicas, req("r2", max_tokens=30)),
+            )
             assert len(states[0].requests) == 1 and len(states[1].requests) == 1
             first_of_r1 = 0 if states[0].requests else 1
             # r1 stays on its replica even while that one is the busier.
@@ -113,8 +119,10 @@ async def test_dead_replica_is_skipped_then_probed_back() -> None:
     dead_port = free_port()
     live_state, back_state = FakeState(), FakeState()
     async with Served(vllm_app(live_state)) as live:
-        engines: list[RemoteEngine] = [VLLMEngine(f"http://127.0.0.1:{dead_port}"),
-                                       VLLMEngine(live.url)]
+        engines: list[RemoteEngine] = [
+            VLLMEngine(f"http://127.0.0.1:{dead_port}"),
+            VLLMEngine(live.url),
+        ]
         replicas = ReplicaSet(engines, probe_interval_s=0.05)
         try:
             ids, _, last = await collect(replicas, req("r1", max_tokens=4))
@@ -156,15 +164,23 @@ async def test_weight_updates_reach_every_replica(tmp_path: object) -> None:
         try:
             await vllm.update_weights("/ckpt/step-1", "1")
             assert [p for p, _ in v.admin] == [
-                "/pause", "/collective_rpc", "/reset_prefix_cache", "/resume"]
+                "/pause",
+                "/collective_rpc",
+                "/reset_prefix_cache",
+                "/resume",
+            ]
             assert v.admin[0][1] == {"mode": "keep"}
-            assert v.admin[1][1] == {"method": "reload_weights",
-                                     "kwargs": {"weights_path": "/ckpt/step-1"}}
+            assert v.admin[1][1] == {
+                "method": "reload_weights",
+                "kwargs": {"weights_path": "/ckpt/step-1"},
+            }
             assert vllm.info().weight_version == "1" and not v.paused
             replicas = ReplicaSet([sglang])
             await replicas.update_weights("/ckpt/step-2", "2")
-            assert s.admin[-1] == ("/update_weights_from_disk",
-                                   {"model_path": "/ckpt/step-2", "weight_version": "2"})
+            assert s.admin[-1] == (
+                "/update_weights_from_disk",
+                {"model_path": "/ckpt/step-2", "weight_version": "2"},
+            )
             assert s.weight_version == "2" and sglang.info().weight_version == "2"
             with pytest.raises(EngineError, match="absolute"):
                 await sglang.update_weights("relative/path", "3")
@@ -183,21 +199,31 @@ async def test_against_a_real_server(kind: str) -> None:
     """Runs where a real engine serves SmolLM2: OPENFORGE_TEST_VLLM_URL / _SGLANG_URL."""
     url = os.environ.get(f"OPENFORGE_TEST_{kind.upper()}_URL")
     if not url:
-        pytest.skip(f"no real {kind} server: set OPENFORGE_TEST_{kind.upper()}_URL "
-                    "(needs a GPU machine with the engine installed)")
+        pytest.skip(
+            f"no real {kind} server: set OPENFORGE_TEST_{kind.upper()}_URL "
+            "(needs a GPU machine with the engine installed)"
+        )
     from transformers import AutoTokenizer
 
     from openforge.models.registry import resolve_model
 
     tok = AutoTokenizer.from_pretrained(str(resolve_model("smollm2-135m")))
-    prompt = list(tok.apply_chat_template(
-        [{"role": "user", "content": "What is the capital of France?"}],
-        add_generation_prompt=True, tokenize=True, return_dict=False))
+    prompt = list(
+        tok.apply_chat_template(
+            [{"role": "user", "content": "What is the capital of France?"}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+    )
     engine = (VLLMEngine if kind == "vllm" else SGLangEngine)(
-        url, model=os.environ.get("OPENFORGE_TEST_SERVED_MODEL", ""))
+        url, model=os.environ.get("OPENFORGE_TEST_SERVED_MODEL", "")
+    )
     try:
-        ids, logprobs, last = await collect(engine, EngineRequest(
-            prompt_ids=prompt, params=SamplingParams(max_tokens=24, temperature=0.0)))
+        ids, logprobs, last = await collect(
+            engine,
+            EngineRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=24, temperature=0.0)),
+        )
         assert "Paris" in tok.decode(ids) and len(logprobs) == len(ids)
         assert last.finish_reason in ("stop", "length")
     finally:

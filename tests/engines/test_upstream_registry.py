@@ -40,37 +40,73 @@ def upstream_app(seen: list[tuple[str, dict[str, Any], dict[str, str]]]) -> Star
             return JSONResponse({"error": {"message": "rate limited"}}, status_code=429)
         last = body["messages"][-1]
         if body.get("tools") and len(body["messages"]) <= 2:  # first turn: use a tool
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                    }
+                ],
+            }
             finish = "tool_calls"
         else:
             message = {"role": "assistant", "content": f"echo: {last['content']}"}
             finish = "stop"
-        return JSONResponse({"id": "x", "object": "chat.completion", "model": body["model"],
-                             "choices": [{"index": 0, "message": message,
-                                          "finish_reason": finish}],
-                             "usage": {"prompt_tokens": 11, "completion_tokens": 3,
-                                       "total_tokens": 14}})
+        return JSONResponse(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+            }
+        )
 
     async def messages(request: Request) -> Response:
         body = orjson.loads(await request.body())
         seen.append((request.url.path, body, dict(request.headers)))
         if "max_tokens" not in body:
-            return JSONResponse({"type": "error", "error": {
-                "type": "invalid_request_error", "message": "max_tokens: Field required"}},
-                status_code=400)
-        return JSONResponse({
-            "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-            "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
-                        {"type": "text", "text": "Paris."},
-                        {"type": "tool_use", "id": "toolu_1", "name": "bash",
-                         "input": {"command": "pwd"}}],
-            "stop_reason": "tool_use", "stop_sequence": None,
-            "usage": {"input_tokens": 20, "output_tokens": 7}})
+            return JSONResponse(
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "max_tokens: Field required",
+                    },
+                },
+                status_code=400,
+            )
+        return JSONResponse(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                    {"type": "text", "text": "Paris."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "bash",
+                        "input": {"command": "pwd"},
+                    },
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 20, "output_tokens": 7},
+            }
+        )
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                             Route("/v1/messages", messages, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+        ]
+    )
 
 
 def conversation(model: str = "teacher") -> Conversation:
@@ -79,13 +115,21 @@ def conversation(model: str = "teacher") -> Conversation:
         messages=[
             Message("system", [TextPart("Be brief.")]),
             Message("user", [TextPart("list files"), ImagePart("data:image/png;base64,AAAA")]),
-            Message("assistant", [TextPart("")],
-                    tool_calls=[ToolCall("c1", "bash", '{"command": "ls"}')]),
+            Message(
+                "assistant",
+                [TextPart("")],
+                tool_calls=[ToolCall("c1", "bash", '{"command": "ls"}')],
+            ),
             Message("tool", [TextPart("a.txt")], tool_call_id="c1"),
             Message("user", [TextPart("capital of France?")]),
         ],
-        tools=[ToolSpec("bash", "run a command", {"type": "object", "properties": {
-            "command": {"type": "string"}}})],
+        tools=[
+            ToolSpec(
+                "bash",
+                "run a command",
+                {"type": "object", "properties": {"command": {"type": "string"}}},
+            )
+        ],
         params=SamplingParams(max_tokens=50, temperature=0.3),
     )
 
@@ -108,9 +152,16 @@ async def test_openai_compatible_teacher() -> None:
             _, body, headers = seen[-1]
             assert headers["authorization"] == "Bearer sk-test"
             assert [m["role"] for m in body["messages"]] == [
-                "system", "user", "assistant", "tool", "user"]
+                "system",
+                "user",
+                "assistant",
+                "tool",
+                "user",
+            ]
             assert body["messages"][1]["content"][1] == {
-                "type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                "type": "image_url",
+                "image_url": {"url": "data:image/png;base64,AAAA"},
+            }
             assert body["messages"][2]["tool_calls"][0]["function"]["name"] == "bash"
             assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}
             assert body["tools"][0]["function"]["name"] == "bash"
@@ -141,11 +192,18 @@ async def test_anthropic_compatible_teacher() -> None:
             assert body["system"] == "Be brief." and body["max_tokens"] == 50
             assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
             assert body["messages"][0]["content"][1]["source"] == {
-                "type": "base64", "media_type": "image/png", "data": "AAAA"}
+                "type": "base64",
+                "media_type": "image/png",
+                "data": "AAAA",
+            }
             assert body["messages"][1]["content"] == [
-                {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "ls"}}]
+                {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "ls"}}
+            ]
             assert body["messages"][2]["content"][0] == {
-                "type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}
+                "type": "tool_result",
+                "tool_use_id": "c1",
+                "content": "a.txt",
+            }
             assert body["tools"][0]["input_schema"]["properties"]["command"]
         finally:
             await engine.close()
@@ -183,13 +241,16 @@ async def test_create_engine_builds_each_kind(tmp_path: Path) -> None:
     await scripted.close()
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"kind": "nope"}, "unknown engine"),
-    ({"kind": "vllm"}, "--url"),
-    ({"kind": "upstream", "api": "x"}, "--api"),
-    ({"kind": "scripted"}, "--script"),
-    ({"kind": "local"}, "--model"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"kind": "nope"}, "unknown engine"),
+        ({"kind": "vllm"}, "--url"),
+        ({"kind": "upstream", "api": "x"}, "--api"),
+        ({"kind": "scripted"}, "--script"),
+        ({"kind": "local"}, "--model"),
+    ],
+)
 def test_bad_config_names_the_option(options: dict[str, Any], message: str) -> None:
     with pytest.raises(EngineError, match=message):
         EngineConfig(**options)

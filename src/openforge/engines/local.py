@@ -61,6 +61,8 @@ class _Batch:
     mask: torch.Tensor  # [B, T] 1 for real tokens, 0 for left padding
     positions: torch.Tensor  # [B] position of the next token
     last: torch.Tensor  # [B] the token to feed next
+    # No row is padded: the model can skip the mask (causal SDPA, native GQA, no repeat_kv).
+    dense: bool = False
 
 
 class LocalEngine:
@@ -111,7 +113,9 @@ class LocalEngine:
     def info(self) -> EngineInfo:
         """Kind "local", the model as given, its context length and weight version."""
         return EngineInfo(
-            kind="local", model=self._name, context_length=self.context_length,
+            kind="local",
+            model=self._name,
+            context_length=self.context_length,
             weight_version=self._version,
         )
 
@@ -274,13 +278,22 @@ class LocalEngine:
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
+        dense = bool(mask.all())
         out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions,
-            cache=cache, use_cache=True, logits_to_keep=1,
+            input_ids=ids,
+            attention_mask=None if dense else mask,
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         new = _Batch(
-            seqs=seqs, cache=cache, mask=mask,
-            positions=positions[:, -1] + 1, last=torch.zeros(len(seqs), dtype=torch.long),
+            seqs=seqs,
+            cache=cache,
+            mask=mask,
+            dense=dense,
+            positions=positions[:, -1] + 1,
+            last=torch.zeros(len(seqs), dtype=torch.long),
         )
         self._accept(new, out.logits[:, -1, :])
         self._batch = new if self._batch is None else _merge(self._batch, new)
@@ -290,8 +303,11 @@ class LocalEngine:
         assert batch is not None
         batch.mask = torch.cat([batch.mask, batch.mask.new_ones((len(batch.seqs), 1))], dim=1)
         out = self.model(
-            input_ids=batch.last[:, None].to(self.device), attention_mask=batch.mask,
-            position_ids=batch.positions[:, None], cache=batch.cache, use_cache=True,
+            input_ids=batch.last[:, None].to(self.device),
+            attention_mask=None if batch.dense else batch.mask,
+            position_ids=batch.positions[:, None],
+            cache=batch.cache,
+            use_cache=True,
         )
         batch.positions = batch.positions + 1
         self._accept(batch, out.logits[:, -1, :])
@@ -342,6 +358,7 @@ class LocalEngine:
             layer.values = layer.values[index, :, first:]
         batch.seqs = [batch.seqs[i] for i in keep]
         batch.mask = mask[:, first:]
+        batch.dense = bool(batch.mask.all())
         batch.positions = batch.positions[index]
         batch.last = batch.last[index]
 
@@ -384,10 +401,12 @@ def _merge(old: _Batch, new: _Batch) -> _Batch:
     for lo, ln in zip(old.cache.layers, new.cache.layers, strict=True):
         lo.keys = torch.cat([pad(lo.keys, width - t_old), pad(ln.keys, width - t_new)])
         lo.values = torch.cat([pad(lo.values, width - t_old), pad(ln.values, width - t_new)])
+    mask = torch.cat([pad(old.mask, width - t_old), pad(new.mask, width - t_new)])
     return _Batch(
         seqs=old.seqs + new.seqs,
         cache=old.cache,
-        mask=torch.cat([pad(old.mask, width - t_old), pad(new.mask, width - t_new)]),
+        mask=mask,
+        dense=bool(mask.all()),
         positions=torch.cat([old.positions, new.positions]),
         last=torch.cat([old.last, new.last]),
     )

@@ -56,20 +56,26 @@ def create_engine(config: EngineConfig | str, **options: Any) -> Engine | TextEn
     if config.kind == "local":
         from openforge.engines.local import LocalEngine
 
-        return LocalEngine(config.model, device=config.device, threads=config.threads,
-                           max_context=config.max_context)
+        return LocalEngine(
+            config.model,
+            device=config.device,
+            threads=config.threads,
+            max_context=config.max_context,
+        )
     if config.kind == "scripted":
         from openforge.engines.scripted import ScriptedEngine
 
         assert config.script is not None
-        return ScriptedEngine.for_model(Path(config.script), config.model,
-                                        max_context=config.max_context)
+        return ScriptedEngine.for_model(
+            Path(config.script), config.model, max_context=config.max_context
+        )
     if config.kind == "upstream":
         from openforge.engines.upstream import UpstreamEngine
 
         return UpstreamEngine(
             config.api,  # type: ignore[arg-type]  # checked in __post_init__
-            url=config.urls[0] if config.urls else None, api_key=config.api_key,
+            url=config.urls[0] if config.urls else None,
+            api_key=config.api_key,
             model=config.served_model or config.model,
             context_length=config.max_context or 200_000,
         )
@@ -85,12 +91,21 @@ def _remote(config: EngineConfig) -> Engine:
     cls: type[RemoteEngine] = VLLMEngine if config.kind == "vllm" else SGLangEngine
     context = config.max_context or _model_context(config.model) or 8192
     if len(config.urls) == 1:
-        return cls(config.urls[0], model=config.served_model, context_length=context,
-                   api_key=config.api_key)
+        return cls(
+            config.urls[0],
+            model=config.served_model,
+            context_length=context,
+            api_key=config.api_key,
+        )
     client = default_client()
     engines: list[RemoteEngine] = [
-        cls(url, model=config.served_model, context_length=context, client=client,
-            api_key=config.api_key)
+        cls(
+            url,
+            model=config.served_model,
+            context_length=context,
+            client=client,
+            api_key=config.api_key,
+        )
         for url in config.urls
     ]
     return ReplicaSet(engines, client=client)

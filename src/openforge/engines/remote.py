@@ -115,7 +115,9 @@ class RemoteEngine:
     def info(self) -> EngineInfo:
         """Kind, served model, context length and the last weight version pushed."""
         return EngineInfo(
-            kind=self.kind, model=self.model or self.url, context_length=self.context_length,
+            kind=self.kind,
+            model=self.model or self.url,
+            context_length=self.context_length,
             weight_version=self._version,
         )
 
@@ -156,13 +158,17 @@ class RemoteEngine:
             return False
         return response.status_code == 200
 
-    async def post_json(self, path: str, body: dict[str, Any] | None = None,
-                        params: dict[str, str] | None = None) -> dict[str, Any]:
+    async def post_json(
+        self, path: str, body: dict[str, Any] | None = None, params: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """POST an admin request; a non-2xx answer becomes an :class:`EngineError`."""
         try:
             response = await self.client.post(
-                self.url + path, content=orjson.dumps(body or {}), params=params,
-                headers={"Content-Type": "application/json", **self._headers}, timeout=600.0,
+                self.url + path,
+                content=orjson.dumps(body or {}),
+                params=params,
+                headers={"Content-Type": "application/json", **self._headers},
+                timeout=600.0,
             )
         except httpx.HTTPError as exc:
             raise EngineError(f"{self.url}{path}: {exc!r}") from exc

@@ -64,8 +64,9 @@ class UpstreamEngine:
 
     def info(self) -> EngineInfo:
         """Kind "upstream": calls through this engine are teacher calls."""
-        return EngineInfo(kind="upstream", model=self.model or self.url,
-                          context_length=self.context_length)
+        return EngineInfo(
+            kind="upstream", model=self.model or self.url, context_length=self.context_length
+        )
 
     async def complete(self, conversation: Conversation) -> AsyncIterator[Completion]:
         """Ask the upstream API and yield its one finished answer."""
@@ -78,7 +79,8 @@ class UpstreamEngine:
             headers = {"x-api-key": self._key, "anthropic-version": _ANTHROPIC_VERSION}
         try:
             response = await self.client.post(
-                self.url + path, content=orjson.dumps(body),
+                self.url + path,
+                content=orjson.dumps(body),
                 headers={"Content-Type": "application/json", **headers},
             )
         except httpx.HTTPError as exc:
@@ -112,12 +114,22 @@ def _json_or_error(response: httpx.Response, url: str) -> dict[str, Any]:
 
 def openai_body(conversation: Conversation, model: str) -> dict[str, Any]:
     """The chat-completions request for ``conversation``."""
-    body: dict[str, Any] = {"model": model, "messages": [_openai_message(m)
-                                                         for m in conversation.messages]}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [_openai_message(m) for m in conversation.messages],
+    }
     if conversation.tools:
-        body["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in conversation.tools]
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in conversation.tools
+        ]
         choice = conversation.tool_choice
         body["tool_choice"] = (
             {"type": "function", "function": {"name": choice.name}} if choice.name else choice.mode
@@ -135,14 +147,22 @@ def _openai_message(message: Message) -> dict[str, Any]:
     if message.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
         if message.tool_calls:
-            out["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": c.arguments}}
-                                 for c in message.tool_calls]
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
         return out
     if message.role == "user" and any(isinstance(p, ImagePart) for p in message.content):
-        parts = [{"type": "text", "text": p.text} if isinstance(p, TextPart)
-                 else {"type": "image_url", "image_url": {"url": p.url}}
-                 for p in message.content]
+        parts = [
+            {"type": "text", "text": p.text}
+            if isinstance(p, TextPart)
+            else {"type": "image_url", "image_url": {"url": p.url}}
+            for p in message.content
+        ]
         return {"role": "user", "content": parts}
     return {"role": message.role, "content": message.text}
 
@@ -152,16 +172,23 @@ def _parse_openai(data: dict[str, Any], model: str) -> Completion:
     if not choices:
         raise EngineError(f"upstream answer has no choices: {str(data)[:300]}")
     message = choices[0].get("message") or {}
-    calls = [ToolCall(id=c.get("id", ""), name=c["function"]["name"],
-                      arguments=c["function"].get("arguments") or "{}")
-             for c in message.get("tool_calls") or []]
+    calls = [
+        ToolCall(
+            id=c.get("id", ""),
+            name=c["function"]["name"],
+            arguments=c["function"].get("arguments") or "{}",
+        )
+        for c in message.get("tool_calls") or []
+    ]
     finish = {"length": "length", "tool_calls": "tool_calls"}.get(
-        choices[0].get("finish_reason") or "stop", "stop")
+        choices[0].get("finish_reason") or "stop", "stop"
+    )
     usage = data.get("usage") or {}
     return Completion(
         text=message.get("content") or "",
         reasoning=message.get("reasoning_content") or message.get("reasoning"),
-        tool_calls=calls, finish_reason=_finish(finish),
+        tool_calls=calls,
+        finish_reason=_finish(finish),
         usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
         model=data.get("model") or model,
     )
@@ -172,8 +199,7 @@ def _parse_openai(data: dict[str, Any], model: str) -> Completion:
 
 def anthropic_body(conversation: Conversation, model: str) -> dict[str, Any]:
     """The Messages API request for ``conversation``."""
-    system = "\n\n".join(m.text for m in conversation.messages
-                         if m.role in ("system", "developer"))
+    system = "\n\n".join(m.text for m in conversation.messages if m.role in ("system", "developer"))
     messages: list[dict[str, Any]] = []
     for message in conversation.messages:
         if message.role in ("system", "developer"):
@@ -184,25 +210,33 @@ def anthropic_body(conversation: Conversation, model: str) -> dict[str, Any]:
             messages[-1]["content"].extend(blocks)  # tool results share one user turn
         else:
             messages.append({"role": role, "content": blocks})
-    body: dict[str, Any] = {"model": model, "messages": messages,
-                            "max_tokens": conversation.params.max_tokens or 4096}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": conversation.params.max_tokens or 4096,
+    }
     if system:
         body["system"] = system
     if conversation.tools:
-        body["tools"] = [{"name": t.name, "description": t.description,
-                          "input_schema": t.parameters} for t in conversation.tools]
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in conversation.tools
+        ]
         choice = conversation.tool_choice
-        body["tool_choice"] = ({"type": "tool", "name": choice.name} if choice.name else
-                               {"type": {"auto": "auto", "none": "none",
-                                         "required": "any"}[choice.mode]})
+        body["tool_choice"] = (
+            {"type": "tool", "name": choice.name}
+            if choice.name
+            else {"type": {"auto": "auto", "none": "none", "required": "any"}[choice.mode]}
+        )
     _common_params(body, conversation, None)
     return body
 
 
 def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [{"type": "tool_result", "tool_use_id": message.tool_call_id,
-                 "content": message.text}]
+        return [
+            {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.text}
+        ]
     blocks: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, TextPart):
@@ -235,13 +269,21 @@ def _parse_anthropic(data: dict[str, Any], model: str) -> Completion:
         elif kind == "thinking":
             reasoning.append(block.get("thinking", ""))
         elif kind == "tool_use":
-            calls.append(ToolCall(id=block.get("id", ""), name=block.get("name", ""),
-                                  arguments=orjson.dumps(block.get("input") or {}).decode()))
+            calls.append(
+                ToolCall(
+                    id=block.get("id", ""),
+                    name=block.get("name", ""),
+                    arguments=orjson.dumps(block.get("input") or {}).decode(),
+                )
+            )
     finish = {"max_tokens": "length", "tool_use": "tool_calls"}.get(
-        data.get("stop_reason") or "end_turn", "stop")
+        data.get("stop_reason") or "end_turn", "stop"
+    )
     usage = data.get("usage") or {}
     return Completion(
-        text="".join(text), reasoning="".join(reasoning) or None, tool_calls=calls,
+        text="".join(text),
+        reasoning="".join(reasoning) or None,
+        tool_calls=calls,
         finish_reason=_finish(finish),
         usage=Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
         model=data.get("model") or model,

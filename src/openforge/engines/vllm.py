@@ -112,4 +112,3 @@ class VLLMEngine(RemoteEngine):
     async def resume(self) -> None:
         """Resume after :meth:`pause`."""
         await self.post_json("/resume")
-
