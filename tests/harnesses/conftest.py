@@ -12,7 +12,8 @@ from openforge.harnesses.probe import DEFAULT_MODEL
 
 # Claude Code, Codex and claw must run in CI (.ci/run installs them); these only skip on a
 # machine where the pinned harness or bubblewrap is missing, and say so.
-NEEDS = {"claw": "python3", "claude-code": "claude", "codex": "codex"}
+NEEDS = {"claw": "python3", "claude-code": "claude", "codex": "codex",
+         "openclaw": "/opt/openforge/openclaw/bin/openclaw"}
 
 
 def require(name: str) -> None:
@@ -23,4 +24,6 @@ def require(name: str) -> None:
         pytest.skip("bubblewrap is not installed (the local sandbox backend needs it)")
     binary = NEEDS.get(name)
     if binary and shutil.which(binary) is None:
-        pytest.skip(f"{name} is not installed: run scripts/install-harnesses.sh")
+        # Printed with -rs; OpenClaw needs Node >= 24, which install-harnesses.sh brings.
+        pytest.skip(f"{name} is not installed ({binary} not found): "
+                    "run scripts/install-harnesses.sh")

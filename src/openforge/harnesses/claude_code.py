@@ -16,11 +16,11 @@ instructions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
-from openforge.harnesses.base import Launch
+from openforge.harnesses.base import Dialect, Launch
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
@@ -67,7 +67,7 @@ class ClaudeCodeHarness:
 
     name = "claude-code"
     version = VERSION
-    dialect: Literal["anthropic"] = "anthropic"
+    dialect: Dialect = "anthropic"
 
     def __init__(
         self,

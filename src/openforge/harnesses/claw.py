@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from openforge.harnesses import claw_agent
-from openforge.harnesses.base import HarnessNotInstalled, Launch
+from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
 from openforge.harnesses.launching import ENV_DIR, TaskTool, env_script, tools_markdown
 from openforge.sandboxes.base import Sandbox
 
@@ -34,7 +34,7 @@ class ClawHarness:
 
     name = "claw"
     version = claw_agent.VERSION
-    dialect: Literal["openai_chat"] = "openai_chat"
+    dialect: Dialect = "openai_chat"
 
     def __init__(
         self,

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from openforge.harnesses.base import Launch
+from openforge.harnesses.base import Dialect, Launch
 from openforge.harnesses.claude_code import parse_jsonl
 from openforge.harnesses.launching import (
     ENV_DIR,
@@ -83,7 +83,7 @@ class CodexHarness:
 
     name = "codex"
     version = VERSION
-    dialect: Literal["openai_responses"] = "openai_responses"
+    dialect: Dialect = "openai_responses"
 
     def __init__(
         self,

