@@ -12,7 +12,10 @@ another process on another core:
 * ``rllm``      — rllm-model-gateway (PyPI) in front of the instant engine server, when
                   it installs (into a throwaway venv under /tmp, never the project's).
 
-``added`` is a target's p50 minus the engine's p50 at the same concurrency.
+``added p50``/``added p99`` are a target's latency percentiles minus the engine's at the
+same mode and concurrency: what the gateway adds to the engine alone. ``TTFT`` is the time
+to the first body bytes of the answer (for a stream, its first event; for JSON, the whole
+answer). The issue's "p99 ≤ 10 ms at 256 concurrent streams" is read as the added p99.
 
     .venv/bin/python bench/gateway.py [--quick] [--no-peer]
 """
@@ -174,21 +177,25 @@ def serve_gateway(port: int, store: str, keys_file: str, n_keys: int) -> None:
 # ---- the load generator ---------------------------------------------------------------
 
 
-async def _read_response(reader: asyncio.StreamReader) -> int:
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, float]:
+    """(status, when the first body bytes arrived)."""
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head[9:12])
     lower = head.lower()
+    first = 0.0
     if b"transfer-encoding: chunked" in lower:
         while True:
             size_line = await reader.readuntil(b"\r\n")
             size = int(size_line.strip(), 16)
             await reader.readexactly(size + 2)
+            if not first:
+                first = time.perf_counter()
             if size == 0:
-                return status
+                return status, first
     i = lower.find(b"content-length:")
     end = lower.find(b"\r\n", i)
     await reader.readexactly(int(lower[i + 15 : end]))
-    return status
+    return status, time.perf_counter()
 
 
 async def _worker(
@@ -200,6 +207,7 @@ async def _worker(
     stop_at: float,
     warm_until: float,
     lat: list[float],
+    ttft: list[float],
 ) -> int:
     reader, writer = await asyncio.open_connection(host, port)
     head = (
@@ -213,12 +221,13 @@ async def _worker(
             if t >= stop_at:
                 return errors
             writer.write(head + body)
-            status = await _read_response(reader)
+            status, first = await _read_response(reader)
             done = time.perf_counter()
             if status != 200:
                 errors += 1
             elif t >= warm_until:
                 lat.append(done - t)
+                ttft.append(first - t)
     finally:
         writer.close()
 
@@ -232,23 +241,31 @@ def load(url: str, path: str, stream: bool, conc: int, seconds: float, keys: lis
 
     async def main() -> dict[str, Any]:
         lat: list[float] = []
+        ttft: list[float] = []
         start = time.perf_counter()
         warm = start + min(0.5, seconds / 4)
         stop = warm + seconds
         errs = await asyncio.gather(
             *(
-                _worker(host, int(port), path, body, keys[i % len(keys)], stop, warm, lat)
+                _worker(host, int(port), path, body, keys[i % len(keys)], stop, warm, lat, ttft)
                 for i in range(conc)
             )
         )
         lat.sort()
+        ttft.sort()
         n = len(lat)
+
+        def pct(xs: list[float], q: float) -> float:
+            return 1000 * xs[min(n - 1, int(n * q))] if n else float("nan")
+
         return {
             "n": n,
             "errors": sum(errs),
             "rps": n / seconds,
-            "p50_ms": 1000 * lat[n // 2] if n else float("nan"),
-            "p99_ms": 1000 * lat[min(n - 1, int(n * 0.99))] if n else float("nan"),
+            "p50_ms": pct(lat, 0.5),
+            "p99_ms": pct(lat, 0.99),
+            "ttft_p50_ms": pct(ttft, 0.5),
+            "ttft_p99_ms": pct(ttft, 0.99),
         }
 
     print(json.dumps(uvloop.run(main())), flush=True)
@@ -346,6 +363,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
     ap.add_argument("--no-peer", action="store_true", help="skip rllm-model-gateway")
+    ap.add_argument("--mode", choices=("json", "stream", "both"), default="both")
+    ap.add_argument("--conc", type=int, nargs="+", default=[1, 64, 256], help="concurrencies")
     ap.add_argument("--pin", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-gateway", nargs=4, help=argparse.SUPPRESS)
@@ -365,13 +384,18 @@ def main() -> None:
         keys = Path(keys_file).read_text().split() if keys_file != "-" else ["none"]
         load(url, path, stream == "1", int(conc), float(secs), keys)
         return
-    run_all(a.quick, not a.no_peer)
+    modes = {"json": (False,), "stream": (True,), "both": (False, True)}[a.mode]
+    run_all(a.quick, not a.no_peer, modes, tuple(a.conc))
 
 
-def run_all(quick: bool, peer: bool) -> None:
+def run_all(
+    quick: bool,
+    peer: bool,
+    modes: tuple[bool, ...] = (False, True),
+    concs: tuple[int, ...] = (1, 64, 256),
+) -> None:
     """Measure every target and print the table."""
     seconds = 1.5 if quick else 5.0
-    concs = (1, 64, 256)
     tmp = Path(tempfile.mkdtemp(prefix="openforge-bench-"))
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -397,13 +421,13 @@ def run_all(quick: bool, peer: bool) -> None:
                 procs.append(started[0])
                 targets.append(("rllm", started[1], None))
         results: dict[tuple[str, bool, int], dict[str, Any]] = {}
-        for stream in (False, True):
+        for stream in modes:
             for conc in concs:
                 for name, url, kf in targets:
                     results[(name, stream, conc)] = _run_load(
                         url, "/v1/chat/completions", stream, conc, seconds, kf
                     )
-        _print(results, targets, concs)
+        _print(results, targets, concs, modes)
     finally:
         for p in procs:
             p.kill()
@@ -415,20 +439,25 @@ def _print(
     results: dict[tuple[str, bool, int], dict[str, Any]],
     targets: list[tuple[str, str, str | None]],
     concs: tuple[int, ...],
+    modes: tuple[bool, ...],
 ) -> None:
     print(
         f"{'mode':<7}{'conc':>5} {'target':<10}{'calls/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'added p50':>11}{'errors':>8}"
+        f"{'added p50':>11}{'added p99':>11}{'TTFT p50':>10}{'TTFT p99':>10}{'errors':>8}"
     )
-    for stream in (False, True):
+    for stream in modes:
         for conc in concs:
-            base = results[("engine", stream, conc)]["p50_ms"]
+            base = results[("engine", stream, conc)]
             for name, _, _ in targets:
                 r = results[(name, stream, conc)]
-                added = "" if name == "engine" else f"{r['p50_ms'] - base:+.2f}"
+                add50 = add99 = ""
+                if name != "engine":
+                    add50 = f"{r['p50_ms'] - base['p50_ms']:+.2f}"
+                    add99 = f"{r['p99_ms'] - base['p99_ms']:+.2f}"
                 print(
                     f"{'stream' if stream else 'json':<7}{conc:>5} {name:<10}{r['rps']:>9.0f}"
-                    f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{added:>11}{r['errors']:>8}"
+                    f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{add50:>11}{add99:>11}"
+                    f"{r['ttft_p50_ms']:>10.2f}{r['ttft_p99_ms']:>10.2f}{r['errors']:>8}"
                 )
 
 

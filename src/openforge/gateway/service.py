@@ -35,8 +35,9 @@ from openforge.engines.base import (
 from openforge.gateway.control import Control, RolloutState
 from openforge.gateway.dialects import DialectSpec, new_id
 from openforge.gateway.identity import harness_identity, rollout_key
-from openforge.gateway.prompting import Prompting, Rendered
+from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
+from openforge.gateway.streaming import SSE_HEADERS, StreamWriter
 from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
 from openforge.store.base import Store, StoreError
 from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
@@ -44,11 +45,6 @@ from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
 __all__ = ["CallService", "ModelCall"]
 
 _JSON = [(b"content-type", b"application/json")]
-_SSE = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 _MAX_STORED_RESPONSES = 10_000
 _log = logging.getLogger(__name__)
 
@@ -312,7 +308,7 @@ class CallService:
         try:
             answer = await first_completion(engine.complete(conversation))
         except EngineError as exc:
-            await self._fail(call, _engine_error(exc), None, False, send)
+            await self._fail(call, _engine_error(exc), None, send)
             return
         call.first_token_s = time.perf_counter() - call.t0
         completion = teacher_completion(
@@ -327,7 +323,7 @@ class CallService:
             return
         encoder = spec.encoder(ctx)
         deltas = b"".join([encoder.delta(d) for d in completion_deltas(completion)])
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         await send(
             {
                 "type": "http.response.body",
@@ -347,34 +343,45 @@ class CallService:
         )
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
-        encoder = spec.encoder(ctx) if conversation.stream else None
+        writer = StreamWriter(send, spec.encoder(ctx), parser.feed) if conversation.stream else None
         assert self.token_engine is not None
         chunks = self.token_engine.generate(request)
-        started = False
         try:
-            async for chunk in chunks:
-                if call.first_token_s is None:
-                    call.first_token_s = time.perf_counter() - call.t0
-                call.output_ids.extend(chunk.ids)
-                call.logprobs.extend(chunk.logprobs)
-                if encoder is not None:  # a JSON answer is parsed once, after the last id
-                    out = b"".join([encoder.delta(d) for d in parser.feed(chunk.ids)])
-                    if not started:
-                        started = True
-                        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
-                        out = encoder.start() + out
-                    if out:
-                        await send({"type": "http.response.body", "body": out, "more_body": True})
-                if chunk.finish_reason is not None:
-                    call.finish = chunk.finish_reason
-                    break
-        except EngineError as exc:
-            await self._fail(call, _engine_error(exc), encoder, started, send)
-            return
+            try:
+                async for chunk in chunks:
+                    if call.first_token_s is None:
+                        call.first_token_s = time.perf_counter() - call.t0
+                    call.output_ids += chunk.ids
+                    call.logprobs += chunk.logprobs
+                    if writer is not None:  # a JSON answer is parsed once, after the last id
+                        writer.push(chunk.ids)
+                    if chunk.finish_reason is not None:
+                        call.finish = chunk.finish_reason
+                        break
+            except EngineError as exc:
+                await self._fail(call, _engine_error(exc), writer, send)
+                return
+            finally:
+                await chunks.aclose()  # type: ignore[attr-defined]
+            await self._complete(call, conversation, parser, writer, ctx, send)
         finally:
-            await chunks.aclose()  # type: ignore[attr-defined]
-        if encoder is None:
+            if writer is not None:
+                writer.cancel()
+
+    async def _complete(
+        self,
+        call: _Call,
+        conversation: Conversation,
+        parser: CallParser,
+        writer: StreamWriter | None,
+        ctx: ResponseContext,
+        send: Send,
+    ) -> None:
+        """Parse the rest, record, and end the answer (its last byte after the commit)."""
+        if writer is None:
             parser.feed(call.output_ids)
+        else:
+            writer.parse_pending()
         tail = parser.flush()
         completion = parser.finish(
             call.finish or "stop", call.prompt_ids, call.output_ids, call.logprobs
@@ -382,24 +389,25 @@ class CallService:
         completion.model = conversation.model
         call.completion = completion
         call.finish = completion.finish_reason
-        await self._record(call)
-        self._commit(call, conversation, completion, ctx)
-        if encoder is None:
-            await send_full(send, 200, spec.render_response(completion, ctx))
+        if writer is None:
+            await self._record(call)
+            self._commit(call, conversation, completion, ctx)
+            await send_full(send, 200, call.spec.render_response(completion, ctx))
             return
-        last = b"".join([encoder.delta(d) for d in tail]) + encoder.finish(completion)
-        if not started:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE})
-            last = encoder.start() + last
-        await send({"type": "http.response.body", "body": last})
+        writer.push_deltas(tail)
+        await self._record(call)  # the writer sends what is queued meanwhile
+        self._commit(call, conversation, completion, ctx)
+        encoder = writer.encoder
+        await writer.finish(lambda: encoder.finish(completion))
 
     async def _fail(
-        self, call: _Call, err: ApiError, encoder: Any, started: bool, send: Send
+        self, call: _Call, err: ApiError, writer: StreamWriter | None, send: Send
     ) -> None:
         call.status, call.error, call.finish = CallStatus.ENGINE_ERROR, err.message, "error"
         await self._record(call)
-        if started:
-            await send({"type": "http.response.body", "body": encoder.error(err)})
+        if writer is not None and writer.started:
+            encoder = writer.encoder
+            await writer.finish(lambda: encoder.error(err))
         else:
             await send_full(send, *call.spec.render_error(err))
 
