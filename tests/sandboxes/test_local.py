@@ -6,15 +6,18 @@ import asyncio
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import uvicorn
 
 from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
 from openforge.sandboxes.fspaths import PathEscape
 from openforge.sandboxes.limits import detect_cgroups
 from openforge.sandboxes.local import LocalBackend
+from openforge.sandboxes.netns import can_setns
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -130,34 +133,143 @@ async def test_put_get_refuse_escapes(backend: LocalBackend) -> None:
     assert await box.get(["inside/b.txt"]) == {"inside/b.txt": b"B"}
 
 
-async def test_network_none_blocks_loopback(backend: LocalBackend) -> None:
+_PROBE = b"""
+import socket, sys
+for port in sys.argv[1:]:
+    try:
+        s = socket.create_connection(("127.0.0.1", int(port)), 5)
+        print(s.recv(2))
+    except OSError as e:
+        print("refused", e)
+"""
+
+
+async def _tcp_server() -> asyncio.Server:
     async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.write(b"hi")
         await w.drain()
         w.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    probe = (
-        b"import socket, sys\n"
-        b"try:\n"
-        b"    s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), 2)\n"
-        b"    print(s.recv(2))\n"
-        b"except OSError as e:\n"
-        b"    print('refused', e)\n"
-    )
-    cmd = ["python3", "probe.py", str(port)]
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+
+async def test_network_none_and_open(backend: LocalBackend) -> None:
+    server = await _tcp_server()
+    port = str(server.sockets[0].getsockname()[1])
     async with server:
-        closed = await backend.create(SandboxSpec(network="none"))
+        closed = await backend.create(SandboxSpec(network="none", gateway_url="http://x:1"))
         assert closed.gateway_url is None
-        await closed.put({"probe.py": probe})
-        blocked = await closed.exec(cmd, timeout=20)
-        opened = await backend.create(SandboxSpec(network="gateway", gateway_url="http://g"))
-        assert opened.gateway_url == "http://g"
-        await opened.put({"probe.py": probe})
-        reached = await opened.exec(cmd, timeout=20)
+        await closed.put({"probe.py": _PROBE})
+        blocked = await closed.exec(["python3", "probe.py", port], timeout=20)
+        opened = await backend.create(SandboxSpec(network="open", gateway_url="http://g:9"))
+        assert opened.gateway_url == "http://g:9"
+        await opened.put({"probe.py": _PROBE})
+        reached = await opened.exec(["python3", "probe.py", port], timeout=20)
     assert blocked.stdout.startswith(b"refused"), blocked
     assert reached.stdout.strip() == b"b'hi'", reached
+
+
+_GATEWAY_CLIENT = b"""
+import http.client, os, socket, sys
+from urllib.parse import urlsplit
+url = urlsplit(os.environ["GW"])
+def conn():
+    return http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+c = conn()
+c.request("GET", url.path + "/hello")
+print("hello:", c.getresponse().read().decode())
+# SSE: the server sends its second event only after it is told the first one arrived.
+s = conn()
+s.request("GET", url.path + "/sse")
+r = s.getresponse()
+print("first:", r.readline().decode().strip())
+a = conn()
+a.request("POST", url.path + "/ack")
+a.getresponse().read()
+print("rest:", r.read().decode().split())
+other = int(sys.argv[1])
+for host, port in (("127.0.0.1", other), ("192.0.2.1", 80)):
+    try:
+        socket.create_connection((host, port), 5)
+        print("reached", host)
+    except OSError as e:
+        print("unreachable", host, e.errno)
+"""
+
+
+@pytest.mark.parametrize("relay", ["setns", "forwarder"])
+async def test_network_gateway_relays_only_the_gateway(tmp_path: Path, relay: str) -> None:
+    if relay == "setns" and not can_setns():
+        pytest.skip("setns relay needs CAP_SYS_ADMIN; the forwarder variant runs instead")
+    backend = LocalBackend(root=tmp_path / "sandboxes", gateway_relay=relay)  # type: ignore[arg-type]
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    acked = asyncio.Event()
+
+    async def hello(_req: Request) -> Response:
+        return PlainTextResponse("gateway")
+
+    async def sse(_req: Request) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            yield b"data: one\n\n"
+            await acked.wait()  # a relay that buffered would never deliver "one": deadlock
+            yield b"data: two\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def ack(_req: Request) -> Response:
+        acked.set()
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/v1/hello", hello), Route("/v1/sse", sse),
+                            Route("/v1/ack", ack, methods=["POST"])])  # fmt: skip
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    other = await _tcp_server()
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        gw = f"http://localhost:{sock.getsockname()[1]}/v1"
+        box = await backend.create(SandboxSpec(network="gateway", gateway_url=gw))
+        assert box.gateway_url == f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        await box.put({"client.py": _GATEWAY_CLIENT})
+        result = await box.exec(
+            ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
+            env={"GW": box.gateway_url}, timeout=60,
+        )  # fmt: skip
+        lines = result.stdout.decode().splitlines()
+        assert lines[:3] == ["hello: gateway", "first: data: one", "rest: ['data:', 'two']"], result
+        assert lines[3].startswith("unreachable 127.0.0.1 111"), lines  # ECONNREFUSED
+        assert lines[4].startswith("unreachable 192.0.2.1 101"), lines  # ENETUNREACH
+        # The command itself is the exec's process: its pid and exit status are its own.
+        status = await box.exec("echo $$; exit 7")
+        assert (status.stdout, status.exit_code) == (b"2\n", 7)
+        relay_path = box.relay.path if box.relay else None
+        await box.close()
+        assert relay_path is None or not os.path.exists(relay_path)
+    finally:
+        await backend.close()
+        other.close()
+        server.should_exit = True
+        await serving
+
+
+async def test_gateway_without_url_has_no_network(backend: LocalBackend) -> None:
+    server = await _tcp_server()
+    async with server:
+        box = await backend.create(SandboxSpec(network="gateway"))
+        assert box.gateway_url is None
+        await box.put({"probe.py": _PROBE})
+        port = str(server.sockets[0].getsockname()[1])
+        result = await box.exec(["python3", "probe.py", port], timeout=20)
+    assert result.stdout.startswith(b"refused"), result
+    with pytest.raises(SandboxError, match="gateway_url"):
+        await backend.create(SandboxSpec(network="gateway", gateway_url="ftp://x"))
 
 
 needs_cgroup = pytest.mark.skipif(

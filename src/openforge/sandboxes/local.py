@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -31,7 +31,9 @@ from openforge.sandboxes.base import (
     SandboxSpec,
 )
 from openforge.sandboxes.fspaths import read_files, write_files
+from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.limits import Cgroup, CgroupLayout, detect_cgroups, rlimit_args
+from openforge.sandboxes.netns import can_setns, listen_in
 from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
 
 __all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox"]
@@ -45,6 +47,10 @@ _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 # Secrets in /etc that a sandbox has no business reading (it runs as uid 0 mapped to root).
 _MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+# Where the gateway relay's socket and forwarder appear inside a "gateway" sandbox.
+_RELAY_SOCK = "/run/openforge/gateway.sock"
+_FORWARDER = "/run/openforge/forwarder.py"
+_FORWARDER_SRC = str(Path(__file__).with_name("gateway_forwarder.py"))
 
 
 def _system_mounts() -> list[str]:
@@ -98,8 +104,17 @@ class LocalSandbox:
         self.dir = backend.root / sid
         self.workdir = spec.workdir
         self.home = SANDBOX_HOME
-        # "open" and "gateway" share the host network: the gateway's URL is unchanged.
-        self.gateway_url = None if spec.network == "none" else spec.gateway_url
+        # "open" shares the host network: the gateway's URL is unchanged. "gateway" has its
+        # own network namespace per exec, reaching only the gateway through a relay.
+        self.gateway_url = spec.gateway_url if spec.network == "open" else None
+        self.relay: GatewayRelay | None = None
+        self._setns = False
+        if spec.network == "gateway" and spec.gateway_url:
+            address = gateway_address(spec.gateway_url)
+            self._setns = backend.relay_mode == "setns"
+            path = None if self._setns else str(backend.relay_dir / f"{sid}.sock")
+            self.relay = GatewayRelay(address, path)
+            self.gateway_url = address.inside_url
         self._backend = backend
         self._cgroup = cgroup
         self._running: set[int] = set()
@@ -121,7 +136,9 @@ class LocalSandbox:
         }
         return {**base, **self.spec.env, **(env or {})}
 
-    def _argv(self, cmd: Sequence[str] | str, cwd: str | None, status_fd: int) -> list[str]:
+    def _argv(
+        self, cmd: Sequence[str] | str, cwd: str | None, status_fd: int, block_fd: int
+    ) -> list[str]:
         spec = self.spec
         wd = os.path.normpath(os.path.join(self.workdir, cwd or "."))
         bwrap = [
@@ -143,9 +160,24 @@ class LocalSandbox:
             "--bind", str(self._roots[SANDBOX_HOME]), SANDBOX_HOME,
             "--bind", str(self._roots[self.workdir]), self.workdir,
         ]  # fmt: skip
-        if spec.network == "none":
+        if spec.network != "open":
             bwrap.append("--unshare-net")
-        bwrap += ["--chdir", wd, "--"]
+        bwrap += ["--chdir", wd]
+        if block_fd >= 0:
+            # setns relay: the command waits until the host has made the gateway's port. Not
+            # bwrap's --block-fd: on EOF (the exec was cancelled) that runs the command anyway,
+            # and its init may have lost --die-with-parent by then (it is reset when bwrap
+            # changes credentials), so the command would outlive us. This gate exits instead.
+            gate = f"read -r _ </proc/self/fd/{block_fd} || exit 125; exec \"$@\""
+            bwrap += ["--", "/bin/sh", "-c", gate, "openforge-gate"]
+        elif self.relay is not None and self.relay.path is not None:
+            port = str(self.relay.address.inside_port)
+            python = self._backend.python or "python3"
+            bwrap += ["--ro-bind", self.relay.path, _RELAY_SOCK, "--ro-bind", _FORWARDER_SRC,
+                      _FORWARDER, "--", python, "-I", "-S", _FORWARDER, port,
+                      _RELAY_SOCK]  # fmt: skip
+        else:
+            bwrap.append("--")
         bwrap += ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         # Limits a cgroup does not cover are rlimits, set by prlimit just before bwrap.
         cpu_s = int(spec.lifetime_s * (spec.cpu or 1)) + 1 if spec.lifetime_s else None
@@ -177,7 +209,9 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.id} is closed")
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
+        block_r, block_w = os.pipe() if self._setns else (-1, -1)
         started: list[int] = []
+        early = bytearray()  # status lines read while the exec ran
 
         def register(pid: int) -> None:
             started.append(pid)
@@ -188,31 +222,38 @@ class LocalSandbox:
                 os.killpg(pid, signal.SIGKILL)
 
         try:
-            argv = self._argv(cmd, cwd, status_w)
-            task = run_streaming(
-                argv,
-                env=self._env(env),
-                stdin=stdin,
-                timeout=timeout,
-                on_output=on_output,
-                max_output=self._backend.max_output,
-                kill=kill,
-                pass_fds=(status_w,),
-                on_start=register,
-            )
+            argv = self._argv(cmd, cwd, status_w, block_r)
+            task = asyncio.ensure_future(run_streaming(
+                argv, env=self._env(env), stdin=stdin, timeout=timeout, on_output=on_output,
+                max_output=self._backend.max_output, kill=kill, on_start=register,
+                pass_fds=(status_w,) if block_r < 0 else (status_w, block_r),
+            ))  # fmt: skip
+            server = None
             try:
+                if block_w >= 0:
+                    server = await self._gateway_port(task, status_r, early)
+                    os.write(block_w, b"go\n")
                 result = await task
+            except BaseException:
+                if not task.done():
+                    task.cancel()  # run_streaming kills the process tree
+                    with contextlib.suppress(ProcessLookupError, KeyError, ValueError):
+                        init = int(self._read_status(status_r, early)["child-pid"])
+                        os.kill(init, signal.SIGKILL)  # the namespace dies with its init
+                    with contextlib.suppress(BaseException):
+                        await task
+                raise
             finally:
                 self._running.difference_update(started)
-                os.close(status_w)
-                status_w = -1
-            status = self._read_status(status_r)
+                if server is not None and self.relay is not None:
+                    self.relay.stop(server)
+            status = self._read_status(status_r, early)
         except OSError as exc:
             raise SandboxError(f"sandbox {self.id}: cannot start bwrap: {exc}") from exc
         finally:
-            if status_w >= 0:
-                os.close(status_w)
-            os.close(status_r)
+            for fd in (status_r, status_w, block_r, block_w):
+                if fd >= 0:
+                    os.close(fd)
         if result.timed_out and "child-pid" in status:
             await _wait_gone(int(status["child-pid"]))
         if "child-pid" not in status and not result.timed_out:
@@ -220,9 +261,36 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.id}: bwrap failed to set up: {err}")
         return result
 
+    async def _gateway_port(
+        self, task: asyncio.Future[ExecResult], status_fd: int, early: bytearray
+    ) -> asyncio.AbstractServer | None:
+        """Once bwrap reports its child, listen on the gateway's port in the child's netns."""
+        assert self.relay is not None
+        loop = asyncio.get_running_loop()
+        child: asyncio.Future[int] = loop.create_future()
+
+        def readable() -> None:
+            with contextlib.suppress(BlockingIOError):
+                early.extend(os.read(status_fd, 65536))
+            for line in bytes(early).splitlines(keepends=True):
+                if line.endswith(b"\n") and b"child-pid" in line and not child.done():
+                    child.set_result(int(orjson.loads(line)["child-pid"]))
+
+        loop.add_reader(status_fd, readable)
+        try:
+            waits: set[asyncio.Future[Any]] = {child, task}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(status_fd)
+        if not child.done():
+            child.cancel()
+            return None  # bwrap ended before its child started: reported by the caller
+        sock = listen_in(child.result(), self.relay.address.inside_port)
+        return await self.relay.serve_socket(sock)
+
     @staticmethod
-    def _read_status(fd: int) -> dict[str, Any]:
-        data = b""
+    def _read_status(fd: int, early: bytearray) -> dict[str, Any]:
+        data = bytes(early)
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(fd, 65536):
                 data += chunk
@@ -256,6 +324,8 @@ class LocalSandbox:
         for pid in list(self._running):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        if self.relay is not None:
+            await self.relay.close()
         self._backend.forget(self.id)
         await self._backend.offload("teardown", self._remove)
 
@@ -276,6 +346,7 @@ class LocalBackend:
         bwrap: str | None = None,
         cgroups: bool = True,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        gateway_relay: Literal["auto", "setns", "forwarder"] = "auto",
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if not found:
@@ -287,6 +358,18 @@ class LocalBackend:
         self.root = Path(root) if root is not None else default_root
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_output = max_output
+        # The system's Python runs the gateway forwarder inside (only /usr etc. are visible).
+        self.python = shutil.which("python3", path=_DEFAULT_PATH)
+        # Unix socket paths are limited to 108 bytes: the relays live in a short directory.
+        self.relay_dir = Path(tempfile.gettempdir()) / f"openforge-gw-{os.getuid()}"
+        self.relay_dir.mkdir(mode=0o700, exist_ok=True)
+        # "setns" (needs CAP_SYS_ADMIN): the host listens inside each exec's namespace, no
+        # process inside. "forwarder": a small stdlib relay starts first in each exec.
+        if gateway_relay == "auto":
+            gateway_relay = "setns" if can_setns() else "forwarder"
+        elif gateway_relay == "setns" and not can_setns():
+            raise SandboxError("gateway_relay='setns' needs CAP_SYS_ADMIN (run as root)")
+        self.relay_mode = gateway_relay
         self.system_mounts = _system_mounts()
         self.cgroups: CgroupLayout | None = detect_cgroups() if cgroups else None
         self._sandboxes: dict[str, LocalSandbox] = {}
@@ -307,6 +390,11 @@ class LocalBackend:
         """Make the sandbox's directories and cgroup; raise :class:`SandboxError` on failure."""
         if not spec.workdir.startswith("/") or spec.workdir in ("/", "/tmp", SANDBOX_HOME):
             raise SandboxError(f"workdir must be an absolute path of its own, not {spec.workdir!r}")
+        if spec.network == "gateway" and spec.gateway_url:
+            try:
+                gateway_address(spec.gateway_url)
+            except ValueError as exc:
+                raise SandboxError(str(exc)) from exc
         sid = "sb-" + secrets.token_hex(6)
         cgroup = Cgroup(self.cgroups, f"openforge-{sid}") if self.cgroups else None
         try:
@@ -320,6 +408,14 @@ class LocalBackend:
             raise SandboxError(f"cannot create sandbox {sid}: {exc}") from exc
         box = LocalSandbox(self, sid, spec, cgroup)
         self._sandboxes[sid] = box
+        if box.relay is not None and box.relay.path is not None:
+            try:
+                if self.python is None:
+                    raise OSError("network='gateway' needs python3 in /usr/bin or /bin")
+                await box.relay.serve_unix()
+            except OSError as exc:
+                await box.close()
+                raise SandboxError(f"cannot create sandbox {sid}: gateway relay: {exc}") from exc
         return box
 
     def _make(self, sid: str, spec: SandboxSpec, cgroup: Cgroup | None) -> None:
@@ -359,6 +455,7 @@ class LocalBackend:
                 continue  # its owner is alive
             if self.cgroups is not None:
                 Cgroup(self.cgroups, f"openforge-{d.name}").remove()
+            (self.relay_dir / f"{d.name}.sock").unlink(missing_ok=True)
             shutil.rmtree(d, ignore_errors=True)
             reaped.append(d.name)
         return reaped
