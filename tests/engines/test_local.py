@@ -85,7 +85,8 @@ async def test_logprobs_match_a_separate_forward_pass(
 
 async def test_greedy_reports_the_unscaled_logprobs(engine: LocalEngine) -> None:
     prompt = encode(engine, "Once upon a time")
-    out, logprobs, _ = await run(engine, prompt, max_tokens=8, temperature=0.0)
+    # 100 tokens outgrow the KV buffers' first allocation (prompt + 64): growth is covered.
+    out, logprobs, _ = await run(engine, prompt, max_tokens=100, temperature=0.0)
     logits = rescored(engine, prompt, out)
     assert out == logits.argmax(-1).tolist()
     expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out)[:, None])[:, 0]
@@ -102,12 +103,16 @@ async def test_same_seed_same_sample(engine: LocalEngine) -> None:
 async def test_batching_keeps_each_output_identical(engine: LocalEngine) -> None:
     texts = ["Hello", "A much longer prompt about many different things", "x y", "Tell me"]
     prompts = [encode(engine, t) for t in texts]
-    alone = [await run(engine, p, max_tokens=16, temperature=0.0) for p in prompts]
+    lengths = [90, 16, 40, 70]  # rows leave at different steps; others keep growing
+    alone = [
+        await run(engine, p, max_tokens=n, temperature=0.0)
+        for p, n in zip(prompts, lengths, strict=True)
+    ]
     seeded_alone = await run(engine, prompts[1], max_tokens=16, temperature=0.9, seed=11)
 
     async def staggered(i: int, prompt: list[int]) -> tuple[list[int], list[float], TokenChunk]:
-        await asyncio.sleep(0.01 * i)  # later arrivals join a batch already decoding
-        return await run(engine, prompt, max_tokens=16, temperature=0.0)
+        await asyncio.sleep(0.02 * i)  # later arrivals join a batch already decoding
+        return await run(engine, prompt, max_tokens=lengths[i], temperature=0.0)
 
     together = await asyncio.gather(
         *(staggered(i, p) for i, p in enumerate(prompts)),
