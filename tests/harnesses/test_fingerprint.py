@@ -121,3 +121,14 @@ async def test_task_tools_reach_the_workspace_and_claws_prompt(tmp_path: Path) -
     (tmp_path / "AGENTS.md").write_bytes(got["AGENTS.md"])
     prompt = claw_agent.system_prompt(tmp_path)
     assert prompt.startswith(claw_agent.SYSTEM_PROMPT) and "## lookup" in prompt
+
+
+def test_stabilise_drops_the_host_os_from_a_user_agent_but_not_the_version() -> None:
+    here = "codex_exec/0.171.0 (Debian 12.0.0; x86_64) unknown (codex_exec; 0.171.0)"
+    there = "codex_exec/0.171.0 (Ubuntu 24.04; x86_64) unknown (codex_exec; 0.171.0)"
+    newer = "codex_exec/0.172.0 (Debian 12.0.0; x86_64) unknown (codex_exec; 0.172.0)"
+    assert stabilise(here) == stabilise(there)
+    assert stabilise(here) == "codex_exec/0.171.0 (<os>; x86_64) unknown (codex_exec; 0.171.0)"
+    assert stabilise(newer) != stabilise(here)
+    assert stabilise("claude-cli/2.1.197 (external, sdk-cli)") == (
+        "claude-cli/2.1.197 (external, sdk-cli)")

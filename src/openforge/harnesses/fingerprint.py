@@ -51,6 +51,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|"
                 r"November|December) \d{1,2}, \d{4}\b"), "<date>"),
     (re.compile(r"\b(Linux|Darwin) \d+\.\d+[\w.+-]*"), r"\1 <kernel>"),
+    # A user-agent's "(OS VERSION; ARCH)" after "product/version" (Codex: "codex_exec/0.171.0
+    # (Debian 12.0.0; x86_64)") names the host's distribution, not the harness: drop the OS,
+    # keep the product version and the architecture.
+    (re.compile(r"\b([\w.-]+/\d+\.\d+[\w.+-]*) \([^;()]+; ([^;()]+)\)"), r"\1 (<os>; \2)"),
     (re.compile(r"\b[0-9a-f]{16,}\b", re.I), "<hex>"),
     (re.compile(r"/tmp/[\w./-]+"), "<tmp>"),
     (re.compile(r"\b\d{10,13}\b"), "<epoch>"),
@@ -58,7 +62,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 
 
 def stabilise(text: str) -> str:
-    """``text`` with dates, ids, kernel versions and scratch paths replaced by placeholders."""
+    """``text`` with dates, ids, kernel and OS versions, scratch paths replaced by placeholders."""
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
