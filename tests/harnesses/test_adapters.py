@@ -22,15 +22,17 @@ HARNESSES = [
     pytest.param("claude-code", marks=pytest.mark.slow),
     pytest.param("codex", marks=pytest.mark.slow),
     pytest.param("openclaw", marks=pytest.mark.slow),
+    "mini-swe-agent",
 ]
 DIALECT = {"claw": "openai_chat", "claude-code": "anthropic", "codex": "openai_responses",
-           "openclaw": "openai_chat"}
+           "openclaw": "openai_chat", "mini-swe-agent": "openai_chat"}
 # What each harness says when the gateway refuses a prompt past the context.
 CONTEXT_REASON = {
     "claw": "maximum context length is 300 tokens",
     "claude-code": "Prompt is too long",
     "codex": "context window",
     "openclaw": "Context overflow",
+    "mini-swe-agent": "ContextWindowExceededError",
 }
 
 
@@ -98,3 +100,16 @@ async def test_prompt_past_the_context_ends_agent_error_with_the_reason(
     assert refused and all("prompt is too long" in (c.error or "") for c in refused)
     assert not [c for c in run.calls if c.status == CallStatus.OK]
     assert run.rollout is not None and run.rollout.status == "agent_error"
+
+
+async def test_mini_swe_agent_text_mode_parses_the_fenced_command(tmp_path: Path) -> None:
+    """``config=mini_textbased``: no tools are sent; the action is a fenced block in the text."""
+    require("mini-swe-agent")
+    run = await probe(get_harness("mini-swe-agent", config="mini_textbased"),
+                      SOLUTIONS["mini-swe-agent/text"], tmp_path)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), run.result
+    _assert_token_exact(run, "openai_chat")
+    assert all("tools" not in orjson.loads(c.raw_request) for c in run.calls)
+    trajectory = orjson.loads((run.run_dir / "rollouts/hello-file/0/transcript.json").read_bytes())
+    assert trajectory["info"]["exit_status"] == "Submitted"
+    assert trajectory["info"]["mini_version"] == "2.4.6"

@@ -27,6 +27,7 @@ __all__ = ["SOLUTIONS", "WRONG", "ProbeRun", "hello_task", "probe", "tool_reply"
 
 DEFAULT_MODEL = "/root/.cache/openforge/models/smollm2-135m"
 _DONE = {"text": "Done."}
+_SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end marker
 
 
 def tool_reply(name: str, **arguments: Any) -> dict[str, Any]:
@@ -43,10 +44,12 @@ def _solutions(content: str) -> dict[str, list[dict[str, Any]]]:
                                    content=content + "\n"), _DONE],
         "codex": [tool_reply("exec_command", cmd=shell), _DONE],
         "openclaw": [tool_reply("write", path="hello.txt", content=content + "\n"), _DONE],
-        "mini-swe-agent": [
+        # Its default mini.yaml: one `bash` function tool; it stops on this echo.
+        "mini-swe-agent": [tool_reply("bash", command=shell),
+                           tool_reply("bash", command=f"echo {_SUBMIT}")],
+        "mini-swe-agent/text": [
             {"text": f"THOUGHT: write the file.\n\n```mswea_bash_command\n{shell}\n```"},
-            {"text": "THOUGHT: done.\n\n```mswea_bash_command\n"
-                     "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"},
+            {"text": f"THOUGHT: done.\n\n```mswea_bash_command\necho {_SUBMIT}\n```"},
         ],
         "shell": [_DONE],
     }

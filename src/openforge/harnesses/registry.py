@@ -22,6 +22,7 @@ HARNESSES: dict[str, str | HarnessFactory] = {
     "claude-code": "openforge.harnesses.claude_code:ClaudeCodeHarness",
     "codex": "openforge.harnesses.codex:CodexHarness",
     "openclaw": "openforge.harnesses.openclaw:OpenClawHarness",
+    "mini-swe-agent": "openforge.harnesses.mini_swe_agent:MiniSweAgentHarness",
 }
 
 

@@ -1,0 +1,149 @@
+"""The ``mini-swe-agent`` harness: SWE-agent's minimal agent (PyPI ``mini-swe-agent``), as ``mini``.
+
+Installed by ``scripts/install-harnesses.sh`` into its own venv at
+``/opt/openforge/mini-swe-agent``, built on the system Python (the sandbox sees ``/usr``
+and ``/opt``, not a pyenv under ``/root``). Configured the way its users configure it:
+a config YAML merged after its built-in ``mini.yaml`` names the model
+``openai/<model>`` (LiteLLM's OpenAI provider) with ``api_base`` at the rollout's
+``…/r/<key>/v1`` and the rollout key as ``api_key``, and its documented environment
+variables skip the first-run setup wizard and LiteLLM's cost-map download.
+
+Run non-interactively: ``mini --yolo --exit-immediately --cost-limit 0`` (no confirmation,
+no "new task?" prompt at the end, no cost limit: a served model has no price). With the
+default ``mini.yaml`` it speaks OpenAI Chat Completions with one ``bash`` function tool;
+``config="mini_textbased"`` selects its text mode (a fenced ``mswea_bash_command`` block
+in the reply, no tools). The transcript is its trajectory file (``--output``). Task tools
+are appended to the task text, since mini-swe-agent reads no project instructions file.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import yaml
+
+from openforge.harnesses.base import Dialect, HarnessError, Launch
+from openforge.harnesses.launching import ENV_DIR, TaskTool, check_version, env_script
+from openforge.harnesses.launching import tools_markdown as _tools_markdown
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["MiniSweAgentHarness", "mini_config"]
+
+VERSION = "2.4.6"
+PREFIX = "/opt/openforge/mini-swe-agent"
+MINI_BIN = f"{PREFIX}/bin/mini"
+# Its LLM client stack, pinned with it: the fingerprint holds the openai SDK's headers.
+PINS = (f"mini-swe-agent=={VERSION}", "litellm==1.110.2", "openai==3.57.0")
+_CONFIGS = {"mini": "litellm", "mini_textbased": "litellm_textbased"}
+_ENV_FILE = f"{ENV_DIR}/mini-swe-agent-env.sh"
+_CONFIG_FILE = f"{ENV_DIR}/mini-swe-agent.yaml"
+_TOOLS_FILE = f"{ENV_DIR}/mini-swe-agent-task-tools.md"
+_TRAJECTORY = f"{ENV_DIR}/mini-swe-agent.traj.json"
+_VERSION_PROBE = "from importlib.metadata import version; print(version('mini-swe-agent'))"
+
+
+def mini_config(base_url: str, key: str, model: str, model_class: str,
+                step_limit: int) -> dict[str, Any]:
+    """The config merged over the built-in one: the model at the gateway, a step limit."""
+    return {
+        "agent": {"step_limit": step_limit},
+        "model": {
+            "model_class": model_class,
+            "model_name": f"openai/{model}",
+            # A served model has no price in LiteLLM's table; mini would stop on the error.
+            "cost_tracking": "ignore_errors",
+            "model_kwargs": {"api_base": base_url.rstrip("/") + "/v1", "api_key": key},
+        },
+    }
+
+
+class MiniSweAgentHarness:
+    """``mini -y --exit-immediately -l 0 -c mini.yaml -c OURS -t TASK -o TRAJECTORY``."""
+
+    name = "mini-swe-agent"
+    version = VERSION
+    dialect: Dialect = "openai_chat"
+
+    def __init__(self, home: str = "/home/sandbox", config: str = "mini",
+                 step_limit: int = 30, binary: str = MINI_BIN) -> None:
+        if config not in _CONFIGS:
+            raise HarnessError(f"mini-swe-agent config must be one of {sorted(_CONFIGS)}, "
+                               f"got {config!r}")
+        self.home = home.rstrip("/")
+        self.config = config
+        self.step_limit = int(step_limit)
+        self.binary = binary
+
+    def install_command(self) -> str:
+        """A venv on the system Python under /opt/openforge with the pinned package."""
+        return (f"/usr/bin/python3 -m venv {PREFIX} && "
+                f"{PREFIX}/bin/pip install {' '.join(PINS)}")
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """:class:`HarnessNotInstalled` unless the venv holds the pinned version."""
+        python = self.binary.rsplit("/", 1)[0] + "/python"
+        await check_version(sandbox, self.name, [python, "-c", _VERSION_PROBE], VERSION,
+                            self.install_command())
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Write the config YAML (model, gateway URL, key) and the env file."""
+        config = mini_config(base_url, key, model, _CONFIGS[self.config], self.step_limit)
+        env = {
+            "MSWEA_CONFIGURED": "true",  # no first-run setup wizard
+            "MSWEA_SILENT_STARTUP": "1",
+            "MSWEA_GLOBAL_CONFIG_DIR": f"{self.home}/.config/mini-swe-agent",
+            # The gateway answers or fails fast: one retry, not ten with back-off up to 60 s.
+            "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "2",
+            # LiteLLM would fetch its model cost map from the internet at import.
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PATH": f"{PREFIX}/bin:/usr/local/bin:/usr/bin:/bin",
+        }
+        await sandbox.put({
+            f"{self.home}/{_CONFIG_FILE}": yaml.safe_dump(config, sort_keys=False).encode(),
+            f"{self.home}/{_ENV_FILE}": env_script(env),
+        })
+
+    def command(self, instruction: str) -> Launch:
+        """``mini`` in yolo mode on the instruction (plus the task tools, if any)."""
+        argv = [
+            self.binary, "--yolo", "--exit-immediately", "--cost-limit", "0",
+            "-c", f"{self.config}.yaml", "-c", f"{self.home}/{_CONFIG_FILE}",
+            "-o", f"{self.home}/{_TRAJECTORY}",
+        ]  # fmt: skip
+        tools = shlex.quote(f"{self.home}/{_TOOLS_FILE}")
+        script = (
+            f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
+            'task="$OPENFORGE_INSTRUCTION"\n'
+            f'if [ -f {tools} ]; then task="$task\n\n$(cat {tools})"; fi\n'
+            f'exec {" ".join(shlex.quote(a) for a in argv)} -t "$task" </dev/null\n'
+        )
+        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The trajectory file (``info``, ``messages``), or None if it wrote none."""
+        path = f"{self.home}/{_TRAJECTORY}"
+        got = await sandbox.get([path])
+        if path not in got:
+            return None
+        try:
+            data = orjson.loads(got[path])
+        except orjson.JSONDecodeError:
+            return {"unparsed": got[path].decode(errors="replace")}
+        return data if isinstance(data, dict) else {"trajectory": data}
+
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The exception the agent stopped on (e.g. LiteLLM's ContextWindowExceededError)."""
+        info = (transcript or {}).get("info") or {}
+        messages = (transcript or {}).get("messages") or []
+        last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+        if last.get("role") == "exit" and info.get("exit_status") not in (None, "", "Submitted"):
+            text = str(last.get("content") or "")
+            return f"{info['exit_status']}: {text}"[:2000] if text else str(info["exit_status"])
+        return None
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Task tools, appended to the task text at launch (mini reads no AGENTS.md)."""
+        await sandbox.put({f"{self.home}/{_TOOLS_FILE}": _tools_markdown(tools).encode()})
