@@ -6,12 +6,21 @@ name, its own config file — and never patches it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import TaskTool
 
-__all__ = ["ExplainsFailure", "Harness", "HarnessError", "HarnessNotInstalled", "Launch"]
+__all__ = [
+    "ExplainsFailure",
+    "ExposesTaskTools",
+    "Harness",
+    "HarnessError",
+    "HarnessNotInstalled",
+    "Launch",
+]
 
 Dialect = Literal["openai_chat", "openai_responses", "anthropic"]
 
@@ -70,4 +79,17 @@ class ExplainsFailure(Protocol):
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The harness's own error message (e.g. the API error it got), or None."""
+        ...
+
+
+@runtime_checkable
+class ExposesTaskTools(Protocol):
+    """Optional: an adapter that can tell its harness about a task's tools.
+
+    For harnesses that take no custom tools: it writes the file the harness reads as
+    instructions (``AGENTS.md``, ``CLAUDE.md``, a ``SKILL.md``) before the launch.
+    """
+
+    async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
+        """Make ``tools`` known to the harness in ``sandbox``."""
         ...

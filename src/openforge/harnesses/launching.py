@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from openforge.harnesses.base import HarnessNotInstalled, Launch
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import TaskTool  # one type: tasks declare, adapters expose
 
 __all__ = [
     "ENV_DIR",
@@ -28,20 +29,6 @@ __all__ = [
 # Under the sandbox's HOME: the adapters' env files, copied scripts and captured output.
 ENV_DIR = ".openforge"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.][0-9A-Za-z.]+)?")
-
-
-@dataclass(frozen=True, slots=True)
-class TaskTool:
-    """A task-specific tool, exposed as a command the agent runs with its shell tool.
-
-    Harnesses that take no custom tools learn of it from a file in the workspace
-    (``AGENTS.md``, ``CLAUDE.md`` or a ``SKILL.md``), as OpenForgeRL did for OpenClaw
-    and Codex.
-    """
-
-    name: str
-    description: str
-    usage: str  # the shell command line, e.g. "python3 tools/lookup.py QUERY"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforge.harnesses.base import ExplainsFailure, Harness, HarnessError
+from openforge.harnesses.base import ExplainsFailure, ExposesTaskTools, Harness, HarnessError
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
@@ -71,6 +71,8 @@ async def _agent(task: Task, job: RolloutJob, box: Sandbox, minted: Minted,
     await job.harness.check(box)
     await job.harness.configure(box, _sandbox_base_url(minted, box, job.gateway.url),
                                 minted.key, job.model)
+    if task.tools and isinstance(job.harness, ExposesTaskTools):
+        await job.harness.add_tools(box, task.tools)
     launch = job.harness.command(task.instruction)
     t1 = time.perf_counter()
     out.timings["setup"] = t1 - t0

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from openforge.sandboxes.base import NetworkPolicy
 
-__all__ = ["VERIFY_DIR", "Task", "TaskError", "collect_dir", "inside"]
+__all__ = ["VERIFY_DIR", "Task", "TaskError", "TaskTool", "collect_dir", "inside"]
 
 # Where the verifier's files are put in the sandbox (relative to the workdir), after the
 # agent has stopped, so the agent can neither read nor pre-empt them.
@@ -28,6 +28,20 @@ class TaskError(Exception):
         self.field = field_name
         self.problem = problem
         super().__init__(f"{self.file}: {field_name}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTool:
+    """A task-specific tool, exposed as a command the agent runs with its shell tool.
+
+    Harnesses that take no custom tools learn of it from a file in the workspace
+    (``AGENTS.md``, ``CLAUDE.md`` or a ``SKILL.md``), as OpenForgeRL did for OpenClaw
+    and Codex; the orchestrator asks the adapter to write it (``add_tools``).
+    """
+
+    name: str
+    description: str
+    usage: str  # the shell command line, e.g. "python3 tools/lookup.py QUERY"
 
 
 @dataclass(slots=True)
@@ -60,6 +74,8 @@ class Task:
     # Extra files written next to the verifier (generated wrappers), path -> content.
     verify_extra: dict[str, bytes] = field(default_factory=dict)
     solution: dict[str, Path] = field(default_factory=dict)
+    # Task tools (commands in the workspace) the harness is told about before it starts.
+    tools: tuple[TaskTool, ...] = ()
 
     def workspace_bytes(self) -> dict[str, bytes]:
         """The workspace's files, read now."""

@@ -20,6 +20,11 @@
     # Runs with the workdir as cwd; the verifier's files are in $OPENFORGE_VERIFY_DIR.
     command = "python3 $OPENFORGE_VERIFY_DIR/check.py"  # default: verify.sh, else verify.py
     timeout = 60
+
+    [[tools]]                         # optional, repeatable: task tools the harness is told of
+    name = "lookup"
+    description = "Look a word up in the glossary."
+    usage = "python3 tools/lookup.py WORD"   # a command run with the agent's shell tool
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, collect_dir
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskTool, collect_dir
 
 __all__ = ["ID_RE", "load_native", "number", "string_list"]
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 _NETWORKS = ("none", "gateway", "open")
 _SPLITS = ("train", "test")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def number(file: Path, table: dict[str, Any], key: str, default: float | None,
@@ -56,6 +62,30 @@ def string_list(file: Path, value: Any, field_name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TaskError(file, field_name, f"must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _tools(file: Path, value: Any) -> tuple[TaskTool, ...]:
+    """``[[tools]]`` tables (name, description, usage), or a TaskError naming the entry."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise TaskError(file, "tools", "must be an array of tables ([[tools]])")
+    out: list[TaskTool] = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise TaskError(file, f"tools[{i}]", "must be a table with name, description, usage")
+        fields: dict[str, str] = {}
+        for key in ("name", "description", "usage"):
+            got = entry.get(key)
+            if not isinstance(got, str) or not got.strip():
+                raise TaskError(file, f"tools[{i}].{key}", f"must be a non-empty string, "
+                                f"got {got!r}")
+            fields[key] = got.strip()
+        if not _TOOL_NAME.match(fields["name"]):
+            raise TaskError(file, f"tools[{i}].name", f"must be [A-Za-z0-9_.-], got "
+                            f"{fields['name']!r}")
+        out.append(TaskTool(**fields))
+    return tuple(out)
 
 
 def _int(file: Path, table: dict[str, Any], key: str) -> int | None:
@@ -134,5 +164,6 @@ def load_native(root: Path) -> Task:
         verify=verify_files,
         verify_command=command,
         solution=collect_dir(root, "solution", "solution/"),
+        tools=_tools(file, data.get("tools")),
     )
 
