@@ -23,11 +23,14 @@ from typing import Any, Literal
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
 from openforge.sandboxes.container import DEFAULT_IMAGE
+from openforge.sandboxes.k8s_pool import PooledPod, WarmPool
 from openforge.sandboxes.manifests import (
+    LABEL_POOL,
     LABEL_ROLLOUT,
     LABEL_RUN,
     LABEL_SANDBOX,
     SANDBOXD_PORT,
+    label_value,
     network_policy,
     pod_manifest,
     pod_name,
@@ -132,6 +135,9 @@ class KubernetesBackend:
         gateway_port: int = 8080,
         max_retries: int = 5,
         sandboxd_port: int = SANDBOXD_PORT,
+        warm_pool: int = 0,
+        pool_spec: SandboxSpec | None = None,
+        pool_max_age_s: float = 900.0,
     ) -> None:
         self.namespace = namespace
         self.image = image
@@ -151,6 +157,13 @@ class KubernetesBackend:
         self._open: dict[str, RemoteSandbox] = {}
         self._creating: set[str] = set()
         self._policy_done = False
+        self.pool: WarmPool | None = None
+        if warm_pool > 0:
+            self.pool = WarmPool(
+                size=warm_pool, spec=pool_spec or SandboxSpec(), max_age_s=pool_max_age_s,
+                prefix=f"of-pool-{self.run_id}", launch=self._launch_pooled,
+                delete=self._delete_named, fits=self._fits_pool,
+            )  # fmt: skip
 
     async def _core(self) -> Any:
         from kubernetes_asyncio import client, config
@@ -182,6 +195,9 @@ class KubernetesBackend:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
+    async def _delete_named(self, name: str) -> None:
+        await self._delete_pod(await self._core(), name)
+
     async def _delete_pod(self, core: Any, name: str) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -209,12 +225,24 @@ class KubernetesBackend:
         self._policy_done = True
 
     async def create(self, spec: SandboxSpec) -> RemoteSandbox:
-        """Create (or re-create) the rollout's pod and its Secret; wait until sandboxd answers."""
+        """A ready sandbox for ``spec``: a claimed warm-pool pod, else the rollout's own pod.
+
+        Its own pod is created (or re-created) with its Secret, then waited for until
+        sandboxd answers.
+        """
         from kubernetes_asyncio.client.exceptions import ApiException
 
-        rollout = spec.labels.get(LABEL_ROLLOUT) or secrets.token_hex(8)
-        name = pod_name(rollout)
+        rollout = (spec.labels.get(LABEL_ROLLOUT) or spec.labels.get("openforge/rollout")
+                   or secrets.token_hex(8))  # fmt: skip
         spec.labels = {**spec.labels, LABEL_ROLLOUT: rollout, LABEL_RUN: self.run_id}
+        if self.pool is not None:
+            self.pool.start()
+            pooled = self.pool.claim(spec)
+            if pooled is not None:
+                box = await self._claim(pooled, spec, rollout)
+                if box is not None:
+                    return box
+        name = pod_name(rollout)
         token = secrets.token_urlsafe(32)
         lifetime = spec.lifetime_s or self.default_lifetime_s
         body = pod_manifest(
@@ -223,43 +251,105 @@ class KubernetesBackend:
         )  # fmt: skip
         self._creating.add(name)
         try:
-            core = await self._core()
-            if spec.network != "open":
-                await self._ensure_policy(core)
-            pod = await self._create_pod(core, name, body)
-            owner = {"apiVersion": "v1", "kind": "Pod", "name": name,
-                     "uid": pod.metadata.uid, "controller": False}  # fmt: skip
-            try:
-                await self.call(
-                    core.create_namespaced_secret, self.namespace,
-                    secret_manifest(f"{name}-token", token, owner),
-                )  # fmt: skip
-            except ApiException as exc:
-                if classify(exc.status) != "conflict":
-                    raise
-                await self.call(
-                    core.replace_namespaced_secret, f"{name}-token", self.namespace,
-                    secret_manifest(f"{name}-token", token, owner),
-                )  # fmt: skip
-            ip = await self.wait_ready(core, name)
+            ip = await self._launch(name, body, token, spec.network)
         except ApiException as exc:
             raise SandboxError(f"kubernetes: pod {name}: {exc.status} {exc.reason}") from exc
         finally:
             self._creating.discard(name)
-
-        async def remove() -> None:
-            self._open.pop(name, None)
-            await self._delete_pod(await self._core(), name)
-
         client = SandboxdClient(f"http://{ip}:{self.sandboxd_port}", token)
-        box = RemoteSandbox(name, client, spec.gateway_url, remove)
-        self._open[name] = box
+        box = self._box(name, client, spec)
         try:
             await client.wait_ready(self.ready_timeout)
         except BaseException:
             await box.close()
             raise
         return box
+
+    def _box(
+        self, name: str, client: SandboxdClient, spec: SandboxSpec, env: Any = None
+    ) -> RemoteSandbox:
+        async def remove() -> None:
+            self._open.pop(name, None)
+            await self._delete_named(name)
+
+        box = RemoteSandbox(name, client, spec.gateway_url, remove, env)
+        self._open[name] = box
+        return box
+
+    async def _launch(self, name: str, body: dict[str, Any], token: str, network: str) -> str:
+        """Create the pod and its token Secret; the pod's IP once it is Ready."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        core = await self._core()
+        if network != "open":
+            await self._ensure_policy(core)
+        pod = await self._create_pod(core, name, body)
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": name,
+                 "uid": pod.metadata.uid, "controller": False}  # fmt: skip
+        secret = secret_manifest(f"{name}-token", token, owner)
+        try:
+            await self.call(core.create_namespaced_secret, self.namespace, secret)
+        except ApiException as exc:
+            if classify(exc.status) != "conflict":
+                raise
+            await self.call(core.replace_namespaced_secret, f"{name}-token", self.namespace, secret)
+        return await self.wait_ready(core, name)
+
+    def _fits_pool(self, spec: SandboxSpec) -> bool:
+        pool = self.pool.spec if self.pool is not None else SandboxSpec()
+        lifetime = spec.lifetime_s or self.default_lifetime_s
+        return (
+            (spec.image or self.image) == (pool.image or self.image)
+            and spec.workdir == pool.workdir
+            and (spec.cpu, spec.memory_mb, spec.pids, spec.disk_mb)
+            == (pool.cpu, pool.memory_mb, pool.pids, pool.disk_mb)
+            and spec.network == pool.network
+            and lifetime <= self.default_lifetime_s
+        )
+
+    async def _launch_pooled(self, name: str) -> PooledPod:
+        """One warm-pool pod, Ready and answering; its deadline covers pool age + lifetime."""
+        assert self.pool is not None
+        born = asyncio.get_running_loop().time()
+        spec = self.pool.spec
+        labeled = SandboxSpec(**{**{f: getattr(spec, f) for f in spec.__slots__},
+                                 "labels": {**spec.labels, LABEL_POOL: "ready",
+                                            LABEL_RUN: self.run_id}})  # fmt: skip
+        token = secrets.token_urlsafe(32)
+        deadline = self.pool.max_age_s + self.default_lifetime_s + self.verify_margin_s
+        body = pod_manifest(
+            name, labeled, image=spec.image or self.image, secret=f"{name}-token",
+            deadline_s=int(deadline), owner=self.owner,
+        )  # fmt: skip
+        ip = await self._launch(name, body, token, spec.network)
+        client = SandboxdClient(f"http://{ip}:{self.sandboxd_port}", token)
+        try:
+            await client.wait_ready(self.ready_timeout)
+        except BaseException:
+            await client.aclose()
+            raise
+        return PooledPod(name, client, born)
+
+    async def _claim(
+        self, pooled: PooledPod, spec: SandboxSpec, rollout: str
+    ) -> RemoteSandbox | None:
+        """Relabel a pool pod to ``rollout``; None (pod deleted) if it is gone or changed."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        patch = {"metadata": {"labels": {LABEL_POOL: None, LABEL_ROLLOUT: label_value(rollout)}}}
+        self._creating.add(pooled.name)
+        try:
+            core = await self._core()
+            await self.call(core.patch_namespaced_pod, pooled.name, self.namespace, patch)
+        except ApiException as exc:
+            log.info("warm pool pod %s not claimable (%s); creating one", pooled.name, exc.status)
+            await pooled.client.aclose()
+            with contextlib.suppress(ApiException):
+                await self._delete_named(pooled.name)
+            return None
+        finally:
+            self._creating.discard(pooled.name)
+        return self._box(pooled.name, pooled.client, spec, spec.env)
 
     async def _create_pod(self, core: Any, name: str, body: dict[str, Any]) -> Any:
         from kubernetes_asyncio.client.exceptions import ApiException
@@ -327,38 +417,118 @@ class KubernetesBackend:
         assert ip is not None
         return ip
 
+    def _owned(self, name: str) -> bool:
+        pool = self.pool.names() if self.pool is not None else set()
+        return name in self._open or name in self._creating or name in pool
+
+    def _doomed(self, pod: Any) -> bool:
+        """Whether a pod of this run should go: nobody owns it, or it has terminated."""
+        state = parse_pod(pod)
+        if state.terminating:
+            return False
+        name = pod.metadata.name
+        if state.phase in ("Failed", "Succeeded") or state.failed_reason:
+            if self.pool is not None:
+                self.pool.discard(name)
+            return name not in self._creating
+        return not self._owned(name)
+
+    @property
+    def _selector(self) -> str:
+        return f"{LABEL_SANDBOX}=true,{LABEL_RUN}={self.run_id}"
+
     async def reconcile_once(self) -> list[str]:
         """Delete this run's pods that no open sandbox owns or that have terminated."""
         core = await self._core()
         listing = await self.call(
-            core.list_namespaced_pod, self.namespace,
-            label_selector=f"{LABEL_SANDBOX}=true,{LABEL_RUN}={self.run_id}",
-        )  # fmt: skip
-        doomed = []
-        for pod in listing.items:
-            name = pod.metadata.name
-            state = parse_pod(pod)
-            if state.terminating or name in self._creating:
-                continue
-            if name not in self._open or state.phase in ("Failed", "Succeeded"):
-                doomed.append(name)
+            core.list_namespaced_pod, self.namespace, label_selector=self._selector
+        )
+        return await self._reconcile(core, listing.items)
+
+    async def _reconcile(self, core: Any, pods: list[Any]) -> list[str]:
+        doomed = [pod.metadata.name for pod in pods if self._doomed(pod)]
         for name in doomed:
             await self._delete_pod(core, name)
         return doomed
 
-    async def run_reconciler(self, stop: asyncio.Event, period_s: float = 30.0) -> None:
-        """Level-triggered passes every ``period_s`` until ``stop`` is set; errors are logged."""
+    async def _on_event(self, core: Any, kind: str, pod: Any) -> None:
+        """React to one watch event on this run's pods (edge-triggered reconcile)."""
+        name = pod.metadata.name
+        if kind == "DELETED":
+            if self.pool is not None:
+                self.pool.discard(name)
+            if name in self._open:
+                log.warning("sandbox pod %s was deleted under its rollout", name)
+            return
+        if kind in ("ADDED", "MODIFIED"):
+            await self._reconcile(core, [pod])
+
+    async def watch_pods(self, watch_timeout_s: int = 300) -> None:
+        """Watch this run's pods forever: list (a level pass), then watch from that version.
+
+        ``410 Gone`` (the version is too old) and the server ending the watch both lead to
+        a relist; 429/5xx and transport errors back off and relist. Cancel to stop.
+        """
+        import aiohttp
+        from kubernetes_asyncio import watch
         from kubernetes_asyncio.client.exceptions import ApiException
 
-        while not stop.is_set():
+        backoff = 0.0
+        while True:
+            w = watch.Watch()
             try:
-                deleted = await self.reconcile_once()
-                if deleted:
-                    log.info("reconciler removed %d orphan pods", len(deleted))
-            except (ApiException, OSError) as exc:
-                log.warning("reconcile pass failed: %r", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), period_s)
+                core = await self._core()
+                listing = await self.call(
+                    core.list_namespaced_pod, self.namespace, label_selector=self._selector
+                )
+                await self._reconcile(core, listing.items)
+                async for event in w.stream(
+                    core.list_namespaced_pod, self.namespace, label_selector=self._selector,
+                    resource_version=listing.metadata.resource_version,
+                    timeout_seconds=watch_timeout_s,
+                ):  # fmt: skip
+                    await self._on_event(core, event["type"], event["object"])
+                backoff = 0.0
+            except ApiException as exc:
+                if classify(exc.status) == "gone":
+                    log.info("reconciler watch: 410 Gone; relisting")
+                    continue
+                backoff = min(30.0, max(0.1, backoff * 2))
+                log.warning("reconciler watch: %s %s; relisting in %.1fs",
+                            exc.status, exc.reason, backoff)  # fmt: skip
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                backoff = min(30.0, max(0.1, backoff * 2))
+                log.warning("reconciler watch: %r; relisting in %.1fs", exc, backoff)
+            finally:
+                await w.close()
+            await asyncio.sleep(backoff)
+
+    async def run_reconciler(
+        self, stop: asyncio.Event, period_s: float = 30.0, watch: bool = True
+    ) -> None:
+        """Until ``stop`` is set: a level-triggered pass every ``period_s`` and, with
+        ``watch``, a watch on this run's pods that reacts to each event as it comes."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        async def periodic() -> None:
+            while True:
+                try:
+                    deleted = await self.reconcile_once()
+                    if deleted:
+                        log.info("reconciler removed %d pods", len(deleted))
+                except (ApiException, OSError) as exc:
+                    log.warning("reconcile pass failed: %r", exc)
+                await asyncio.sleep(period_s)
+
+        tasks = [asyncio.create_task(periodic())]
+        if watch:
+            tasks.append(asyncio.create_task(self.watch_pods()))
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def gc(self, all_runs: bool = False) -> int:
         """Delete sandbox pods and secrets (this run's, or every run's); returns pods deleted."""
@@ -375,7 +545,9 @@ class KubernetesBackend:
         return len(listing.items)
 
     async def close(self) -> None:
-        """Delete every pod this backend still holds and close the API client."""
+        """Delete every pod this backend still holds (pool included), close the API client."""
+        if self.pool is not None:
+            await self.pool.close()
         await asyncio.gather(*(box.close() for box in list(self._open.values())))
         if self._own_client and self._api_client is not None:
             await self._api_client.close()

@@ -168,7 +168,7 @@ class LocalSandbox:
             # bwrap's --block-fd: on EOF (the exec was cancelled) that runs the command anyway,
             # and its init may have lost --die-with-parent by then (it is reset when bwrap
             # changes credentials), so the command would outlive us. This gate exits instead.
-            gate = f"read -r _ </proc/self/fd/{block_fd} || exit 125; exec \"$@\""
+            gate = f'read -r _ </proc/self/fd/{block_fd} || exit 125; exec "$@"'
             bwrap += ["--", "/bin/sh", "-c", gate, "openforge-gate"]
         elif self.relay is not None and self.relay.path is not None:
             port = str(self.relay.address.inside_port)

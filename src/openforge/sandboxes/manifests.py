@@ -13,11 +13,14 @@ from typing import Any
 from openforge.sandboxes.base import SandboxSpec
 
 __all__ = [
+    "LABEL_POOL",
     "LABEL_ROLLOUT",
     "LABEL_RUN",
     "LABEL_SANDBOX",
     "SANDBOXD_PORT",
     "gateway_manifests",
+    "label_key",
+    "label_value",
     "network_policy",
     "pod_manifest",
     "pod_name",
@@ -27,6 +30,8 @@ __all__ = [
 LABEL_SANDBOX = "openforge.dev/sandbox"
 LABEL_ROLLOUT = "openforge.dev/rollout"
 LABEL_RUN = "openforge.dev/run"
+# "ready" on a warm-pool pod no rollout has claimed yet; removed when one claims it.
+LABEL_POOL = "openforge.dev/pool"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 SANDBOXD_PORT = 8765
 Obj = dict[str, Any]
@@ -39,9 +44,19 @@ def pod_name(rollout_id: str) -> str:
     return f"of-sb-{slug}-{digest}" if slug else f"of-sb-{digest}"
 
 
-def _label_value(value: str) -> str:
+def label_value(value: str) -> str:
+    """``value`` made a valid label value (or name part of a key): 63 safe characters."""
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:63].strip("-_.")
     return cleaned or "x"
+
+
+def label_key(key: str) -> str:
+    """``key`` made a valid label key, keeping its ``prefix/`` (``openforge.dev/run``)."""
+    prefix, _, name = key.rpartition("/")
+    if not prefix:
+        return label_value(name)
+    clean = re.sub(r"[^a-z0-9.-]+", "-", prefix.lower())[:253].strip("-.")
+    return f"{clean}/{label_value(name)}" if clean else label_value(name)
 
 
 def pod_manifest(
@@ -64,7 +79,7 @@ def pod_manifest(
         resources.setdefault("requests", {})["memory"] = f"{spec.memory_mb}Mi"
     if spec.disk_mb is not None:
         resources.setdefault("limits", {})["ephemeral-storage"] = f"{spec.disk_mb}Mi"
-    labels = {_label_value(k): _label_value(v) for k, v in spec.labels.items()}
+    labels = {label_key(k): label_value(v) for k, v in spec.labels.items()}
     labels[LABEL_SANDBOX] = "true"
     labels[LABEL_COMPONENT] = "sandbox"
     env: list[Obj] = [{"name": k, "value": v} for k, v in spec.env.items()]

@@ -153,12 +153,16 @@ class RemoteSandbox:
         client: SandboxdClient,
         gateway_url: str | None,
         remove: Callable[[], Awaitable[None]],
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.id = sid
         self.gateway_url = gateway_url
         self.client = client
         self._remove = remove
         self._closed = False
+        # Set for every exec (under the exec's own env): the spec's env where the pod was
+        # made before the spec was known (a warm-pool pod).
+        self.env = dict(env or {})
 
     def _check(self) -> None:
         if self._closed:
@@ -175,7 +179,8 @@ class RemoteSandbox:
     ) -> ExecResult:
         """Run ``cmd`` in the sandbox (see :class:`SandboxdClient.exec`)."""
         self._check()
-        return await self.client.exec(cmd, env, cwd, timeout, stdin, on_output)
+        merged = {**self.env, **env} if self.env and env else (env or self.env or None)
+        return await self.client.exec(cmd, merged, cwd, timeout, stdin, on_output)
 
     async def put(self, files: Mapping[str, bytes]) -> None:
         """Write files in the sandbox."""
