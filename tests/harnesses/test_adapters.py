@@ -1,10 +1,16 @@
 """Each adapter end to end through the orchestrator: the scripted engine plays a correct
 (reward 1) or wrong (reward 0) solution of claw-mini's hello-file with the harness's own
-tools; the stored calls are token-exact; a prompt past the context ends agent_error."""
+tools; the stored calls are token-exact; a prompt past the context ends agent_error.
+
+A harness's three rollouts (correct, wrong, past the context) run once per module and at
+the same time, each with its own gateway and sandbox: most of a harness's wall time is its
+own start-up and shutdown (OpenClaw: ~12 s before its first call), which overlap."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -41,6 +47,39 @@ CONTEXT_REASON = {
 REWRITES_HISTORY = {"openclaw"}
 
 
+Runs = dict[str, ProbeRun]  # "correct", "wrong", "context" -> that rollout
+
+
+async def _three(name: str, work: Path) -> Runs:
+    harness = get_harness(name)
+    correct, wrong, context = await asyncio.gather(
+        probe(harness, SOLUTIONS[name], work / "correct"),
+        probe(harness, WRONG[name], work / "wrong"),
+        probe(harness, SOLUTIONS[name], work / "context", max_context=300),
+    )
+    return {"correct": correct, "wrong": wrong, "context": context}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Runs]:
+    """``runs(NAME)``: NAME's three rollouts, run together on first use."""
+    done: dict[str, Runs | BaseException] = {}
+
+    def get(name: str) -> Runs:
+        require(name)
+        if name not in done:
+            try:
+                done[name] = asyncio.run(_three(name, tmp_path_factory.mktemp(name)))
+            except Exception as exc:  # fail each of its tests, without re-running them all
+                done[name] = exc
+        got = done[name]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    return get
+
+
 def _assert_token_exact(run: ProbeRun, dialect: str, rewrites: bool = False) -> None:
     main = [c for c in run.calls if c.dialect == dialect and c.status == CallStatus.OK]
     assert len(main) >= 2, [(c.dialect, c.status, c.error) for c in run.calls]
@@ -59,10 +98,9 @@ def _assert_token_exact(run: ProbeRun, dialect: str, rewrites: bool = False) -> 
 
 
 @pytest.mark.parametrize("name", HARNESSES)
-async def test_correct_solution_scores_1_token_exact(name: str, tmp_path: Path) -> None:
-    require(name)
+def test_correct_solution_scores_1_token_exact(name: str, runs: Callable[[str], Runs]) -> None:
     harness = get_harness(name)
-    run = await probe(harness, SOLUTIONS[name], tmp_path)
+    run = runs(name)["correct"]
     res = run.result
     assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
     _assert_token_exact(run, DIALECT[name], rewrites=name in REWRITES_HISTORY)
@@ -80,19 +118,17 @@ async def test_correct_solution_scores_1_token_exact(name: str, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("name", HARNESSES)
-async def test_wrong_solution_scores_0(name: str, tmp_path: Path) -> None:
-    require(name)
-    run = await probe(get_harness(name), WRONG[name], tmp_path)
+def test_wrong_solution_scores_0(name: str, runs: Callable[[str], Runs]) -> None:
+    run = runs(name)["wrong"]
     assert (run.result.status, run.result.reward) == ("completed", 0.0), run.result
     assert run.result.details == {"found": "goodbye\n"}
 
 
 @pytest.mark.parametrize("name", HARNESSES)
-async def test_prompt_past_the_context_ends_agent_error_with_the_reason(
-    name: str, tmp_path: Path
+def test_prompt_past_the_context_ends_agent_error_with_the_reason(
+    name: str, runs: Callable[[str], Runs]
 ) -> None:
-    require(name)
-    run = await probe(get_harness(name), SOLUTIONS[name], tmp_path, max_context=300)
+    run = runs(name)["context"]
     res = run.result
     assert (res.status, res.reward) == ("agent_error", 0.0), res
     assert res.error is not None and CONTEXT_REASON[name] in res.error, res.error

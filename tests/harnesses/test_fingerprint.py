@@ -60,20 +60,21 @@ async def test_adding_a_tool_is_reported(tmp_path: Path) -> None:
 
 def test_check_cli_no_change_then_change(tmp_path: Path) -> None:
     require("claw")
-    ok = subprocess.run([OPENFORGE, "harness", "check", "claw"], capture_output=True,
-                        text=True, timeout=240)
-    assert ok.returncode == 0, ok.stderr
-    assert "no change" in ok.stdout
     # A baseline whose first call lacked the `edit` tool: the installed claw "added" it.
     stored = load_fingerprint("claw", claw_agent.VERSION)
     assert stored is not None
     stored["calls"][0]["tools"] = [t for t in stored["calls"][0]["tools"] if t[0] != "edit"]
     stored["hash"] = "0" * 16
     (tmp_path / f"claw-{claw_agent.VERSION}.json").write_bytes(orjson.dumps(stored))
-    changed = subprocess.run([OPENFORGE, "harness", "check", "claw", "--baseline",
-                              str(tmp_path)], capture_output=True, text=True, timeout=240)
-    assert changed.returncode == 1, changed.stderr
-    assert "call 0: tool added: edit" in changed.stdout
+    # Both checks at once: each is a fresh CLI process (start-up is most of its time).
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for argv in ([OPENFORGE, "harness", "check", "claw"],
+                          [OPENFORGE, "harness", "check", "claw", "--baseline", str(tmp_path)])]
+    (ok_out, ok_err), (changed_out, changed_err) = (p.communicate(timeout=240) for p in procs)
+    assert procs[0].returncode == 0, ok_err
+    assert "no change" in ok_out
+    assert procs[1].returncode == 1, changed_err
+    assert "call 0: tool added: edit" in changed_out
 
 
 def test_stabilise_removes_dates_ids_and_kernels() -> None:
