@@ -40,6 +40,12 @@ print(" ".join(f"{p}=={v(p)}" for p in ("mini-swe-agent", "litellm", "openai")))
 }
 if ! mswea_ok; then
   rm -rf "$MSWEA"
+  # Debian's Python has no venv/ensurepip without python3-venv.
+  if ! "$SYS_PY" -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null &&
+     [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv \
+      >/dev/null || true
+  fi
   if ! "$SYS_PY" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
     echo "install-harnesses: mini-swe-agent needs $SYS_PY >= 3.10 with venv; skipped" >&2
   elif ! { "$SYS_PY" -m venv "$MSWEA" &&
