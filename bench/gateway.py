@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -208,8 +209,11 @@ async def _worker(
     warm_until: float,
     lat: list[float],
     ttft: list[float],
+    think: float,
 ) -> int:
     reader, writer = await asyncio.open_connection(host, port)
+    if think:  # spread the connections' calls over the think time, as agents would be
+        await asyncio.sleep(random.uniform(0, think))
     head = (
         f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
         f"authorization: Bearer {key}\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -228,11 +232,21 @@ async def _worker(
             elif t >= warm_until:
                 lat.append(done - t)
                 ttft.append(first - t)
+            if think:
+                await asyncio.sleep(think)
     finally:
         writer.close()
 
 
-def load(url: str, path: str, stream: bool, conc: int, seconds: float, keys: list[str]) -> None:
+def load(
+    url: str,
+    path: str,
+    stream: bool,
+    conc: int,
+    seconds: float,
+    keys: list[str],
+    think: float = 0.0,
+) -> None:
     """Run ``conc`` keep-alive connections for ``seconds``; print one JSON result line."""
     import uvloop
 
@@ -247,7 +261,9 @@ def load(url: str, path: str, stream: bool, conc: int, seconds: float, keys: lis
         stop = warm + seconds
         errs = await asyncio.gather(
             *(
-                _worker(host, int(port), path, body, keys[i % len(keys)], stop, warm, lat, ttft)
+                _worker(
+                    host, int(port), path, body, keys[i % len(keys)], stop, warm, lat, ttft, think
+                )
                 for i in range(conc)
             )
         )
@@ -294,7 +310,13 @@ def _spawn(args: list[str], cpu: int) -> subprocess.Popen[bytes]:
 
 
 def _run_load(
-    url: str, path: str, stream: bool, conc: int, seconds: float, keys_file: str | None
+    url: str,
+    path: str,
+    stream: bool,
+    conc: int,
+    seconds: float,
+    keys_file: str | None,
+    think: float = 0.0,
 ) -> dict[str, Any]:
     args = [
         sys.executable,
@@ -308,6 +330,7 @@ def _run_load(
         str(conc),
         str(seconds),
         keys_file or "-",
+        str(think),
     ]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -365,10 +388,16 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true", help="skip rllm-model-gateway")
     ap.add_argument("--mode", choices=("json", "stream", "both"), default="both")
     ap.add_argument("--conc", type=int, nargs="+", default=[1, 64, 256], help="concurrencies")
+    ap.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="pause after each call per connection (agents running tools); 0: closed loop",
+    )
     ap.add_argument("--pin", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-gateway", nargs=4, help=argparse.SUPPRESS)
-    ap.add_argument("--load", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--load", nargs=7, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.pin is not None:
         _pin(a.pin)
@@ -380,12 +409,12 @@ def main() -> None:
         serve_gateway(int(port), store, keys_file, int(n))
         return
     if a.load:
-        url, path, stream, conc, secs, keys_file = a.load
+        url, path, stream, conc, secs, keys_file, think = a.load
         keys = Path(keys_file).read_text().split() if keys_file != "-" else ["none"]
-        load(url, path, stream == "1", int(conc), float(secs), keys)
+        load(url, path, stream == "1", int(conc), float(secs), keys, float(think))
         return
     modes = {"json": (False,), "stream": (True,), "both": (False, True)}[a.mode]
-    run_all(a.quick, not a.no_peer, modes, tuple(a.conc))
+    run_all(a.quick, not a.no_peer, modes, tuple(a.conc), a.think_ms / 1000)
 
 
 def run_all(
@@ -393,6 +422,7 @@ def run_all(
     peer: bool,
     modes: tuple[bool, ...] = (False, True),
     concs: tuple[int, ...] = (1, 64, 256),
+    think: float = 0.0,
 ) -> None:
     """Measure every target and print the table."""
     seconds = 1.5 if quick else 5.0
@@ -425,7 +455,7 @@ def run_all(
             for conc in concs:
                 for name, url, kf in targets:
                     results[(name, stream, conc)] = _run_load(
-                        url, "/v1/chat/completions", stream, conc, seconds, kf
+                        url, "/v1/chat/completions", stream, conc, seconds, kf, think
                     )
         _print(results, targets, concs, modes)
     finally:

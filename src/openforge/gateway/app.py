@@ -34,7 +34,7 @@ from openforge.gateway.prompting import Prompting
 from openforge.gateway.service import CallService, read_body, send_full
 from openforge.store.base import Store
 
-__all__ = ["GatewayConfig", "build_app"]
+__all__ = ["GatewayApp", "GatewayConfig", "build_app"]
 
 
 @dataclass(slots=True)
@@ -55,6 +55,36 @@ class _ModelEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = scope.get("path_params", {}).get("key")
         await self.service.serve(self.spec, key, scope, receive, send)
+
+
+class GatewayApp:
+    """The ASGI app: model calls go straight to their endpoint, the rest to Starlette.
+
+    A pure ASGI front (Starlette's own advice for hot paths): a model call's response is
+    many ``send``s, and Starlette's middleware stack wraps every one of them twice
+    (error and exception middleware) on top of routing. Exact paths are looked up in a
+    dict, with or without the ``/r/<key>`` prefix; everything else (admin, health,
+    models, and wrong methods) goes through the Starlette app as before.
+    """
+
+    def __init__(self, app: Starlette, endpoints: dict[str, Any]) -> None:
+        self.app = app
+        self.state = app.state
+        self._endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            endpoint = self._endpoints.get(path)
+            key = None
+            if endpoint is None and path.startswith("/r/"):
+                key, _, rest = path[3:].partition("/")
+                endpoint = self._endpoints.get("/" + rest) if key else None
+            if endpoint is not None:
+                scope["path_params"] = {"key": key} if key else {}
+                await endpoint(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _CountTokens:
@@ -91,7 +121,7 @@ def _models_body(name: str) -> bytes:
     )
 
 
-def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> Starlette:
+def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> GatewayApp:
     """The gateway app over ``engine`` and ``store``."""
     control = Control(store, weight_version=engine.info().weight_version)
     prompting = Prompting(config.model)
@@ -147,4 +177,9 @@ def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) 
     app.state.service = service
     app.state.control = control
     app.state.admin = admin
-    return app
+    fast = {
+        r.path: r.endpoint
+        for r in model_routes
+        if isinstance(r, Route) and r.methods and "POST" in r.methods
+    }
+    return GatewayApp(app, fast)
