@@ -70,9 +70,11 @@ for name in ("starlette", "uvicorn", "orjson", "anyio", "h11", "idna", "sniffio"
 PYEOF
 mkdir -p "$SITE/openforge/sandboxes"
 cp "$REPO/src/openforge/__init__.py" "$SITE/openforge/"
-cp "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,procs,sandboxd}.py "$SITE/openforge/sandboxes/"
+cp "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,sandboxd}.py "$SITE/openforge/sandboxes/"
 
 tar -C "$ROOT" -czf "$CTX/rootfs.tar.gz" .
 cp "$HERE/Containerfile.sandbox" "$CTX/Containerfile"
-"$ENGINE" build -q -t "$IMAGE" -f "$CTX/Containerfile" "$CTX"
+# The sources' hash as a label: tests (and users) can tell an image older than the code.
+SOURCES=$(cat "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,sandboxd}.py | sha256sum | cut -c1-16)
+"$ENGINE" build -q --label "openforge.dev/sources=$SOURCES" -t "$IMAGE" -f "$CTX/Containerfile" "$CTX"
 echo "built $IMAGE ($(du -sh "$CTX/rootfs.tar.gz" | cut -f1) compressed rootfs)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -14,6 +15,8 @@ from openforge.sandboxes import SandboxSpec, create_backend
 from openforge.sandboxes.container import DEFAULT_IMAGE, ContainerBackend, gateway_inside
 from openforge.sandboxes.fspaths import PathEscape
 
+from .gateway_probe import CLIENT, check_client_output, gateway_server, tcp_server
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -24,6 +27,19 @@ def _podman_reason() -> str | None:
     if probe.returncode != 0:
         return f"podman does not work here: {probe.stderr.strip()[-300:]}"
     return None
+
+
+def _sources_hash() -> str:
+    names = ("__init__", "base", "fspaths", "gateway_relay", "procs", "sandboxd")
+    data = b"".join((REPO / "src/openforge/sandboxes" / f"{n}.py").read_bytes() for n in names)
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _image_sources(image: str) -> str:
+    fmt = '{{ index .Labels "openforge.dev/sources" }}'
+    out = subprocess.run(["podman", "image", "inspect", "--format", fmt, image],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def test_gateway_url_mapping() -> None:
@@ -38,8 +54,7 @@ def image() -> str:
     if reason:
         print(f"SKIP podman tests: {reason}")
         pytest.skip(reason)
-    have = subprocess.run(["podman", "image", "exists", DEFAULT_IMAGE], check=False)
-    if have.returncode != 0:
+    if _image_sources(DEFAULT_IMAGE) != _sources_hash():  # missing, or built from older code
         build = subprocess.run(
             [str(REPO / "deploy/build-sandbox-image.sh"), DEFAULT_IMAGE, "podman"],
             capture_output=True, text=True, check=False,
@@ -70,8 +85,9 @@ async def test_podman_sandbox_exec_files_and_gateway(backend: ContainerBackend) 
     port = server.sockets[0].getsockname()[1]
     async with server:
         box = await backend.create(
-            SandboxSpec(gateway_url=f"http://127.0.0.1:{port}", memory_mb=256, pids=64, cpu=1)
-        )
+            SandboxSpec(gateway_url=f"http://127.0.0.1:{port}", memory_mb=256, pids=64, cpu=1,
+                        network="open")
+        )  # fmt: skip
         assert box.gateway_url == f"http://10.0.2.2:{port}"
         await box.put({"in.txt": b"data"})
         probe = (
@@ -101,3 +117,23 @@ async def test_podman_network_none(backend: ContainerBackend) -> None:
     result = await box.exec(["python3", "-c", probe], timeout=60)
     assert result.stdout.startswith(b"blocked"), result
     await box.close()
+
+
+@pytest.mark.slow
+async def test_podman_network_gateway_reaches_only_the_gateway(backend: ContainerBackend) -> None:
+    other = await tcp_server()
+    try:
+        async with gateway_server() as port:
+            box = await backend.create(
+                SandboxSpec(network="gateway", gateway_url=f"http://127.0.0.1:{port}/v1")
+            )
+            assert box.gateway_url == f"http://127.0.0.1:{port}/v1"
+            await box.put({"client.py": CLIENT})
+            result = await box.exec(
+                ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
+                env={"GW": box.gateway_url}, timeout=60,
+            )  # fmt: skip
+            check_client_output(result.stdout)
+            await box.close()
+    finally:
+        other.close()

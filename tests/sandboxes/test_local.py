@@ -6,18 +6,18 @@ import asyncio
 import os
 import secrets
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
 from openforge.sandboxes.fspaths import PathEscape
 from openforge.sandboxes.limits import detect_cgroups
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.netns import can_setns
+
+from .gateway_probe import CLIENT, check_client_output, gateway_server, tcp_server
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -144,17 +144,8 @@ for port in sys.argv[1:]:
 """
 
 
-async def _tcp_server() -> asyncio.Server:
-    async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        w.write(b"hi")
-        await w.drain()
-        w.close()
-
-    return await asyncio.start_server(answer, "127.0.0.1", 0)
-
-
 async def test_network_none_and_open(backend: LocalBackend) -> None:
-    server = await _tcp_server()
+    server = await tcp_server()
     port = str(server.sockets[0].getsockname()[1])
     async with server:
         closed = await backend.create(SandboxSpec(network="none", gateway_url="http://x:1"))
@@ -169,98 +160,37 @@ async def test_network_none_and_open(backend: LocalBackend) -> None:
     assert reached.stdout.strip() == b"b'hi'", reached
 
 
-_GATEWAY_CLIENT = b"""
-import http.client, os, socket, sys
-from urllib.parse import urlsplit
-url = urlsplit(os.environ["GW"])
-def conn():
-    return http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-c = conn()
-c.request("GET", url.path + "/hello")
-print("hello:", c.getresponse().read().decode())
-# SSE: the server sends its second event only after it is told the first one arrived.
-s = conn()
-s.request("GET", url.path + "/sse")
-r = s.getresponse()
-print("first:", r.readline().decode().strip())
-a = conn()
-a.request("POST", url.path + "/ack")
-a.getresponse().read()
-print("rest:", r.read().decode().split())
-other = int(sys.argv[1])
-for host, port in (("127.0.0.1", other), ("192.0.2.1", 80)):
-    try:
-        socket.create_connection((host, port), 5)
-        print("reached", host)
-    except OSError as e:
-        print("unreachable", host, e.errno)
-"""
-
-
 @pytest.mark.parametrize("relay", ["setns", "forwarder"])
 async def test_network_gateway_relays_only_the_gateway(tmp_path: Path, relay: str) -> None:
     if relay == "setns" and not can_setns():
         pytest.skip("setns relay needs CAP_SYS_ADMIN; the forwarder variant runs instead")
     backend = LocalBackend(root=tmp_path / "sandboxes", gateway_relay=relay)  # type: ignore[arg-type]
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import PlainTextResponse, Response, StreamingResponse
-    from starlette.routing import Route
-
-    acked = asyncio.Event()
-
-    async def hello(_req: Request) -> Response:
-        return PlainTextResponse("gateway")
-
-    async def sse(_req: Request) -> Response:
-        async def events() -> AsyncIterator[bytes]:
-            yield b"data: one\n\n"
-            await acked.wait()  # a relay that buffered would never deliver "one": deadlock
-            yield b"data: two\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    async def ack(_req: Request) -> Response:
-        acked.set()
-        return PlainTextResponse("ok")
-
-    app = Starlette(routes=[Route("/v1/hello", hello), Route("/v1/sse", sse),
-                            Route("/v1/ack", ack, methods=["POST"])])  # fmt: skip
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    other = await _tcp_server()
+    other = await tcp_server()
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        gw = f"http://localhost:{sock.getsockname()[1]}/v1"
-        box = await backend.create(SandboxSpec(network="gateway", gateway_url=gw))
-        assert box.gateway_url == f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-        await box.put({"client.py": _GATEWAY_CLIENT})
-        result = await box.exec(
-            ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
-            env={"GW": box.gateway_url}, timeout=60,
-        )  # fmt: skip
-        lines = result.stdout.decode().splitlines()
-        assert lines[:3] == ["hello: gateway", "first: data: one", "rest: ['data:', 'two']"], result
-        assert lines[3].startswith("unreachable 127.0.0.1 111"), lines  # ECONNREFUSED
-        assert lines[4].startswith("unreachable 192.0.2.1 101"), lines  # ENETUNREACH
-        # The command itself is the exec's process: its pid and exit status are its own.
-        status = await box.exec("echo $$; exit 7")
-        assert (status.stdout, status.exit_code) == (b"2\n", 7)
-        relay_path = box.relay.path if box.relay else None
-        await box.close()
-        assert relay_path is None or not os.path.exists(relay_path)
+        async with gateway_server() as port:
+            box = await backend.create(
+                SandboxSpec(network="gateway", gateway_url=f"http://localhost:{port}/v1")
+            )
+            assert box.gateway_url == f"http://127.0.0.1:{port}/v1"
+            await box.put({"client.py": CLIENT})
+            result = await box.exec(
+                ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
+                env={"GW": box.gateway_url}, timeout=60,
+            )  # fmt: skip
+            check_client_output(result.stdout)
+            # The command itself is the exec's process: its pid and exit status are its own.
+            status = await box.exec("echo $$; exit 7")
+            assert (status.stdout, status.exit_code) == (b"2\n", 7)
+            relay_path = box.relay.path if box.relay else None
+            await box.close()
+            assert relay_path is None or not os.path.exists(relay_path)
     finally:
         await backend.close()
         other.close()
-        server.should_exit = True
-        await serving
 
 
 async def test_gateway_without_url_has_no_network(backend: LocalBackend) -> None:
-    server = await _tcp_server()
+    server = await tcp_server()
     async with server:
         box = await backend.create(SandboxSpec(network="gateway"))
         assert box.gateway_url is None

@@ -1,9 +1,12 @@
 """The ``podman`` / ``docker`` backends: one container per sandbox with sandboxd inside.
 
 The host talks to sandboxd over a Unix socket in a bind-mounted directory, so control
-traffic needs no published port and works even with ``network="none"``. The harness reaches
-the gateway through the engine's host alias: podman's slirp4netns with
-``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 inside), docker's
+traffic needs no published port and works even with ``network="none"``. With
+``network="gateway"`` the container has no network either (``--network none``, loopback
+only): a second socket in that directory leads to the host's relay to the gateway, and
+sandboxd serves it on the container's ``127.0.0.1:PORT``; nothing else is reachable. With
+``"open"`` the harness reaches the gateway through the engine's host alias: podman's
+slirp4netns with ``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 inside), docker's
 ``host-gateway``. The image is built offline by ``deploy/build-sandbox-image.sh``.
 """
 
@@ -18,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
 
 __all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside"]
@@ -97,7 +101,7 @@ class ContainerBackend:
         return out.decode()
 
     def _network(self, spec: SandboxSpec) -> list[str]:
-        if spec.network == "none":
+        if spec.network != "open":
             return ["--network", "none"]
         if self.name == "podman":
             return ["--network", "slirp4netns:allow_host_loopback=true"]
@@ -115,6 +119,12 @@ class ContainerBackend:
 
     async def create(self, spec: SandboxSpec) -> RemoteSandbox:
         """Start a container running sandboxd and wait until it answers."""
+        relay = None
+        if spec.network == "gateway" and spec.gateway_url:
+            try:
+                address = gateway_address(spec.gateway_url)
+            except ValueError as exc:
+                raise SandboxError(str(exc)) from exc
         sid = "sb-" + secrets.token_hex(6)
         name = f"openforge-{sid}"
         token = secrets.token_urlsafe(32)
@@ -129,17 +139,27 @@ class ContainerBackend:
             *self._network(spec), *self._resources(spec), *self.extra_args,
             self.image, "--workdir", spec.workdir, "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
         ]  # fmt: skip
+        if spec.network == "gateway" and spec.gateway_url:
+            relay = GatewayRelay(address, str(sockdir / "gateway.sock"))
+            args += ["--gateway-port", str(address.inside_port),
+                     "--gateway-socket", f"{_SOCKET_DIR}/gateway.sock"]  # fmt: skip
 
         async def remove() -> None:
             self._open.pop(sid, None)
             await self._run("rm", "--force", "--time", "0", name, check=False)
+            if relay is not None:
+                await relay.close()
             await asyncio.to_thread(shutil.rmtree, sockdir, True)
 
         client = SandboxdClient("http://sandboxd", token, uds=str(sockdir / "sandboxd.sock"))
         alias = _HOST_ALIAS[self.name]
-        url = None if spec.network == "none" else gateway_inside(spec.gateway_url, alias)
+        url = gateway_inside(spec.gateway_url, alias) if spec.network == "open" else None
+        if relay is not None:
+            url = relay.address.inside_url if relay.address else None
         box = RemoteSandbox(sid, client, url, remove)
         try:
+            if relay is not None:
+                await relay.serve_unix()
             await self._run(*args)
             await client.wait_ready(self.ready_timeout)
         except BaseException as exc:

@@ -67,9 +67,16 @@ class GatewayRelay:
     socket already made inside the sandbox's network namespace (``serve_socket``).
     """
 
-    def __init__(self, address: GatewayAddress, path: str | None = None) -> None:
+    def __init__(
+        self,
+        address: GatewayAddress | None,
+        path: str | None = None,
+        upstream_uds: str | None = None,
+    ) -> None:
         self.address = address
         self.path = path
+        # Inside a container (sandboxd), the way on is the host's Unix socket, not TCP.
+        self.upstream_uds = upstream_uds
         self._servers: set[asyncio.AbstractServer] = set()
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -79,6 +86,10 @@ class GatewayRelay:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         self._servers.add(await asyncio.start_unix_server(self._relay, path=self.path))
+
+    async def serve_tcp(self, host: str, port: int) -> None:
+        """Listen on ``host:port`` (sandboxd: the gateway's port on the container's loopback)."""
+        self._servers.add(await asyncio.start_server(self._relay, host, port))
 
     async def serve_socket(self, sock: socket.socket) -> asyncio.AbstractServer:
         """Accept on a listening TCP socket; stop it with :meth:`stop`."""
@@ -95,9 +106,13 @@ class GatewayRelay:
         self._writers.add(writer)
         try:
             try:
-                up_reader, up_writer = await asyncio.open_connection(
-                    self.address.host, self.address.port
-                )
+                if self.upstream_uds is not None:
+                    up_reader, up_writer = await asyncio.open_unix_connection(self.upstream_uds)
+                else:
+                    assert self.address is not None
+                    up_reader, up_writer = await asyncio.open_connection(
+                        self.address.host, self.address.port
+                    )
             except OSError:
                 return  # closing the socket tells the client the gateway is not there
             self._writers.add(up_writer)

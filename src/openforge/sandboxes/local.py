@@ -109,12 +109,14 @@ class LocalSandbox:
         self.gateway_url = spec.gateway_url if spec.network == "open" else None
         self.relay: GatewayRelay | None = None
         self._setns = False
+        self._inside_port = 0
         if spec.network == "gateway" and spec.gateway_url:
             address = gateway_address(spec.gateway_url)
             self._setns = backend.relay_mode == "setns"
             path = None if self._setns else str(backend.relay_dir / f"{sid}.sock")
             self.relay = GatewayRelay(address, path)
             self.gateway_url = address.inside_url
+            self._inside_port = address.inside_port
         self._backend = backend
         self._cgroup = cgroup
         self._running: set[int] = set()
@@ -171,7 +173,7 @@ class LocalSandbox:
             gate = f'read -r _ </proc/self/fd/{block_fd} || exit 125; exec "$@"'
             bwrap += ["--", "/bin/sh", "-c", gate, "openforge-gate"]
         elif self.relay is not None and self.relay.path is not None:
-            port = str(self.relay.address.inside_port)
+            port = str(self._inside_port)
             python = self._backend.python or "python3"
             bwrap += ["--ro-bind", self.relay.path, _RELAY_SOCK, "--ro-bind", _FORWARDER_SRC,
                       _FORWARDER, "--", python, "-I", "-S", _FORWARDER, port,
@@ -285,7 +287,7 @@ class LocalSandbox:
         if not child.done():
             child.cancel()
             return None  # bwrap ended before its child started: reported by the caller
-        sock = listen_in(child.result(), self.relay.address.inside_port)
+        sock = listen_in(child.result(), self._inside_port)
         return await self.relay.serve_socket(sock)
 
     @staticmethod

@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token-file")
     parser.add_argument("--workdir", default="/workspace")
     parser.add_argument("--home", default=os.environ.get("HOME", "/root"))
+    parser.add_argument("--gateway-port", type=int, help="relay 127.0.0.1:PORT inside ...")
+    parser.add_argument("--gateway-socket", help="... to this Unix socket (the host's relay)")
     args = parser.parse_args(argv)
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     Path(args.home).mkdir(parents=True, exist_ok=True)
@@ -244,7 +246,23 @@ def main(argv: list[str] | None = None) -> None:
         print(orjson.dumps({"port": sock.getsockname()[1]}).decode(), flush=True)
     app = build_app(_token(args), args.workdir, args.home)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    asyncio.run(_serve(uvicorn.Server(config), sock, args.gateway_port, args.gateway_socket))
+
+
+async def _serve(server: Any, sock: socket.socket, port: int | None, uds: str | None) -> None:
+    relay = None
+    if port and uds:
+        # network="gateway" in a container without a network: the gateway's port on this
+        # loopback leads to the host's relay socket (bind-mounted), and nowhere else.
+        from openforge.sandboxes.gateway_relay import GatewayRelay
+
+        relay = GatewayRelay(None, upstream_uds=uds)
+        await relay.serve_tcp("127.0.0.1", port)
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if relay is not None:
+            await relay.close()
 
 
 if __name__ == "__main__":
