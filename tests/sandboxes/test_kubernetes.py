@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -240,3 +241,55 @@ async def test_real_cluster_exec() -> None:
         assert await backend.reconcile_once() == []
     finally:
         await backend.close()
+
+
+_HARNESS = (
+    "python3 -c \"import json, os, urllib.request as u; "
+    "req = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+    "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
+    "{'content-type': 'application/json', "
+    "'authorization': 'Bearer ' + os.environ['OPENAI_API_KEY']}); "
+    "u.urlopen(req, timeout=60).read(); open('r.txt', 'w').write('1')\""
+)
+
+
+@pytest.mark.k8s
+async def test_real_cluster_full_rollout(tmp_path: Path) -> None:
+    """The whole rollout on a cluster: gateway call from the pod, verifier, reward 1.
+
+    Needs OPENFORGE_K8S_CONTEXT and OPENFORGE_K8S_GATEWAY_URL (a gateway reachable both from
+    here and from the sandbox pods, e.g. its Service when this runs in-cluster).
+    """
+    context = os.environ.get("OPENFORGE_K8S_CONTEXT")
+    gateway = os.environ.get("OPENFORGE_K8S_GATEWAY_URL")
+    if not context or not gateway:
+        reason = "OPENFORGE_K8S_CONTEXT / OPENFORGE_K8S_GATEWAY_URL not set: no cluster to run on"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    from openforge.rollouts import RolloutConfig, run_rollouts
+    from openforge.tasks import load_tasks
+
+    task = tmp_path / "tasks" / "k8s-hello"
+    (task / "verify").mkdir(parents=True)
+    (task / "task.toml").write_text(
+        'id = "k8s-hello"\ninstruction = "write 1"\ntimeout = 300\nnetwork = "gateway"\n'
+    )
+    (task / "verify" / "verify.py").write_text(
+        "import json\nok = open('r.txt').read().strip() == '1'\n"
+        "print(json.dumps({'reward': 1.0 if ok else 0.0}))\n"
+    )
+    image = os.environ.get("OPENFORGE_SANDBOX_IMAGE", "localhost/openforge-sandbox:latest")
+    config = RolloutConfig(
+        tasks=load_tasks(tmp_path / "tasks").tasks, harness="shell",
+        harness_options={"command": _HARNESS}, gateway_url=gateway, n=2, concurrency=2,
+        backend="kubernetes", out_dir=tmp_path / "run",
+        backend_options={
+            "context": context,
+            "namespace": os.environ.get("OPENFORGE_K8S_NAMESPACE", "openforge"),
+            "image": image,
+            "warm_pool": 1,
+        },
+    )  # fmt: skip
+    results = await run_rollouts(config)
+    assert [r.status for r in results] == ["completed", "completed"], results
+    assert [r.reward for r in results] == [1.0, 1.0]
