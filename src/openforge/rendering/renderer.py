@@ -21,6 +21,7 @@ from collections.abc import Hashable
 import orjson
 
 from openforge.conversation import Conversation, Message, ToolCall
+from openforge.rendering.chat_template import render_chat_template
 from openforge.rendering.hf_template import TemplateRenderer
 from openforge.rendering.history import DriftPoint, RenderedPrompt, RolloutHistory, Segment
 from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
@@ -64,7 +65,7 @@ def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
     if not tok.chat_template:
         return None
     try:
-        text = tok.hf.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
+        text = render_chat_template(tok.chat_template, [{"role": "user", "content": "x"}])
     except Exception:  # a template that cannot render a lone user turn has no default
         return None
     head = f"{start}system\n"

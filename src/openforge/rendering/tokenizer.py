@@ -97,7 +97,6 @@ class Tokenizer:
     """A loaded fast tokenizer plus what rendering needs to know about the model."""
 
     path: str
-    hf: Any  # the transformers tokenizer (kept for apply_chat_template)
     eos_id: int
     eos_text: str
     stop_ids: frozenset[int]
@@ -106,6 +105,17 @@ class Tokenizer:
     _content: RustTokenizer
     _template: RustTokenizer
     _bytes: list[bytes] | None
+
+    @functools.cached_property
+    def hf(self) -> Any:
+        """The transformers tokenizer, for ``apply_chat_template`` with a model's own template.
+
+        Loaded on first use only: importing transformers pulls in torch (seconds), and the
+        OpenForge template path never needs it.
+        """
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.path, local_files_only=True)
 
     def encode(self, text: str) -> list[int]:
         """Encode message content: special-token text is treated as plain text."""
@@ -171,33 +181,52 @@ def _stop_ids(path: Path, eos_id: int) -> frozenset[int]:
     return frozenset(ids)
 
 
+def _token_text(value: Any) -> str | None:
+    # tokenizer_config.json writes special tokens as strings or as AddedToken dicts.
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _chat_template(path: Path, config: dict[str, Any]) -> str | None:
+    jinja = path / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: take the default one
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None
+
+
 @functools.lru_cache(maxsize=16)
 def load_tokenizer(model_dir: str | Path) -> Tokenizer:
-    """Load the fast tokenizer of a HF model directory (cached per path)."""
-    from transformers import AutoTokenizer
+    """Load the fast tokenizer of a HF model directory (cached per path).
 
+    Reads ``tokenizer.json`` with the Rust ``tokenizers`` library directly, so a gateway
+    that serves a scripted or remote engine never imports transformers or torch.
+    """
     path = Path(model_dir)
     if not (path / "tokenizer.json").is_file():
         raise TokenizerError(f"{path}: no tokenizer.json (a fast tokenizer is required)")
-    hf = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    backend = getattr(hf, "backend_tokenizer", None)
-    if not isinstance(backend, RustTokenizer):
-        raise TokenizerError(f"{path}: tokenizer has no fast (Rust) backend")
-    if hf.eos_token_id is None:
-        raise TokenizerError(f"{path}: tokenizer_config.json names no eos_token")
-    eos_id = int(hf.eos_token_id)
+    backend = RustTokenizer.from_file(str(path / "tokenizer.json"))
+    config_file = path / "tokenizer_config.json"
+    config: dict[str, Any] = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    eos_text = _token_text(config.get("eos_token"))
+    eos = backend.token_to_id(eos_text) if eos_text else None
+    if eos_text is None or eos is None:
+        raise TokenizerError(f"{path}: tokenizer_config.json names no eos_token in the vocabulary")
+    eos_id = int(eos)
     special = frozenset(int(i) for i, t in backend.get_added_tokens_decoder().items() if t.special)
     content = copy.deepcopy(backend)
     content.encode_special_tokens = True
-    template = getattr(hf, "chat_template", None)
     return Tokenizer(
         path=str(path),
-        hf=hf,
         eos_id=eos_id,
-        eos_text=str(hf.eos_token),
+        eos_text=eos_text,
         stop_ids=_stop_ids(path, eos_id),
         special_ids=special,
-        chat_template=template if isinstance(template, str) else None,
+        chat_template=_chat_template(path, config),
         _content=content,
         _template=backend,
         _bytes=_byte_table(backend, special),
