@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 SETUP := $(VENV)/.setup-done
 
 # A fresh machine is set up on first use; `make setup` redoes it.
-$(SETUP): pyproject.toml scripts/setup.sh scripts/install-harnesses.sh
+$(SETUP): pyproject.toml scripts/setup.sh scripts/install-harnesses.sh scripts/install-verl.sh
 	bash scripts/setup.sh
 	touch $@
 
@@ -16,8 +16,10 @@ setup:
 quickstart: $(SETUP)
 	$(VENV)/bin/openforge quickstart
 
+# The veRL export and bridge tests run again in .venv-verl, where veRL itself imports.
 test: $(SETUP)
 	$(PY) -m pytest -q
+	.venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/integrations tests/traces/test_verl.py
 
 bench: $(SETUP)
 	$(PY) bench/gateway.py

