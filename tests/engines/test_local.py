@@ -251,3 +251,34 @@ async def test_smollm2_answers_paris_with_rescorable_logprobs() -> None:
         assert torch.allclose(torch.tensor(logprobs), expected, atol=1e-3)
     finally:
         await eng.close()
+
+
+async def test_prefix_cache_reuses_a_finished_call_exactly() -> None:
+    eng = LocalEngine("tiny", threads=1)
+    try:
+        system = encode(eng, "You are a careful agent. " * 6)  # the shared system prompt
+        first = [*system, *encode(eng, "Task one.")]
+        out, _, _ = await run(eng, first, max_tokens=10, temperature=0.0)
+        assert await settles(lambda: len(eng.prefix_cache.entries) == 1)  # kept once dropped
+        assert eng.prefix_cache.hits == 0
+        # the same rollout's next call (prompt + answer + observation), and another rollout
+        # sharing only the system prompt, admitted together
+        follow = [*first, *out, *encode(eng, " Result: ok. Next?")]
+        other = [*system, *encode(eng, "Task two is different.")]
+        results = await asyncio.gather(
+            run(eng, follow, max_tokens=12, temperature=0.0),
+            run(eng, other, max_tokens=12, temperature=0.0),
+        )
+        assert eng.prefix_cache.hits == 2
+        # rows with close shared lengths are prefilled in one pass, from the shorter one
+        assert eng.prefix_cache.reused_tokens >= 2 * len(system)
+        for prompt, (ids, logprobs, _) in zip([follow, other], results, strict=True):
+            logits = rescored(eng, prompt, ids)
+            assert ids == logits.argmax(-1).tolist()
+            expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None])[:, 0]
+            assert torch.allclose(torch.tensor(logprobs), expected, atol=1e-3)
+        # new weights: the cached keys and values are stale and dropped
+        await eng.load_state_dict(eng.model.state_dict(), "v1")
+        assert eng.prefix_cache.entries == []
+    finally:
+        await eng.close()

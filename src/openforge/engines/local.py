@@ -10,6 +10,14 @@ Finish rules: a sampled EOS or stop token id ends the sequence with "stop" (the 
 included: it was sampled and is trained on); a stop string ends it once the detokenized
 output contains it ("stop", the tokens that completed it included, ``stop_text`` set);
 max tokens, capped so prompt + output fit the context, ends it with "length".
+
+Prefix cache: an agent's next call repeats its previous call's prompt and answer, and every
+call of a harness starts with the same system prompt and tools (~480 tokens for claw). When
+a sequence finishes, the keys and values of its tokens are kept (newest first, up to
+``prefix_cache_tokens`` tokens in all); a new prompt that starts with at least
+``_MIN_REUSE`` of those tokens copies them into its rows and prefills only the rest. The
+rows keep their positions, so only the attention's summation order differs from a full
+prefill. A weight update empties the cache.
 """
 
 from __future__ import annotations
@@ -35,6 +43,58 @@ __all__ = ["LocalEngine"]
 log = logging.getLogger(__name__)
 
 _Deliver = Callable[[TokenChunk | BaseException], None]
+_MIN_REUSE = 16  # a shorter shared prefix is not worth a separate prefill pass
+_GROUP_SLACK = 64  # rows whose shared prefixes differ by less are prefilled in one pass
+
+
+@dataclass(eq=False, slots=True)
+class _Prefix:
+    """The keys and values of one finished sequence's tokens, per layer ``[1, H, T, D]``."""
+
+    ids: torch.Tensor  # [T] on the CPU
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+
+class _PrefixCache:
+    """Finished sequences' KV, most recent last, bounded by a total token count."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.entries: list[_Prefix] = []
+        self.hits = 0
+        self.reused_tokens = 0
+
+    def lookup(self, prompt: list[int]) -> tuple[_Prefix, int] | None:
+        """The entry sharing the longest prefix with ``prompt`` and that length (at most
+        ``len(prompt) - 1``: one token must be fed to get logits), if ≥ ``_MIN_REUSE``."""
+        ids = torch.tensor(prompt)
+        best: tuple[_Prefix, int] | None = None
+        for entry in self.entries:
+            n = min(len(entry.ids), len(ids) - 1)
+            if n < _MIN_REUSE:
+                continue
+            same = entry.ids[:n] == ids[:n]
+            shared = n if bool(same.all()) else int(same.int().argmin())
+            if shared >= _MIN_REUSE and (best is None or shared > best[1]):
+                best = (entry, shared)
+        return best
+
+    def add(self, entry: _Prefix) -> None:
+        if self.max_tokens <= 0 or len(entry.ids) > self.max_tokens:
+            return
+        n = len(entry.ids)
+        # An entry the new one extends (the same rollout's previous call) is redundant.
+        self.entries = [
+            e for e in self.entries
+            if not (len(e.ids) <= n and bool((entry.ids[: len(e.ids)] == e.ids).all()))
+        ]  # fmt: skip
+        self.entries.append(entry)
+        while sum(len(e.ids) for e in self.entries) > self.max_tokens:
+            self.entries.pop(0)
+
+    def clear(self) -> None:
+        self.entries = []
 
 
 @dataclass(eq=False, slots=True)
@@ -80,6 +140,7 @@ class LocalEngine:
         max_batch: int = 32,
         threads: int | None = None,
         max_context: int | None = None,
+        prefix_cache_tokens: int = 8192,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -100,6 +161,8 @@ class LocalEngine:
         self.eos_ids = _eos_ids(self.model)
         self.max_batch = max_batch
         self._version = "0"
+        # ~46 KB per token for SmolLM2-135M in float32; 0 turns prefix reuse off.
+        self.prefix_cache = _PrefixCache(prefix_cache_tokens)
         self._inbox: queue.SimpleQueue[_Seq | _Control | None] = queue.SimpleQueue()
         self._batch: _Batch | None = None
         self._waiting: list[_Seq] = []
@@ -171,6 +234,7 @@ class LocalEngine:
                     f"missing {real_missing[:5]}, unexpected {unexpected[:5]}"
                 )
             self._version = version
+            self.prefix_cache.clear()  # keys and values of the old weights
 
         await self._call_in_worker(apply)
 
@@ -266,18 +330,57 @@ class LocalEngine:
             seq.deliver(error if error is not None else TokenChunk(finish_reason="abort"))
 
     def _admit(self, seqs: list[_Seq]) -> None:
-        """Prefill the new sequences together, sample their first token, join the batch."""
+        """Prefill the new sequences, sample their first token, join the batch.
+
+        Sequences that share a cached prefix are prefilled together from it; the rest
+        together from scratch.
+        """
+        hits: dict[int, list[tuple[int, _Seq, _Prefix]]] = {}
+        fresh: list[_Seq] = []
+        for seq in seqs:
+            hit = self.prefix_cache.lookup(seq.prompt)
+            if hit is None:
+                fresh.append(seq)
+            else:
+                hits.setdefault(id(hit[0]), []).append((hit[1], seq, hit[0]))
+        parts: list[tuple[_Prefix | None, int, list[_Seq]]] = []
+        for found in hits.values():
+            # One pass per run of similar shared lengths: a row reuses the run's shortest.
+            found.sort(key=lambda h: h[0])
+            start = 0
+            for i in range(1, len(found) + 1):
+                if i == len(found) or found[i][0] - found[start][0] > _GROUP_SLACK:
+                    run = found[start:i]
+                    parts.append((run[0][2], run[0][0], [seq for _, seq, _ in run]))
+                    start = i
+        if fresh:
+            parts.append((None, 0, fresh))
+        for prefix, shared, members in parts:
+            new = self._prefill(members, prefix, shared)
+            self._batch = new if self._batch is None else _merge(self._batch, new)
+
+    def _prefill(self, seqs: list[_Seq], prefix: _Prefix | None, shared: int) -> _Batch:
+        """One forward pass over the prompts' uncached tails (left-padded after the shared
+        ``prefix[:shared]`` columns); samples each row's first token."""
         from transformers import DynamicCache
 
-        width = max(len(s.prompt) for s in seqs)
+        width = max(len(s.prompt) - shared for s in seqs)
         ids = torch.full((len(seqs), width), self.eos_ids_pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        tail = torch.zeros((len(seqs), width), dtype=torch.long)
         for row, seq in enumerate(seqs):
-            ids[row, width - len(seq.prompt) :] = torch.tensor(seq.prompt)
-            mask[row, width - len(seq.prompt) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            rest = seq.prompt[shared:]
+            ids[row, width - len(rest) :] = torch.tensor(rest)
+            tail[row, width - len(rest) :] = 1
+        ids, tail = ids.to(self.device), tail.to(self.device)
+        positions = shared + (tail.cumsum(-1) - 1).clamp(min=0)
+        mask = torch.cat([tail.new_ones((len(seqs), shared)), tail], dim=1)
         cache = DynamicCache(config=self.model.config)
+        if prefix is not None:
+            for layer, (k, v) in enumerate(zip(prefix.keys, prefix.values, strict=True)):
+                size = (len(seqs), -1, -1, -1)
+                cache.update(k[:, :, :shared].expand(size), v[:, :, :shared].expand(size), layer)
+            self.prefix_cache.hits += len(seqs)
+            self.prefix_cache.reused_tokens += shared * len(seqs)
         dense = bool(mask.all())
         out = self.model(
             input_ids=ids,
@@ -296,7 +399,7 @@ class LocalEngine:
             last=torch.zeros(len(seqs), dtype=torch.long),
         )
         self._accept(new, out.logits[:, -1, :])
-        self._batch = new if self._batch is None else _merge(self._batch, new)
+        return new
 
     def _decode(self) -> None:
         batch = self._batch
@@ -346,6 +449,10 @@ class LocalEngine:
         keep = [i for i, s in enumerate(batch.seqs) if not (s.done or s.cancelled)]
         if len(keep) == len(batch.seqs):
             return
+        if self.prefix_cache.max_tokens > 0:
+            for i, seq in enumerate(batch.seqs):
+                if seq.done and not seq.cancelled and i not in keep:
+                    self.prefix_cache.add(_row_prefix(batch, i, seq))
         if not keep:
             self._batch = None
             return
@@ -410,6 +517,16 @@ def _merge(old: _Batch, new: _Batch) -> _Batch:
         positions=torch.cat([old.positions, new.positions]),
         last=torch.cat([old.last, new.last]),
     )
+
+
+def _row_prefix(batch: _Batch, row: int, seq: _Seq) -> _Prefix:
+    """Row ``row``'s cached keys and values: its prompt and every output token but the
+    last (sampled, never fed back)."""
+    cols = torch.nonzero(batch.mask[row]).squeeze(-1)
+    ids = torch.tensor((seq.prompt + seq.out)[: len(cols)])
+    keys = [layer.keys[row : row + 1, :, cols].clone() for layer in batch.cache.layers]
+    values = [layer.values[row : row + 1, :, cols].clone() for layer in batch.cache.layers]
+    return _Prefix(ids=ids, keys=keys, values=values)
 
 
 def _eos_ids(model: Any) -> frozenset[int]:
