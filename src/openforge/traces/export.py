@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from openforge.store.schemas import CallRecord, CallStatus, RolloutStatus
+from openforge.traces.graph import TEACHER_ENGINE
 from openforge.traces.samples import RolloutPlan, Sample
 
 __all__ = [
@@ -227,11 +228,14 @@ def openai_messages(call: CallRecord) -> tuple[list[dict[str, Any]], list[dict[s
 def sft_records(
     plans: Iterable[RolloutPlan], min_reward: float = 1e-9
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Chat records and tokenized records: every completed teacher call, and every trained
-    call of a completed rollout whose reward is at least ``min_reward``.
+    """Chat records and tokenized records: every completed teacher call (whatever its
+    rollout's outcome; SDK retries collapsed), and every trained call of a completed rollout
+    whose reward is at least ``min_reward``.
 
     Each record teaches its final assistant message; the tokenized form (exact ids, loss
-    mask on the answer) is present only where the call recorded token ids.
+    mask on the answer) is present where the call recorded token ids. For teacher calls
+    those are the gateway's rendering of the conversation and ``encode_reply`` of the
+    teacher's answer (``source: "teacher"``); RL exports never see teacher calls.
     """
     chat: list[dict[str, Any]] = []
     tokens: list[dict[str, Any]] = []
@@ -256,7 +260,7 @@ def sft_records(
                     {
                         "rollout_id": r.id,
                         "call_id": call.id,
-                        "source": "teacher" if call in plan.graph.teacher else "rollout",
+                        "source": "teacher" if call.engine == TEACHER_ENGINE else "rollout",
                         "input_ids": call.prompt_ids + call.output_ids,
                         "loss_mask": [0] * len(call.prompt_ids) + [1] * len(call.output_ids),
                     }

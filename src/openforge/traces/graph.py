@@ -91,8 +91,8 @@ class RolloutGraph:
 
     nodes: list[Node]  # placement order: by prompt length, then seq
     roots: list[Node]  # by seq; the first is the rollout's main branch
-    teacher: list[CallRecord]  # engine == "upstream": never RL samples
-    retries: int  # calls dropped as repeats of another call's prompt
+    teacher: list[CallRecord]  # engine == "upstream", retries collapsed: never RL samples
+    retries: int  # calls dropped as repeats of another call's prompt (teacher calls too)
     ambiguous: int  # nodes with more than one unrelated candidate parent
     drift: list[DriftNote]
 
@@ -164,6 +164,19 @@ def _dedup(calls: Iterable[CallRecord]) -> tuple[list[Node], int]:
         nodes.extend(keep.values())
     nodes.sort(key=lambda n: (n.prompt_len, n.call.seq))
     return nodes, dropped
+
+
+def _dedup_teacher(calls: list[CallRecord]) -> tuple[list[CallRecord], int]:
+    """Teacher calls by ``seq``, retries of one (prompt, answer) collapsed like policy calls.
+
+    Only calls with recorded ids are compared (older gateways stored none): an SDK retry
+    of a teacher call gives one SFT example, not two.
+    """
+    with_ids = [c for c in calls if c.prompt_ids]
+    nodes, dropped = _dedup(with_ids)
+    kept = [n.call for n in nodes] + [c for c in calls if not c.prompt_ids]
+    kept.sort(key=lambda c: c.seq)
+    return kept, dropped
 
 
 def _ancestors(node: Node) -> set[int]:
@@ -251,8 +264,9 @@ def build_graph(calls: Iterable[CallRecord]) -> RolloutGraph:
     policy: list[CallRecord] = []
     for call in calls:
         (teacher if call.engine == TEACHER_ENGINE else policy).append(call)
-    teacher.sort(key=lambda c: c.seq)
+    teacher, teacher_retries = _dedup_teacher(teacher)
     nodes, retries = _dedup(policy)
+    retries += teacher_retries
     ambiguous = _place(nodes)
     for n in nodes:
         n.children.sort(key=lambda c: c.call.seq)
