@@ -1,11 +1,14 @@
 """Does the policy learn? SmolLM2-135M + the claw agent on claw-mini, held-out reward before
-and after N GRPO steps, with a 95% confidence interval over seeds.
+and after training, with a 95% confidence interval over seeds.
 
-Each seed is a full run (own run dir, own gateway): evaluate on the test split, train
-``--steps`` steps on the train split, evaluate again. The baseline is the same model before
-training, measured in the same run. Target: +15 points within 60 minutes on 2 cores.
+Each seed is a full run of the quickstart recipe (own run dir, own gateway): evaluate on the
+held-out tasks, SFT warm-up on the train tasks' reference solutions (played through the
+gateway by the scripted engine as claw tool calls, exported with
+``traces export --format sft``), evaluate again (``after SFT``), ``--steps`` GRPO steps on the
+train tasks, evaluate again (``after GRPO``). The baseline is the same model before training,
+measured in the same run. Target: +15 points within 60 minutes on 2 cores.
 
-    .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--steps 8]
+    .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--steps 6]
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import math
 import statistics
 import time
 from pathlib import Path
 
-from openforge.training.loop import run_loop
-from openforge.training.quickstart import quickstart_config
+from openforge.models.registry import resolve_model
+from openforge.training.config import TrainConfig
+from openforge.training.loop import LoopEnv, evaluate, run_loop
+from openforge.training.quickstart import QUICKSTART_TEST, quickstart_config
 from openforge.training.session import open_session
+from openforge.training.teacher import sft_warmup, teacher_samples
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
@@ -32,32 +39,58 @@ def ci95(values: list[float]) -> tuple[float, float]:
     return mean, t * statistics.stdev(values) / math.sqrt(len(values))
 
 
-async def one_seed(seed: int, steps: int, root: Path, quick: bool) -> tuple[float, float]:
+async def one_seed(
+    seed: int, steps: int, root: Path, eval_samples: int
+) -> dict[str, float]:
+    """Held-out reward before, after the SFT warm-up and after GRPO for one seed."""
     cfg = quickstart_config(str(root / f"seed-{seed}"), steps)
-    cfg = dataclasses.replace(cfg, seed=seed, eval_samples=1 if quick else 4)
+    cfg = dataclasses.replace(cfg, seed=seed, eval_samples=eval_samples)
     async with open_session(cfg) as env:
-        summary = await run_loop(cfg, env)
+        samples = await teacher_samples(cfg, env.train_tasks, resolve_model(cfg.model))
+        sft = sft_warmup(samples)
+        sft_eval: dict[str, float] = {}
+
+        async def warmup(c: TrainConfig, e: LoopEnv) -> None:
+            await sft(c, e)
+            sft_eval.update(await evaluate(c, e, "sft", 0))
+
+        summary = await run_loop(cfg, env, warmup=warmup)
     before = next(e for e in summary.evals if e["tag"] == "before")
     after = next(e for e in summary.evals if e["tag"] == "after")
-    return float(before["reward_mean"]), float(after["reward_mean"])
+    return {
+        "before": float(before["reward_mean"]),
+        "sft": float(sft_eval.get("reward_mean", float("nan"))),
+        "after": float(after["reward_mean"]),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 1 eval sample")
+    ap.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 2 eval samples")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--eval-samples", type=int, default=4)
     ap.add_argument("--run-dir", default="runs/bench-learning")
     args = ap.parse_args()
-    seeds, steps = (1, 2) if args.quick else (args.seeds, args.steps)
+    seeds, steps, k = (1, 2, 2) if args.quick else (args.seeds, args.steps, args.eval_samples)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     started = time.perf_counter()
-    pairs = [asyncio.run(one_seed(s, steps, Path(args.run_dir), args.quick)) for s in range(seeds)]
-    before, after = [p[0] for p in pairs], [p[1] for p in pairs]
-    gain = [a - b for b, a in pairs]
-    for name, values in (("before (baseline)", before), ("after", after), ("gain", gain)):
+    runs = [asyncio.run(one_seed(s, steps, Path(args.run_dir), k)) for s in range(seeds)]
+    rows = [
+        ("before (baseline)", [r["before"] for r in runs]),
+        ("after SFT", [r["sft"] for r in runs]),
+        ("after SFT + GRPO", [r["after"] for r in runs]),
+        ("gain (total)", [r["after"] - r["before"] for r in runs]),
+        ("gain (GRPO only)", [r["after"] - r["sft"] for r in runs]),
+    ]
+    print(f"held-out claw-mini tasks {', '.join(QUICKSTART_TEST)}; {k} samples each")
+    for name, values in rows:
         mean, half = ci95(values)
-        print(f"{name:18} held-out reward {100 * mean:6.1f} ± {100 * half:.1f} points")
-    print(f"{seeds} seeds x {steps} steps in {(time.perf_counter() - started) / 60:.1f} min "
+        print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "
+              f"(seeds: {', '.join(f'{100 * v:.0f}' for v in values)})")  # fmt: skip
+    print(f"{seeds} seeds x (SFT + {steps} GRPO steps) in "
+          f"{(time.perf_counter() - started) / 60:.1f} min "
           "(target: gain >= 15 points within 60 min)")  # fmt: skip
 
 

@@ -71,7 +71,7 @@ def test_tis_caps_the_gradient_weight() -> None:
     # r = 4 with Â = −1 is unclipped by PPO; its gradient r·Â = −4 is capped to C·Â = −2.
     logp = torch.tensor([[math.log(4.0)]], requires_grad=True)
     loss, ratio, _ = ppo_clip_loss(logp, torch.zeros(1, 1), torch.tensor([[-1.0]]))
-    (tis_weights(ratio, 2.0) * loss).sum().backward()
+    (tis_weights(ratio, 2.0) * loss).sum().backward()  # type: ignore[no-untyped-call]
     assert logp.grad is not None
     # loss = −(r·Â) = r, so d loss/d log π = r = 4; TIS scales it by w = 2/4
     assert logp.grad.item() == pytest.approx(2.0)

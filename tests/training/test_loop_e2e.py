@@ -11,7 +11,7 @@ import pytest
 
 from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
-from openforge.training.loop import latest_checkpoint, run_loop
+from openforge.training.loop import LoopEnv, latest_checkpoint, run_loop
 from openforge.training.quickstart import write_report
 from openforge.training.session import open_session
 
@@ -66,17 +66,23 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     store_path = tmp_path / "store.db"
     engine = LocalEngine(str(model), threads=1)
     gateway = Gateway(engine, SqliteStore(store_path), model=model)
+    warmups: list[int] = []
+
+    async def warmup(c: TrainConfig, e: LoopEnv) -> None:  # runs after "before", once
+        warmups.append(len(e.metrics.read()))
+
     async with gateway as gw:
         async with open_session(cfg, gw.url, store_path) as env:
-            summary = await run_loop(cfg, env)
+            summary = await run_loop(cfg, env, warmup=warmup)
             calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
         # a restart with one more step resumes from the checkpoint of step 2
         more = dataclasses.replace(cfg, steps=3)
         async with open_session(more, gw.url, store_path) as env:
             assert env.trainer.version == 0  # fresh trainer until the loop resumes
-            resumed = await run_loop(more, env, evaluate_edges=False)
+            resumed = await run_loop(more, env, evaluate_edges=False, warmup=warmup)
             status = await env.sync.status()
     assert summary.steps_done == 2
+    assert warmups == [1]  # after the "before" eval record; a resumed run skips it
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
     assert [(r["step"], r["version"]) for r in train] == [(0, 1), (1, 2), (2, 3)], records

@@ -36,12 +36,24 @@ def train(
     except ConfigError as exc:
         _fail(str(exc))
         return
+    from openforge.models.registry import resolve_model
     from openforge.training.loop import run_loop
     from openforge.training.session import open_session
+    from openforge.training.teacher import sft_warmup, teacher_samples
+
+    if cfg.sft_epochs and cfg.harness != "claw":
+        _fail(f"{cfg.source}: sft_epochs: the SFT warm-up plays claw tool calls; "
+              f"set harness: claw or sft_epochs: 0")  # fmt: skip
+        return
 
     async def main() -> None:
         async with open_session(cfg) as env:
-            summary = await run_loop(cfg, env)
+            warmup = None
+            if cfg.sft_epochs:
+                model_dir = resolve_model(cfg.model)
+                samples = await teacher_samples(cfg, env.train_tasks, model_dir)
+                warmup = sft_warmup(samples) if samples else None
+            summary = await run_loop(cfg, env, warmup=warmup)
         typer.echo(
             f"done: {summary.steps_done} steps, weight version {summary.version}, "
             f"{summary.skipped} skipped; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}"

@@ -53,6 +53,18 @@ class TrainConfig:
         4096  # gradient accumulation: at most this many padded tokens per pass
     )
     gradient_checkpointing: bool = False
+    # torch threads for the trainer and for the local engine of a gateway the run starts;
+    # 0: torch's default (every core). On a small CPU machine give each 1: they run side by
+    # side, and two processes with a thread per core each stall one another (measured on
+    # 2 cores: a batch-8 decode step took 0.32 s with 1 thread, 5.8 s with 2).
+    threads: int = 0
+    # Train only the top N decoder layers (and the final norm); 0 trains all. The frozen
+    # lower layers (and the embeddings, tied to the LM head in small models) run forward
+    # without autograd, which roughly halves a CPU update at N ≈ a quarter of the layers.
+    train_layers: int = 0
+    # --- SFT warm-up (quickstart, bench/learning.py): see training/teacher.py ---
+    sft_epochs: int = 0  # passes over the teacher trajectories before GRPO; 0: none
+    sft_learning_rate: float = 1e-4
     # --- algorithm (see losses.py for the symbols) ---
     advantage_scale: Literal["none", "std"] = "std"
     eps_low: float = 0.2
@@ -76,6 +88,7 @@ class TrainConfig:
     run_dir: str = "runs/train"
     # --- rollouts ---
     tasks: str = "claw-mini"  # suite name or directory
+    task_ids: list[str] = field(default_factory=list)  # only these tasks (both splits); []: all
     train_split: Literal["train", "test"] = "train"
     eval_split: Literal["train", "test"] = "test"
     harness: str = "claw"
@@ -87,6 +100,7 @@ class TrainConfig:
     concurrency: int = 4
     rollout_timeout_s: float = 300.0
     temperature: float = 1.0  # claw harness: sampling temperature (others configure their own)
+    eval_temperature: float | None = None  # claw harness in evaluation; null: ``temperature``
     max_tokens: int = 512  # claw harness: max tokens per call
     rollout_options: dict[str, Any] = field(default_factory=dict)  # passed to the orchestrator
     # --- where the config came from, for error messages (not a YAML key) ---
@@ -102,7 +116,11 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}", self.source)
-        for name in ("max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness"):
+        nonneg = (
+            "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
+            "train_layers", "sft_epochs", "sft_learning_rate", "threads",
+        )  # fmt: skip
+        for name in nonneg:
             if getattr(self, name) < 0:
                 raise ConfigError(name, f"must be >= 0, got {getattr(self, name)!r}", self.source)
         if self.group_size < 2:
@@ -119,6 +137,13 @@ class TrainConfig:
             raise ConfigError("eval_every", "must be >= 0 (0: before and after only)", self.source)
         if not 0 <= self.temperature <= 2:
             raise ConfigError("temperature", "must be in [0, 2]", self.source)
+        if self.eval_temperature is not None and not 0 <= self.eval_temperature <= 2:
+            raise ConfigError("eval_temperature", "must be in [0, 2] or null", self.source)
+        if self.lora and self.train_layers:
+            raise ConfigError(
+                "train_layers", "applies to full fine-tuning; with lora: true set it to 0",
+                self.source,
+            )
         if self.gateway_url is not None and self.store is None:
             raise ConfigError(
                 "store",

@@ -113,7 +113,10 @@ def _rollout_config(
     harness_options = dict(extra.pop("harness_options", {}))
     if cfg.harness == "claw":  # the built-in agent takes its sampling settings as options
         harness_options.setdefault("max_tokens", cfg.max_tokens)
-        harness_options.setdefault("temperature", cfg.temperature)
+        evaluating = tag.startswith("eval") and cfg.eval_temperature is not None
+        harness_options.setdefault(
+            "temperature", cfg.eval_temperature if evaluating else cfg.temperature
+        )
     return RolloutConfig(
         tasks=tasks,
         harness=cfg.harness,
@@ -217,6 +220,12 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         env.metrics.write("skip", step, {**rollout_metrics, "reason": result.reason})
         return False
     synced = await env.sync.push(trainer, result.version)
+    log.info(
+        "step %d: reward %.2f over %d rollouts (%.0f s), %d groups kept, loss %.4f, "
+        "%.0f train tokens/s -> weights v%d", step, rollout_metrics["reward_mean"], len(ok),
+        batch.rollout_s, adv.kept_groups, result.metrics["loss"],
+        result.metrics["train_tokens_per_s"], result.version,
+    )  # fmt: skip
     env.metrics.write(
         "train",
         step,
@@ -243,6 +252,11 @@ def _one_per_rollout(samples: Sequence[Sample]) -> list[Sample]:
 
 async def evaluate(cfg: TrainConfig, env: LoopEnv, tag: str, step: int) -> dict[str, Any]:
     """Held-out reward, pass rate and pass@k over ``eval_samples`` rollouts per task."""
+    started = time.perf_counter()
+    log.info(
+        "eval %s: %d held-out tasks x %d samples (weights v%d)...",
+        tag, len(env.eval_tasks), cfg.eval_samples, env.trainer.version,
+    )  # fmt: skip
     results = await collect(
         cfg, env, env.eval_tasks, cfg.eval_samples, cfg.eval_split, f"eval-{tag}", step
     )
@@ -261,6 +275,10 @@ async def evaluate(cfg: TrainConfig, env: LoopEnv, tag: str, step: int) -> dict[
         "version": env.trainer.version,
     }
     env.metrics.write("eval", step, summary)
+    log.info(
+        "eval %s: reward %.2f, pass@1 %.2f, %d masked (%.0f s)", tag, summary["reward_mean"],
+        summary["pass@1"], masked, time.perf_counter() - started,
+    )  # fmt: skip
     return summary
 
 
@@ -277,32 +295,46 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 async def _checkpoint(cfg: TrainConfig, env: LoopEnv, next_step: int) -> None:
     root = Path(cfg.run_dir) / "checkpoints"
-    await asyncio.to_thread(
-        env.trainer.save_checkpoint, root / f"step-{next_step:06d}", {"next_step": next_step}
-    )
+    extra = {"next_step": next_step, "warmed_up": True}
+    await asyncio.to_thread(env.trainer.save_checkpoint, root / f"step-{next_step:06d}", extra)
     kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT.match(p.name)))
     for _, old in kept[: -cfg.keep_checkpoints]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-async def resume(cfg: TrainConfig, env: LoopEnv) -> int:
-    """Load the last checkpoint (if any), push its weights; returns the step to run next."""
+async def resume(cfg: TrainConfig, env: LoopEnv) -> dict[str, Any]:
+    """Load the last checkpoint (if any), push its weights; returns its ``extra`` record
+    (``next_step``: the step to run next; ``warmed_up``: the warm-up is done)."""
     ckpt = latest_checkpoint(cfg.run_dir)
     if ckpt is None:
-        return 0
+        return {}
     extra = await asyncio.to_thread(env.trainer.load_checkpoint, ckpt)
     if env.trainer.version > 0:
         await env.sync.push(env.trainer, env.trainer.version)
     log.info("resumed from %s (version %d)", ckpt, env.trainer.version)
-    return int(extra.get("next_step", 0))
+    return extra
 
 
-async def run_loop(cfg: TrainConfig, env: LoopEnv, evaluate_edges: bool = True) -> RunSummary:
-    """Train for ``cfg.steps`` steps (resuming from the run dir's last checkpoint)."""
-    start = await resume(cfg, env)
+Warmup = Callable[[TrainConfig, LoopEnv], Awaitable[None]]
+
+
+async def run_loop(
+    cfg: TrainConfig, env: LoopEnv, evaluate_edges: bool = True, warmup: Warmup | None = None
+) -> RunSummary:
+    """Train for ``cfg.steps`` steps (resuming from the run dir's last checkpoint).
+
+    ``warmup`` (the SFT phase, ``training/teacher.py``) runs after the "before" evaluation
+    and before the first GRPO step; it is checkpointed as step 0, so a resumed run skips it.
+    """
+    extra = await resume(cfg, env)
+    start = int(extra.get("next_step", 0))
+    warmed = bool(extra.get("warmed_up", start > 0))
     summary = RunSummary(steps_done=start, version=env.trainer.version)
-    if evaluate_edges and start == 0 and env.eval_tasks:
+    if evaluate_edges and not warmed and env.eval_tasks:
         summary.evals.append(await evaluate(cfg, env, "before", 0))
+    if warmup is not None and not warmed:
+        await warmup(cfg, env)
+        await _checkpoint(cfg, env, start)
     pending: asyncio.Task[StepBatch] | None = None
     try:
         for step in range(start, cfg.steps):

@@ -31,15 +31,18 @@ def save_config(cfg: TrainConfig, run_dir: Path) -> None:
 
 @contextlib.asynccontextmanager
 async def gateway_process(
-    model_dir: Path, store: Path, admin_token: str | None = None
+    model_dir: Path, store: Path, admin_token: str | None = None, threads: int = 0
 ) -> AsyncIterator[str]:
     """``openforge gateway --engine local`` in a child process; yields its URL.
 
     A child process keeps the engine's forward passes off the trainer's interpreter.
+    ``threads`` > 0 caps its torch threads (``OMP_NUM_THREADS``).
     """
     from openforge.gateway.server import GatewayProcess
 
-    env = {"OPENFORGE_ADMIN_TOKEN": admin_token} if admin_token else None
+    env = {"OPENFORGE_ADMIN_TOKEN": admin_token} if admin_token else {}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     args = ["--engine", "local", "--model", str(model_dir), "--store", str(store)]
     proc = await GatewayProcess.start(args, env=env, timeout_s=300.0)
     try:
@@ -55,6 +58,13 @@ def _load_split(cfg: TrainConfig, split: str, key: str) -> list[Any]:
     for err in loaded.errors:
         log.warning("task error: %s", err)
     tasks = list(loaded.tasks)
+    if cfg.task_ids:
+        unknown = set(cfg.task_ids) - {t.id for t in load_tasks(cfg.tasks).tasks}
+        if unknown:
+            raise ConfigError(
+                "task_ids", f"not in {cfg.tasks!r}: {', '.join(sorted(unknown))}", cfg.source
+            )
+        tasks = [t for t in tasks if t.id in cfg.task_ids]
     if key == "train_split" and not tasks:
         raise ConfigError(key, f"no {split!r} tasks in {cfg.tasks!r}", cfg.source)
     return tasks
@@ -90,7 +100,7 @@ async def open_session(
         store_file = Path(store_path or cfg.store or run_dir / "store.db")
         if url is None:
             url = await stack.enter_async_context(
-                gateway_process(model_dir, store_file, cfg.admin_token)
+                gateway_process(model_dir, store_file, cfg.admin_token, cfg.threads)
             )
         store = open_store(store_file)
         stack.push_async_callback(store.close)

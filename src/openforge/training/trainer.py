@@ -29,7 +29,7 @@ from openforge.training.batching import MicroBatch, TrainableSample, TrainItem, 
 from openforge.training.config import TrainConfig
 from openforge.training.losses import entropy_from_logits, policy_loss, token_logprobs
 
-__all__ = ["StepResult", "Trainer", "pick_dtype"]
+__all__ = ["StepResult", "Trainer", "freeze_below", "pick_dtype"]
 
 _STATE = "trainer_state.json"
 _WEIGHTS = "trainable.safetensors"
@@ -45,6 +45,24 @@ def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return torch.float32
+
+
+def freeze_below(model: Any, top: int) -> None:
+    """Leave only the top ``top`` decoder layers and the final norm trainable.
+
+    Nothing below the first trainable layer then requires grad, so autograd records no
+    graph there: those layers cost one plain forward pass and keep no activations.
+    """
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ValueError("train_layers needs a decoder with model.layers (Llama-style)")
+    model.requires_grad_(False)
+    for layer in list(layers)[-top:]:
+        layer.requires_grad_(True)
+    norm = getattr(inner, "norm", None)
+    if norm is not None:
+        norm.requires_grad_(True)
 
 
 @dataclass(slots=True)
@@ -69,6 +87,8 @@ class Trainer:
         self.model_path = Path(model_path)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = pick_dtype(config.dtype, self.device)
+        if config.threads:
+            torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
         pad = self.tokenizer.pad_token_id
@@ -97,6 +117,8 @@ class Trainer:
                 self.model: Any = get_peft_model(base, lora)
         else:
             self.model = base
+        if config.train_layers and not config.lora:
+            freeze_below(base, config.train_layers)
         if config.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.model.train()
@@ -227,6 +249,58 @@ class Trainer:
             metrics[k] = totals[k] / max(n_tokens, 1.0)
         metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
         return StepResult(True, self.version, metrics)
+
+    def sft_step(self, samples: Sequence[TrainableSample], learning_rate: float) -> StepResult:
+        """One supervised update: mean cross-entropy over the samples' loss-mask tokens.
+
+        The warm-up before GRPO (teacher trajectories, ``training/teacher.py``): same
+        batching and padding as :meth:`train_step`, no ratio, no advantage.
+        """
+        items = [TrainItem(s, 0.0) for s in samples if s.prompt_ids and sum(s.loss_mask) > 0]
+        if not items:
+            return StepResult(False, self.version, reason="no trainable samples")
+        started = time.perf_counter()
+        n_tokens = float(sum(sum(it.sample.loss_mask) for it in items))
+        self.optimizer.zero_grad(set_to_none=True)
+        nll = 0.0
+        for mb in make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id):
+            mask = mb.loss_mask.to(self.device)
+            logp, _ = self._forward(self.model, mb, want_entropy=False)
+            loss = -(torch.where(mask > 0, logp, torch.zeros_like(logp)) * mask).sum() / n_tokens
+            if not torch.isfinite(loss):
+                self.optimizer.zero_grad(set_to_none=True)
+                return StepResult(False, self.version, reason="non-finite loss")
+            loss.backward()  # type: ignore[no-untyped-call]
+            nll += float(loss.item())
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            list(self.params.values()), self.config.max_grad_norm or float("inf")
+        )
+        if not math.isfinite(float(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return StepResult(False, self.version, reason="non-finite gradient norm")
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+        self.optimizer.step()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.learning_rate
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step_count += 1
+        self.version += 1
+        elapsed = time.perf_counter() - started
+        total_tokens = sum(it.length for it in items)
+        return StepResult(
+            True,
+            self.version,
+            {
+                "sft_loss": nll,
+                "grad_norm": float(grad_norm),
+                "samples": float(len(items)),
+                "trained_tokens": n_tokens,
+                "tokens": float(total_tokens),
+                "train_s": elapsed,
+                "train_tokens_per_s": total_tokens / elapsed if elapsed > 0 else 0.0,
+            },
+        )
 
     @torch.no_grad()
     def sequence_logprobs(self, samples: Sequence[TrainableSample]) -> list[float]:

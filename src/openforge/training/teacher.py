@@ -1,0 +1,253 @@
+"""The SFT warm-up: teacher trajectories from the tasks' reference solutions.
+
+A model as small as SmolLM2-135M does not write ``<tool_call>{…}</tool_call>`` on its own,
+so GRPO from scratch sees no reward at all. The OpenForgeRL recipe starts with supervised
+fine-tuning on teacher trajectories; here the teacher is the task's own
+``solution/solve.sh``, played through a real gateway by the scripted engine as the claw
+agent's tool calls (one ``bash`` call running the solution's commands, then ``submit``).
+The claw agent runs it in a local sandbox and the verifier scores it exactly like a
+policy rollout, so only solutions that pass become training data. The recorded calls are
+exported by the same code as ``openforge traces export --format sft`` (its tokenized
+form: prompt ids + the teacher's output ids with the loss mask on the output), and
+:meth:`~openforge.training.trainer.Trainer.sft_step` trains cross-entropy on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from openforge.tasks.model import Task
+
+if TYPE_CHECKING:
+    from openforge.training.config import TrainConfig
+    from openforge.training.loop import LoopEnv, Warmup
+
+__all__ = [
+    "SftSample",
+    "export_teacher_sft",
+    "load_sft_samples",
+    "record_teacher",
+    "sft_batches",
+    "sft_warmup",
+    "solution_command",
+    "teacher_samples",
+    "teacher_script",
+]
+
+log = logging.getLogger("openforge.training")
+
+
+@dataclass(slots=True)
+class SftSample:
+    """One teacher path: ``prompt_ids`` then ``response_ids`` (observations masked out)."""
+
+    rollout_id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float] = field(default_factory=list)  # unused by SFT; the trainer's shape
+
+
+def solution_command(task: Task) -> str | None:
+    """The shell commands of the task's ``solution/solve.sh`` (shebang and ``set -e``
+    dropped, joined with ``&&`` so a failing step stops it), or None without one."""
+    path = task.solution.get("solve.sh") or task.path / "solution" / "solve.sh"
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    lines = [
+        line.rstrip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#!") and line.strip() != "set -e"
+    ]
+    if not lines:
+        return None
+    # A multi-line command (a python3 -c '…' block) must stay one shell word list.
+    joined = "\n".join(lines)
+    try:
+        shlex.split(joined)
+    except ValueError:
+        return None
+    return joined if len(lines) > 1 and "'" in joined else " && ".join(lines)
+
+
+def teacher_script(task: Task) -> list[dict[str, Any]] | None:
+    """The scripted engine's replies for ``task``: ``bash`` with the solution, ``submit``."""
+    command = solution_command(task)
+    if command is None:
+        return None
+    return [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
+        {"tool_calls": [{"name": "submit", "arguments": {}}]},
+    ]
+
+
+async def record_teacher(
+    tasks: Sequence[Task],
+    model_dir: Path,
+    out_dir: Path,
+    harness_options: dict[str, Any],
+) -> list[Any]:
+    """Play each task's solution through a gateway with the scripted engine; the calls go
+    to ``out_dir/teacher.db``. Returns the orchestrator's results (reward 1 = usable)."""
+    from openforge.engines.scripted import ScriptedEngine
+    from openforge.gateway.server import Gateway
+    from openforge.rollouts import run_rollouts
+    from openforge.rollouts.config import RolloutConfig
+    from openforge.store.sqlite import SqliteStore
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scripts = out_dir / "scripts"
+    scripts.mkdir(exist_ok=True)
+    results: list[Any] = []
+    for task in tasks:
+        replies = teacher_script(task)
+        if replies is None:
+            log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
+            continue
+        script = scripts / f"{task.id}.jsonl"
+        script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
+        # One scripted engine per task: its replies are the k-th call of any rollout.
+        engine = ScriptedEngine.for_model(script, model_dir)
+        async with Gateway(engine, SqliteStore(out_dir / "teacher.db"), model=model_dir) as gw:
+            config = RolloutConfig(
+                tasks=[task],
+                harness="claw",
+                gateway_url=gw.url,
+                harness_options=dict(harness_options),
+                n=1,
+                concurrency=1,
+                split=task.split,
+                out_dir=out_dir / "rollouts" / task.id,
+                metadata={"phase": "teacher"},
+            )
+            results.extend(await run_rollouts(config))
+    return results
+
+
+async def export_teacher_sft(store_path: Path, out: Path) -> Path | None:
+    """``openforge traces export --format sft`` of the teacher store; returns the tokenized
+    file (``<out stem>.tokens.jsonl``), or None when no rollout passed."""
+    from openforge.traces import export
+    from openforge.traces.samples import Mode, TraceOptions
+    from openforge.traces.source import open_store, plan_store
+
+    store = open_store(store_path)
+    try:
+        plan = await plan_store(store, TraceOptions(mode=Mode.MERGED))
+    finally:
+        await store.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not export.write_sft(plan.plans, out):
+        return None
+    return out.with_name(out.stem + ".tokens.jsonl")
+
+
+def load_sft_samples(tokens_file: Path) -> list[SftSample]:
+    """Tokenized SFT records → one sample per rollout path.
+
+    The records are per call; a call whose ids extend the previous call's ids exactly
+    (token-exact rendering) continues that path, so the shared prompt is trained on once.
+    """
+    paths: dict[str, list[tuple[list[int], list[int]]]] = {}
+    for line in tokens_file.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        rec = orjson.loads(line)
+        ids, mask = list(rec["input_ids"]), list(rec["loss_mask"])
+        chain = paths.setdefault(str(rec["rollout_id"]), [])
+        if chain and ids[: len(chain[-1][0])] == chain[-1][0]:
+            prev_ids, prev_mask = chain[-1]
+            chain[-1] = (ids, prev_mask + mask[len(prev_ids) :])
+        else:
+            chain.append((ids, mask))
+    out: list[SftSample] = []
+    for rollout_id, chain in paths.items():
+        for ids, mask in chain:
+            start = mask.index(1) if 1 in mask else len(mask)
+            out.append(
+                SftSample(
+                    rollout_id=rollout_id,
+                    prompt_ids=ids[:start],
+                    response_ids=ids[start:],
+                    loss_mask=mask[start:],
+                    logprobs=[0.0] * (len(ids) - start),
+                )
+            )
+    return out
+
+
+def sft_batches(
+    samples: Sequence[SftSample], epochs: int, batch: int, seed: int
+) -> list[list[SftSample]]:
+    """``epochs`` seeded shuffles of ``samples`` cut into updates of ``batch`` samples."""
+    rng = random.Random(seed)
+    out: list[list[SftSample]] = []
+    for _ in range(epochs):
+        order = list(samples)
+        rng.shuffle(order)
+        out.extend(order[i : i + batch] for i in range(0, len(order), batch))
+    return out
+
+
+async def teacher_samples(
+    cfg: TrainConfig, tasks: Sequence[Task], model_dir: Path
+) -> list[SftSample]:
+    """Record the teacher on ``tasks`` under ``<run_dir>/teacher`` and read its SFT samples."""
+    out = Path(cfg.run_dir) / "teacher"
+    options = dict(cfg.rollout_options.get("harness_options", {}))
+    options.setdefault("max_tokens", cfg.max_tokens)
+    started = time.perf_counter()
+    results = await record_teacher(tasks, model_dir, out, options)
+    passed = sum(1 for r in results if (r.reward or 0.0) >= 1.0)
+    tokens = await export_teacher_sft(out / "teacher.db", out / "sft.jsonl")
+    samples = load_sft_samples(tokens) if tokens is not None else []
+    log.info(
+        "teacher: %d/%d reference solutions passed as claw trajectories in %.0f s -> %d SFT "
+        "samples (%s)", passed, len(results), time.perf_counter() - started, len(samples),
+        out / "sft.jsonl",
+    )  # fmt: skip
+    return samples
+
+
+def sft_warmup(samples: Sequence[SftSample], batch: int = 4) -> Warmup:
+    """The warm-up for :func:`~openforge.training.loop.run_loop`: ``cfg.sft_epochs`` passes
+    of :meth:`Trainer.sft_step` over ``samples`` (``batch`` samples per update), one
+    ``sft`` metrics record per update, then the new weights pushed to the engine."""
+
+    async def run(cfg: TrainConfig, env: LoopEnv) -> None:
+        updates = sft_batches(samples, cfg.sft_epochs, batch, cfg.seed)
+        started = time.perf_counter()
+        for i, group in enumerate(updates):
+            result = await asyncio.to_thread(
+                env.trainer.sft_step, group, cfg.sft_learning_rate
+            )
+            if not result.accepted:
+                log.warning("sft update %d rejected (%s)", i + 1, result.reason)
+                continue
+            env.metrics.write("sft", i, {**result.metrics, "version": result.version})
+            log.info(
+                "sft update %d/%d: loss %.3f, %.0f tokens/s",
+                i + 1, len(updates), result.metrics["sft_loss"],
+                result.metrics["train_tokens_per_s"],
+            )  # fmt: skip
+        if updates and env.trainer.version > 0:
+            synced = await env.sync.push(env.trainer, env.trainer.version)
+            log.info(
+                "sft: %d updates in %.0f s; weights v%d pushed to the engine (%.1f s)",
+                len(updates), time.perf_counter() - started, env.trainer.version,
+                synced.export_s + synced.load_s,
+            )  # fmt: skip
+
+    return run
