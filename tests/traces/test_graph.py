@@ -72,3 +72,12 @@ def test_drift_notes_realign() -> None:
     g = build_graph(calls)
     assert [n.drift for n in g.nodes] == [DriftKind.CLEAN, DriftKind.REALIGN]
     assert [(d.call_id, d.message, d.position) for d in g.drift] == [("r-c1", 2, 1)]
+
+
+def test_call_without_logprobs_is_not_trained() -> None:
+    calls = make_calls("r", [Spec(None, [1], [2, 3]), Spec(0, [4], [5, 6])])
+    calls[1].output_logprobs = calls[1].output_logprobs[:1]  # one logprob short
+    for mode in (Mode.PER_CALL, Mode.MERGED):
+        plan = plan_rollout(make_rollout("r"), calls, TraceOptions(mode))
+        assert plan.counts.masked_calls == {"logprobs_missing": 1}
+        assert [s.call_ids for s in plan.samples] == [["r-c0"]]

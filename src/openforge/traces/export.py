@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from openforge.store.schemas import CallRecord, CallStatus, RolloutStatus
@@ -55,48 +57,87 @@ def grpo_uid(s: Sample) -> str:
     return s.group_id or (f"task:{s.task_id}" if s.task_id else f"rollout:{s.rollout_id}")
 
 
-def _lists(rows: Sequence[Iterable[Any]], lengths: np.ndarray[Any, Any], dtype: Any) -> pa.Array:
-    """A list column built from one flat numpy buffer (no per-row Python lists in Arrow)."""
-    offsets = np.zeros(len(lengths) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.fromiter(itertools.chain.from_iterable(rows), dtype, count=int(offsets[-1]))
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+Array = np.ndarray[Any, Any]
+# Token columns are random-looking ids: dictionary-encoding them costs ~4x the write time and
+# makes the file larger than zstd alone; only the string columns repeat.
+_DICTIONARY_COLUMNS = ["uid", "rollout_id", "task_id", "status", "mode", "drift"]
 
 
-def _ranges(lengths: np.ndarray[Any, Any]) -> pa.Array:
-    """0..n-1 for each row of length n."""
-    offsets = np.zeros(len(lengths) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.arange(int(offsets[-1]), dtype=np.int32) - np.repeat(offsets[:-1], lengths)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+def _offsets(lengths: Array) -> Array:
+    """Row offsets (int64, one more than rows) for rows of these lengths."""
+    out = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _large_list(offsets: Array, values: Array) -> pa.Array:
+    """A list column straight from a flat buffer and its offsets (64-bit: no overflow)."""
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _row_parts(flat: Array, offsets: Array, starts: Array, lengths: Array) -> Array:
+    """Row ``i``'s ``flat[offsets[i] + starts[i]:][:lengths[i]]``, all rows concatenated.
+
+    One view per row and one copy: far cheaper than a gather index of every token."""
+    if not len(lengths):
+        return flat[:0]
+    begins = (offsets[:-1] + starts).tolist()
+    return np.concatenate([flat[b : b + n] for b, n in zip(begins, lengths.tolist(), strict=True)])
+
+
+def _ramps(lengths: Array) -> Array:
+    """0..n-1 for each row of length n, concatenated (int32)."""
+    if not len(lengths):
+        return np.zeros(0, np.int32)
+    ramp = np.arange(int(lengths.max()), dtype=np.int32)
+    return np.concatenate([ramp[:n] for n in lengths.tolist()])
+
+
+def _packed(rows: list[list[Any]], code: str, dtype: Any) -> Array:
+    """Rows of Python numbers as one flat buffer: ``struct.pack`` of a whole row reads a
+    list ~30% faster than ``np.fromiter`` (the C-level cost of reading Python ints)."""
+    return np.frombuffer(b"".join([struct.pack(f"{len(r)}{code}", *r) for r in rows]), dtype)
+
+
+def _masks(samples: Sequence[Sample], count: int) -> Array:
+    """The loss masks as one int32 buffer; ``bytes()`` reads a 0/1 list ~4x faster than
+    ``fromiter``, and anything outside 0..255 falls back to the general path."""
+    try:
+        flat = np.frombuffer(b"".join([bytes(s.loss_mask) for s in samples]), np.uint8)
+        return flat.astype(np.int32)
+    except ValueError:
+        masks = itertools.chain.from_iterable(s.loss_mask for s in samples)
+        return np.fromiter(masks, np.int32, count=count)
 
 
 def verl_table(samples: Sequence[Sample]) -> pa.Table:
-    """One unpadded row per sample with veRL's field names plus provenance columns."""
-    p_len = np.array([len(s.prompt_ids) for s in samples], np.int32)
-    r_len = np.array([len(s.response_ids) for s in samples], np.int32)
+    """One unpadded row per sample with veRL's field names plus provenance columns.
+
+    Each sample's ids are read from Python once (prompt then response, into one buffer);
+    ``prompts``, ``responses`` and the rest are cut from flat numpy buffers.
+    """
+    p_len = np.array([len(s.prompt_ids) for s in samples], np.int64)
+    r_len = np.array([len(s.response_ids) for s in samples], np.int64)
     n_in = p_len + r_len
-    ones = pa.array(np.ones(int(n_in.sum()), np.int32))
-    in_offsets = np.zeros(len(samples) + 1, np.int32)
-    np.cumsum(n_in, out=in_offsets[1:])
-    r_offsets = np.zeros(len(samples) + 1, np.int32)
-    np.cumsum(r_len, out=r_offsets[1:])
-    scores = np.zeros(int(r_len.sum()), np.float32)
+    in_off, r_off = _offsets(n_in), _offsets(r_len)
+    flat = _packed(
+        [ids for s in samples for ids in (s.prompt_ids, s.response_ids)], "i", np.int32)
+    n_r = int(r_off[-1])
+    logprobs = _packed([s.logprobs for s in samples], "f", np.float32)
+    scores = np.zeros(n_r, np.float32)
     if len(samples):
-        scores[r_offsets[1:] - 1] = [float(s.reward or 0.0) for s in samples]
-    i32, f32 = np.int32, np.float32
+        scores[r_off[1:] - 1] = [float(s.reward or 0.0) for s in samples]
+    zeros = np.zeros(len(samples), np.int64)
     return pa.table(
         {
-            "prompts": _lists([s.prompt_ids for s in samples], p_len, i32),
-            "responses": _lists([s.response_ids for s in samples], r_len, i32),
-            "input_ids": _lists(
-                [itertools.chain(s.prompt_ids, s.response_ids) for s in samples], n_in, i32
-            ),
-            "attention_mask": pa.ListArray.from_arrays(pa.array(in_offsets), ones),
-            "position_ids": _ranges(n_in),
-            "response_mask": _lists([s.loss_mask for s in samples], r_len, i32),
-            "rollout_log_probs": _lists([s.logprobs for s in samples], r_len, f32),
-            "token_level_scores": pa.ListArray.from_arrays(pa.array(r_offsets), pa.array(scores)),
+            "prompts": _large_list(_offsets(p_len), _row_parts(flat, in_off, zeros, p_len)),
+            "responses": _large_list(r_off, _row_parts(flat, in_off, p_len, r_len)),
+            "input_ids": _large_list(in_off, flat),
+            "attention_mask": _large_list(in_off, np.ones(int(in_off[-1]), np.int32)),
+            "position_ids": _large_list(in_off, _ramps(n_in)),
+            "response_mask": _large_list(r_off, _masks(samples, n_r)),
+            "rollout_log_probs": _large_list(r_off, logprobs),
+            "token_level_scores": _large_list(r_off, scores),
             "uid": pa.array([grpo_uid(s) for s in samples], pa.string()),
             "rollout_id": pa.array([s.rollout_id for s in samples], pa.string()),
             "task_id": pa.array([s.task_id for s in samples], pa.string()),
@@ -112,37 +153,53 @@ def verl_table(samples: Sequence[Sample]) -> pa.Table:
     )
 
 
-def verl_tensors(table: pa.Table, pad_id: int = 0) -> dict[str, np.ndarray[Any, Any]]:
+def _column(table: pa.Table, name: str) -> tuple[Array, Array]:
+    """A list column's flat values and its row lengths (any list type, chunked or not)."""
+    col = table.column(name).combine_chunks()
+    lengths = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+    return col.flatten().to_numpy(zero_copy_only=False), lengths.astype(np.int64)
+
+
+def _pad(values: Array, lengths: Array, width: int, out: Array, left: bool) -> None:
+    """Scatter rows of ``lengths`` into ``out`` (rows x width), flush left or right."""
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    cols = np.arange(len(values), dtype=np.int64) - np.repeat(_offsets(lengths)[:-1], lengths)
+    if left:
+        cols += np.repeat(width - lengths, lengths)
+    out[rows, cols] = values
+
+
+def verl_tensors(table: pa.Table, pad_id: int = 0) -> dict[str, Array]:
     """Pad a :func:`verl_table` the way veRL's agent loop does (prompts left, responses right)."""
-    prompts = table.column("prompts").to_pylist()
-    responses = table.column("responses").to_pylist()
-    masks = table.column("response_mask").to_pylist()
-    logprobs = table.column("rollout_log_probs").to_pylist()
-    rewards = [float(r or 0.0) for r in table.column("reward").to_pylist()]
-    n = len(prompts)
-    p_len = max((len(p) for p in prompts), default=0)
-    r_len = max((len(r) for r in responses), default=0)
-    out: dict[str, np.ndarray[Any, Any]] = {
-        "prompts": np.full((n, p_len), pad_id, np.int64),
-        "responses": np.full((n, r_len), pad_id, np.int64),
-        "response_mask": np.zeros((n, r_len), np.int64),
-        "rollout_log_probs": np.zeros((n, r_len), np.float32),
-        "token_level_scores": np.zeros((n, r_len), np.float32),
-        "attention_mask": np.zeros((n, p_len + r_len), np.int64),
+    prompts, p_len = _column(table, "prompts")
+    responses, r_len = _column(table, "responses")
+    masks, _ = _column(table, "response_mask")
+    logprobs, _ = _column(table, "rollout_log_probs")
+    rewards = np.array([float(r or 0.0) for r in table.column("reward").to_pylist()], np.float32)
+    n = len(p_len)
+    p_max = int(p_len.max(initial=0))
+    r_max = int(r_len.max(initial=0))
+    out: dict[str, Array] = {
+        "prompts": np.full((n, p_max), pad_id, np.int64),
+        "responses": np.full((n, r_max), pad_id, np.int64),
+        "response_mask": np.zeros((n, r_max), np.int64),
+        "rollout_log_probs": np.zeros((n, r_max), np.float32),
+        "token_level_scores": np.zeros((n, r_max), np.float32),
     }
-    for i in range(n):
-        p, r = prompts[i], responses[i]
-        out["prompts"][i, p_len - len(p) :] = p
-        out["responses"][i, : len(r)] = r
-        out["response_mask"][i, : len(r)] = masks[i]
-        out["rollout_log_probs"][i, : len(r)] = logprobs[i]
-        out["token_level_scores"][i, len(r) - 1] = rewards[i]
-        out["attention_mask"][i, p_len - len(p) : p_len + len(r)] = 1
+    _pad(prompts, p_len, p_max, out["prompts"], left=True)
+    _pad(responses, r_len, r_max, out["responses"], left=False)
+    _pad(masks, r_len, r_max, out["response_mask"], left=False)
+    _pad(logprobs, r_len, r_max, out["rollout_log_probs"], left=False)
+    has = r_len > 0
+    out["token_level_scores"][np.flatnonzero(has), r_len[has] - 1] = rewards[has]
+    cols = np.arange(p_max + r_max)
+    out["attention_mask"] = (
+        (cols >= (p_max - p_len)[:, None]) & (cols < (p_max + r_len)[:, None])
+    ).astype(np.int64)
     out["input_ids"] = np.concatenate([out["prompts"], out["responses"]], axis=1)
-    positions: np.ndarray[Any, Any] = np.cumsum(out["attention_mask"], axis=1) - 1
+    positions: Array = np.cumsum(out["attention_mask"], axis=1) - 1
     out["position_ids"] = np.clip(positions, 0, None)
     return out
-
 
 def to_dataproto(table: pa.Table, pad_id: int = 0) -> Any:
     """A ``verl.DataProto`` of the table (needs veRL importable; raises ImportError if not)."""
@@ -165,7 +222,14 @@ def write_verl(samples: Sequence[Sample], out: Path, pad_id: int = 0) -> str:
         with out.open("wb") as f:
             pickle.dump(proto, f)
         return "pickled verl.DataProto"
-    pq.write_table(table, out)
+    # Min/max statistics of token ids help no reader; they cost ~20% of the write.
+    pq.write_table(
+        table,
+        out,
+        compression="zstd",
+        use_dictionary=_DICTIONARY_COLUMNS,
+        write_statistics=_DICTIONARY_COLUMNS,
+    )
     return "parquet"
 
 

@@ -281,5 +281,8 @@ def build_graph(calls: Iterable[CallRecord]) -> RolloutGraph:
             n.drift = DriftKind.REALIGN
         if n.call.status != CallStatus.OK:
             n.excluded = str(n.call.status)
+        elif len(n.call.output_logprobs) != len(n.call.output_ids):
+            # Training needs each sampled token's own logprob; never guess or shift them.
+            n.excluded = "logprobs_missing"
     notes.sort(key=lambda d: (d.seq, d.message))
     return RolloutGraph(nodes, roots, teacher, retries, ambiguous, notes)

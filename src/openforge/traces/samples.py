@@ -221,11 +221,15 @@ def _merged_path(rollout: Rollout, path: list[Node], trained: set[int]) -> Sampl
     if not spans:
         return None
     leaf = path[-1].call
-    ids = leaf.prompt_ids + leaf.output_ids
     start, end = spans[0][1], spans[-1][2]
     s = _new_sample(rollout, Mode.MERGED, leaf.harness)
-    s.prompt_ids = ids[:start]
-    s.response_ids = ids[start:end]
+    # Cut straight from the leaf's lists: every trained call's prompt starts at or before
+    # the leaf's output, so ``start`` lies in the leaf's prompt.
+    prompt, cut = leaf.prompt_ids, len(leaf.prompt_ids)
+    s.prompt_ids = prompt[:start]
+    s.response_ids = (
+        prompt[start:end] if end <= cut else prompt[start:] + leaf.output_ids[: end - cut]
+    )
     mask = [0] * (end - start)
     logprobs = [0.0] * (end - start)
     for node, a, b in spans:
