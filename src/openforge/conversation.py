@@ -33,7 +33,8 @@ __all__ = [
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 # "tool_calls": the model asked for tools; "length": max tokens or context; "stop": EOS or a
-# stop sequence; "abort": the client went away or the engine was cancelled; "error": the engine failed.
+# stop sequence; "abort": the client went away or the engine was cancelled; "error": the
+# engine failed.
 FinishReason = Literal["stop", "length", "tool_calls", "abort", "error"]
 
 
@@ -148,6 +149,8 @@ class Completion:
     output_logprobs: list[float] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    # The stop string that ended generation, when one did (Anthropic reports it back).
+    stop_sequence: str | None = None
 
 
 # Stream events: one internal event model, rendered per dialect at the edge.

@@ -318,3 +318,13 @@ def test_unknown_fields_are_logged_not_rejected(caplog: pytest.LogCaptureFixture
     with caplog.at_level("DEBUG", logger="openforge.dialects.ignored"):
         parse_request(body(output_config={"effort": "high"}, context_management={"edits": []}))
     assert "context_management" in caplog.text and "output_config" in caplog.text
+
+
+def test_matched_stop_string_is_reported_from_the_completion(anthropic_client: Make) -> None:
+    done = Completion(text="x = 1", finish_reason="stop", usage=Usage(3, 4), stop_sequence="\n\n")
+    client = anthropic_client((200, render_response(done, ctx()), "application/json"))
+    msg = client.messages.create(model="claude-x", max_tokens=10, messages=[])
+    assert (msg.stop_reason, msg.stop_sequence) == ("stop_sequence", "\n\n")
+    enc = AnthropicStreamEncoder(ctx())
+    tail = orjson.loads(enc.finish(done).split(b"data: ")[1].split(b"\n")[0])
+    assert tail["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "\n\n"}

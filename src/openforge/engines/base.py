@@ -18,7 +18,6 @@ from typing import Literal, Protocol, runtime_checkable
 
 from openforge.conversation import Completion, Conversation, SamplingParams
 
-
 __all__ = [
     "Engine",
     "EngineError",

@@ -66,6 +66,7 @@ class _Call:
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish: str | None = None
+    stop_text: str | None = None
     fork: bool = False
     render_info: dict[str, Any] = field(default_factory=dict)
     completion: Completion | None = None
@@ -357,6 +358,7 @@ class CallService:
                         writer.push(chunk.ids)
                     if chunk.finish_reason is not None:
                         call.finish = chunk.finish_reason
+                        call.stop_text = chunk.stop_text
                         break
             except EngineError as exc:
                 await self._fail(call, _engine_error(exc), writer, send)
@@ -387,6 +389,7 @@ class CallService:
             call.finish or "stop", call.prompt_ids, call.output_ids, call.logprobs
         )
         completion.model = conversation.model
+        completion.stop_sequence = call.stop_text
         call.completion = completion
         call.finish = completion.finish_reason
         if writer is None:

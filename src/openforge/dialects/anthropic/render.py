@@ -73,7 +73,11 @@ def _usage(input_tokens: int, output_tokens: int) -> UsageOut:
 def render_response(
     completion: Completion, ctx: ResponseContext, *, stop_sequence: str | None = None
 ) -> bytes:
-    """The JSON body of a non-streaming Message; ``stop_sequence`` names a matched stop."""
+    """The JSON body of a non-streaming Message; ``stop_sequence`` names a matched stop.
+
+    Without ``stop_sequence``, the completion's own ``stop_sequence`` is reported.
+    """
+    stop_sequence = stop_sequence or completion.stop_sequence
     content: list[BlockOut] = []
     if completion.reasoning:
         content.append(
@@ -199,6 +203,7 @@ class AnthropicStreamEncoder:
 
     def finish(self, completion: Completion, *, stop_sequence: str | None = None) -> bytes:
         """Close the open block, then ``message_delta`` (stop reason, usage), ``message_stop``."""
+        stop_sequence = stop_sequence or completion.stop_sequence
         out = self._close_block()
         return out + self._emit(
             {
