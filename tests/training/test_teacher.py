@@ -21,7 +21,9 @@ from openforge.training.teacher import (
     record_teacher,
     sft_batches,
     solution_command,
+    solution_files,
     teacher_script,
+    teacher_scripts,
 )
 from openforge.training.trainer import Trainer
 
@@ -43,6 +45,19 @@ def test_solution_command_and_script() -> None:
         {"tool_calls": [{"name": "bash", "arguments": {"command": "cp notes.txt backup.txt"}}]},
         {"tool_calls": [{"name": "submit", "arguments": {}}]},
     ]
+
+
+async def test_write_variant_only_for_content_the_instruction_gives() -> None:
+    assert await solution_files(_task("two-lines")) == {"lines.txt": "alpha\nbeta\n"}
+    assert await solution_files(_task("count-lines")) is None  # a computed answer
+    assert await solution_files(_task("delete-file")) is None  # deletes a file
+    variants = await teacher_scripts(_task("two-lines"))
+    assert sorted(variants) == ["bash", "write"]
+    assert variants["write"][0] == {
+        "tool_calls": [
+            {"name": "write", "arguments": {"path": "lines.txt", "content": "alpha\nbeta\n"}}
+        ]
+    }
 
 
 def test_load_sft_samples_merges_calls_that_extend_each_other(tmp_path: Path) -> None:
@@ -70,13 +85,15 @@ async def test_teacher_trajectories_through_the_gateway_train_by_sft(tmp_path: P
     model = resolve_model("smollm2-135m")  # the scripted engine needs only its tokenizer
     tasks = [_task("copy-file"), _task("two-lines")]
     results = await record_teacher(tasks, model, tmp_path, {"max_turns": 3, "max_tokens": 96})
+    # copy-file: bash; two-lines: bash and write (its content is spelled out)
     assert [(r.task_id, r.status, r.reward) for r in results] == [
         ("copy-file", "completed", 1.0), ("two-lines", "completed", 1.0),
+        ("two-lines", "completed", 1.0),
     ]  # fmt: skip
     tokens = await export_teacher_sft(tmp_path / "teacher.db", tmp_path / "sft.jsonl")
     assert tokens is not None and (tmp_path / "sft.jsonl").is_file()
     samples = load_sft_samples(tokens)
-    assert len(samples) == 2  # the bash call and the submit call merge into one path each
+    assert len(samples) == 3  # a variant's tool call and its submit merge into one path
     from transformers import AutoTokenizer
 
     tok: Any = AutoTokenizer.from_pretrained(str(model))

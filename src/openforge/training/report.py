@@ -90,6 +90,18 @@ def _eval_table(evals: Sequence[dict[str, Any]]) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def _sft_summary(sft: Sequence[dict[str, Any]]) -> str:
+    if not sft:
+        return ""
+    losses = [float(r.get("sft_loss", 0.0)) for r in sft]
+    return (
+        "<h2>SFT warm-up</h2><p>"
+        f"{len(sft)} updates on the teacher trajectories (reference solutions as claw tool "
+        f"calls); cross-entropy {losses[0]:.3f} → {losses[-1]:.3f}, "
+        f"weights v{sft[-1].get('version')}</p>"
+    )
+
+
 def render_report(
     target: str | Path,
     title: str,
@@ -102,8 +114,10 @@ def render_report(
              if r.get("kind") in ("train", "skip") and "reward_mean" in r]  # fmt: skip
     evals = [r for r in records if r.get("kind") == "eval"]
     skipped = [r for r in records if r.get("kind") == "skip"]
+    sft = [r for r in records if r.get("kind") == "sft"]
     body = [
         f"<h1>{html.escape(title)}</h1>",
+        _sft_summary(sft),
         "<h2>Train reward per step</h2>",
         reward_curve_svg(train),
         f"<p class=meta>{len(skipped)} step(s) without an update "

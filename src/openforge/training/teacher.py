@@ -18,6 +18,7 @@ import asyncio
 import logging
 import random
 import shlex
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,8 +41,10 @@ __all__ = [
     "sft_batches",
     "sft_warmup",
     "solution_command",
+    "solution_files",
     "teacher_samples",
     "teacher_script",
+    "teacher_scripts",
 ]
 
 log = logging.getLogger("openforge.training")
@@ -93,14 +96,87 @@ def teacher_script(task: Task) -> list[dict[str, Any]] | None:
     ]
 
 
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+async def solution_files(
+    task: Task, max_chars: int = 400, timeout_s: float = 20.0
+) -> dict[str, str] | None:
+    """The text files ``solution/solve.sh`` creates or changes, found by running it in a
+    scratch copy of the workspace; None when it deletes or renames a file, fails, writes
+    more than ``max_chars`` characters or non-UTF-8 bytes, or writes a line the
+    instruction does not contain."""
+    solve = task.solution.get("solve.sh")
+    if solve is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="openforge-teacher-") as tmp:
+        root = Path(tmp)
+        for rel, data in task.workspace_bytes().items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        before = _snapshot(root)
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", str(solve), cwd=root,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            code = await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None
+        after = _snapshot(root)
+    if code != 0 or set(before) - set(after):
+        return None
+    try:
+        changed = {p: d.decode() for p, d in after.items() if before.get(p) != d}
+    except UnicodeDecodeError:
+        return None
+    if not changed or sum(len(t) for t in changed.values()) > max_chars:
+        return None
+    # Only content the instruction spells out: writing a computed answer (a count, a sum)
+    # would teach the model to guess numbers instead of computing them.
+    said = all(
+        line.strip() in task.instruction
+        for text in changed.values()
+        for line in text.splitlines()
+        if line.strip()
+    )
+    return changed if said else None
+
+
+async def teacher_scripts(task: Task) -> dict[str, list[dict[str, Any]]]:
+    """Every teacher variant for ``task``, by name: ``bash`` (the solution's commands) and,
+    where the solution only creates or changes small text files, ``write`` (one ``write``
+    call per file with the content the solution produced). Each ends with ``submit``."""
+    variants: dict[str, list[dict[str, Any]]] = {}
+    bash = teacher_script(task)
+    if bash is not None:
+        variants["bash"] = bash
+    files = await solution_files(task)
+    if files:
+        writes = [
+            {"name": "write", "arguments": {"path": p, "content": c}} for p, c in files.items()
+        ]
+        variants["write"] = [
+            {"tool_calls": writes},
+            {"tool_calls": [{"name": "submit", "arguments": {}}]},
+        ]
+    return variants
+
+
 async def record_teacher(
     tasks: Sequence[Task],
     model_dir: Path,
     out_dir: Path,
     harness_options: dict[str, Any],
 ) -> list[Any]:
-    """Play each task's solution through a gateway with the scripted engine; the calls go
-    to ``out_dir/teacher.db``. Returns the orchestrator's results (reward 1 = usable)."""
+    """Play each task's teacher variants (:func:`teacher_scripts`) through a gateway with
+    the scripted engine; the calls go to ``out_dir/teacher.db``. Returns the orchestrator's
+    results (reward 1 = usable)."""
     from openforge.engines.scripted import ScriptedEngine
     from openforge.gateway.server import Gateway
     from openforge.rollouts import run_rollouts
@@ -112,27 +188,28 @@ async def record_teacher(
     scripts.mkdir(exist_ok=True)
     results: list[Any] = []
     for task in tasks:
-        replies = teacher_script(task)
-        if replies is None:
+        variants = await teacher_scripts(task)
+        if not variants:
             log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
-            continue
-        script = scripts / f"{task.id}.jsonl"
-        script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
-        # One scripted engine per task: its replies are the k-th call of any rollout.
-        engine = ScriptedEngine.for_model(script, model_dir)
-        async with Gateway(engine, SqliteStore(out_dir / "teacher.db"), model=model_dir) as gw:
-            config = RolloutConfig(
-                tasks=[task],
-                harness="claw",
-                gateway_url=gw.url,
-                harness_options=dict(harness_options),
-                n=1,
-                concurrency=1,
-                split=task.split,
-                out_dir=out_dir / "rollouts" / task.id,
-                metadata={"phase": "teacher"},
-            )
-            results.extend(await run_rollouts(config))
+        for name, replies in variants.items():
+            script = scripts / f"{task.id}.{name}.jsonl"
+            script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
+            # One scripted engine per variant: its replies are the k-th call of any rollout.
+            engine = ScriptedEngine.for_model(script, model_dir)
+            store = SqliteStore(out_dir / "teacher.db")
+            async with Gateway(engine, store, model=model_dir) as gw:
+                config = RolloutConfig(
+                    tasks=[task],
+                    harness="claw",
+                    gateway_url=gw.url,
+                    harness_options=dict(harness_options),
+                    n=1,
+                    concurrency=1,
+                    split=task.split,
+                    out_dir=out_dir / "rollouts" / f"{task.id}.{name}",
+                    metadata={"phase": "teacher", "variant": name},
+                )
+                results.extend(await run_rollouts(config))
     return results
 
 
@@ -230,9 +307,7 @@ def sft_warmup(samples: Sequence[SftSample], batch: int = 4) -> Warmup:
         updates = sft_batches(samples, cfg.sft_epochs, batch, cfg.seed)
         started = time.perf_counter()
         for i, group in enumerate(updates):
-            result = await asyncio.to_thread(
-                env.trainer.sft_step, group, cfg.sft_learning_rate
-            )
+            result = await asyncio.to_thread(env.trainer.sft_step, group, cfg.sft_learning_rate)
             if not result.accepted:
                 log.warning("sft update %d rejected (%s)", i + 1, result.reason)
                 continue
