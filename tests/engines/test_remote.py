@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from openforge.engines.sglang import SGLangEngine
 from openforge.engines.vllm import VLLMEngine
 
 from .fake_servers import (
+    FAKE_EOS,
     FakeState,
     Served,
     fake_logprob,
@@ -55,11 +57,23 @@ def expected(n: int) -> tuple[list[int], list[float]]:
     return ids, [fake_logprob(t) for t in ids]
 
 
-@pytest.mark.parametrize("kind", ["vllm", "sglang", "sglang-incremental"])
+def make(kind: str, **state_options: object) -> tuple[FakeState, Any, type[RemoteEngine]]:
+    state = FakeState(**state_options)  # type: ignore[arg-type]
+    if kind.startswith("vllm"):
+        return state, vllm_app(state), VLLMEngine
+    return state, sglang_app(state), SGLangEngine
+
+
+@pytest.mark.parametrize("kind", ["vllm", "vllm-interval", "sglang", "sglang-incremental"])
 async def test_tokens_logprobs_and_finish(kind: str) -> None:
-    state = FakeState(incremental=kind.endswith("incremental"))
-    app = vllm_app(state) if kind == "vllm" else sglang_app(state)
-    cls: type[RemoteEngine] = VLLMEngine if kind == "vllm" else SGLangEngine
+    state, app, cls = make(
+        kind,
+        incremental=kind.endswith("incremental"),
+        stream_interval=3 if kind.endswith("interval") else 1,
+        # A checkpoint whose generation_config would change the distribution if the
+        # client left these fields out (vLLM fills omitted fields from it).
+        generation_config={"top_k": 20, "top_p": 0.8, "repetition_penalty": 1.3},
+    )
     async with Served(app) as served:
         engine = cls(served.url, model="m", context_length=64)
         try:
@@ -67,7 +81,7 @@ async def test_tokens_logprobs_and_finish(kind: str) -> None:
             assert (ids, logprobs) == expected(6) and last.finish_reason == "length"
             stop_text = f"t{fake_token(PROMPT, 2)} "
             ids, _, last = await collect(engine, req(max_tokens=20, stop=[stop_text]))
-            assert ids == expected(3)[0]
+            assert ids == expected(3)[0]  # the stop string's tokens are kept
             assert last.finish_reason == "stop" and last.stop_text == stop_text
             stop_id = fake_token(PROMPT, 4)
             ids, _, last = await collect(engine, req(max_tokens=20, stop_token_ids=[stop_id]))
@@ -77,20 +91,74 @@ async def test_tokens_logprobs_and_finish(kind: str) -> None:
             assert len(ids) == 64 - len(PROMPT) and last.finish_reason == "length"
             with pytest.raises(EngineError, match="context"):
                 await collect(engine, EngineRequest(prompt_ids=[1] * 65, params=SamplingParams()))
+            state.eos_at = 3  # the model's EOS: kept in the ids, no stop text
+            ids, logprobs, last = await collect(engine, req(max_tokens=20))
+            assert ids == [*expected(3)[0], FAKE_EOS] and logprobs[-1] == fake_logprob(FAKE_EOS)
+            assert last.finish_reason == "stop" and last.stop_text is None
         finally:
             await engine.close()
     first = state.requests[0]
-    if kind == "vllm":
+    if kind.startswith("vllm"):
         assert first["prompt"] == PROMPT and first["stream"] is True
         assert first["return_token_ids"] is True and first["logprobs"] == 0
         assert first["include_stop_str_in_output"] is True and first["max_tokens"] == 6
         assert first["seed"] == 3 and first["temperature"] == 0.7
+        assert first["request_id"] == "req-1" and first["model"] == "m"
+        assert state.ignored_fields == []  # every field we send is one vLLM reads
+        assert state.effective[0] == {
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "temperature": 0.7,
+            "top_p": 1.0,
+            "top_k": 0,
+            "min_p": 0.0,
+        }
     else:
         assert first["input_ids"] == PROMPT and first["return_logprob"] is True
         assert first["stream"] is True and first["rid"] == "req-1"
+        assert first["logprob_start_len"] == -1
         sp = first["sampling_params"]
         assert sp["max_new_tokens"] == 6 and sp["no_stop_trim"] is True and sp["top_k"] == -1
-        assert sp["sampling_seed"] == 3
+        assert sp["sampling_seed"] == 3 and sp["min_p"] == 0.0
+        assert sp["repetition_penalty"] == 1.0
+
+
+async def test_error_event_inside_the_stream_fails_the_call() -> None:
+    state = FakeState(error_after=2)
+    async with Served(vllm_app(state)) as served:
+        engine = VLLMEngine(served.url)
+        got: list[int] = []
+        try:
+            with pytest.raises(EngineError, match="Internal server error"):
+                async for chunk in engine.generate(req(max_tokens=10)):
+                    got += chunk.ids
+            assert got == expected(2)[0]
+        finally:
+            await engine.close()
+
+
+async def test_bad_request_is_an_engine_error_naming_the_field() -> None:
+    async with Served(vllm_app(FakeState())) as v, Served(sglang_app(FakeState())) as s:
+        vllm, sglang = VLLMEngine(v.url), SGLangEngine(s.url)
+        try:
+            with pytest.raises(EngineError, match="top_p must be in"):
+                await collect(vllm, req(max_tokens=2, top_p=0.0))
+            with pytest.raises(EngineError, match="top_p must be in"):
+                await collect(sglang, req(max_tokens=2, top_p=0.0))
+        finally:
+            await vllm.close()
+            await sglang.close()
+
+
+def test_sglang_warns_that_its_logprobs_ignore_filters(caplog: pytest.LogCaptureFixture) -> None:
+    engine = SGLangEngine("http://127.0.0.1:1")
+    with caplog.at_level("WARNING", logger="openforge.engines.sglang"):
+        engine.payload(req(max_tokens=2, temperature=1.0))
+        assert not caplog.records
+        engine.payload(req(max_tokens=2, temperature=1.0, top_p=0.9))
+        engine.payload(req(max_tokens=2, temperature=1.0, top_k=5))
+    assert len(caplog.records) == 1 and "before top-k/top-p" in caplog.records[0].message
 
 
 async def test_sticky_rollouts_and_least_loaded_new_ones() -> None:
@@ -156,38 +224,59 @@ async def test_death_mid_stream_fails_the_call_without_retrying() -> None:
             await replicas.close()
 
 
-async def test_weight_updates_reach_every_replica(tmp_path: object) -> None:
+async def test_weight_updates_reach_every_replica() -> None:
     v, s = FakeState(), FakeState()
     async with Served(vllm_app(v)) as va, Served(sglang_app(s)) as sa:
         vllm = VLLMEngine(va.url)
         sglang = SGLangEngine(sa.url)
         try:
             await vllm.update_weights("/ckpt/step-1", "1")
-            assert [p for p, _ in v.admin] == [
-                "/pause",
-                "/collective_rpc",
-                "/reset_prefix_cache",
-                "/resume",
+            assert v.admin == [
+                ("/pause", {"mode": "wait"}),
+                (
+                    "/collective_rpc",
+                    {
+                        "method": "reload_weights",
+                        "kwargs": {"weights_path": "/ckpt/step-1", "is_checkpoint_format": True},
+                    },
+                ),
+                ("/reset_prefix_cache", {}),
+                ("/resume", {}),
             ]
-            assert v.admin[0][1] == {"mode": "keep"}
-            assert v.admin[1][1] == {
-                "method": "reload_weights",
-                "kwargs": {"weights_path": "/ckpt/step-1"},
-            }
-            assert vllm.info().weight_version == "1" and not v.paused
+            assert v.weights_path == "/ckpt/step-1"
+            assert vllm.info().weight_version == "1" and v.paused is None
+            # A reload the workers refuse: the server is resumed, the version kept.
+            with pytest.raises(EngineError, match="No such directory"):
+                await vllm.update_weights("relative/step-2", "2")
+            assert v.admin[-1] == ("/resume", {}) and v.paused is None
+            assert vllm.info().weight_version == "1"
+            await vllm.pause()
+            assert v.paused == "keep"
+            await vllm.resume()
+            assert v.paused is None
+
             replicas = ReplicaSet([sglang])
             await replicas.update_weights("/ckpt/step-2", "2")
             assert s.admin[-1] == (
                 "/update_weights_from_disk",
-                {"model_path": "/ckpt/step-2", "weight_version": "2"},
+                {
+                    "model_path": "/ckpt/step-2",
+                    "weight_version": "2",
+                    "flush_cache": True,
+                    "abort_all_requests": False,
+                },
             )
             assert s.weight_version == "2" and sglang.info().weight_version == "2"
-            with pytest.raises(EngineError, match="absolute"):
+            with pytest.raises(EngineError, match="repository not found"):
                 await sglang.update_weights("relative/path", "3")
+            assert sglang.info().weight_version == "2"
             await replicas.pause()
-            assert s.paused
+            assert s.paused == "in_place" and s.admin[-1] == (
+                "/pause_generation",
+                {"mode": "in_place"},
+            )
             await replicas.resume()
-            assert not s.paused
+            assert s.paused is None and s.admin[-1] == ("/continue_generation", {})
         finally:
             await vllm.close()
             await sglang.close()

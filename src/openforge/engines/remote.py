@@ -132,8 +132,9 @@ class RemoteEngine:
             ) as response:
                 await _raise_for_status(response, self.url)
                 async for event in _sse_objects(response):
-                    if "error" in event and not _has_output(event):
-                        raise EngineError(f"{self.url}: {_error_text(event['error'])}")
+                    error = _stream_error(event)
+                    if error is not None:
+                        raise EngineError(f"{self.url}: {error}")
                     chunk = self.parse(event, state)
                     if chunk is None:
                         continue
@@ -215,11 +216,17 @@ async def _sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]
             yield event
 
 
-def _has_output(event: dict[str, Any]) -> bool:
-    return bool(event.get("choices") or event.get("output_ids") or event.get("meta_info"))
+def _stream_error(event: dict[str, Any]) -> str | None:
+    """The message of an error event, in any of the shapes the servers stream.
 
-
-def _error_text(error: Any) -> str:
+    vLLM (2026) streams ``{"error": {"message", "type", "param", "code"}}``, older vLLM
+    ``{"object": "error", "message": ...}``; SGLang ``{"error": {"message": ...}}``.
+    """
+    if event.get("object") == "error":
+        return str(event.get("message") or event)
+    if "error" not in event or event.get("choices") or event.get("meta_info"):
+        return None
+    error = event["error"]
     if isinstance(error, dict):
         return str(error.get("message") or error)
     return str(error)

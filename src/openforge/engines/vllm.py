@@ -1,23 +1,58 @@
 """vLLM's OpenAI-compatible completions API with token-id prompts, as an engine.
 
-Request (``POST /v1/completions``, https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html)::
+Checked against vLLM ``main`` as stored in late 2026 (the code logs refer to v0.21+;
+``CompletionRequest`` in ``vllm/entrypoints/openai/completion/protocol.py``, the stream
+in ``vllm/entrypoints/openai/completion/serving.py``).
+
+Request (``POST /v1/completions``)::
 
     {"model": M, "prompt": [ids...], "max_tokens": N, "temperature": T, "top_p": P,
-     "top_k": K, "seed": S, "stop": [...], "stop_token_ids": [...], "logprobs": 0,
-     "stream": true, "return_token_ids": true, "include_stop_str_in_output": true,
-     "skip_special_tokens": false}
+     "top_k": K, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+     "frequency_penalty": 0.0, "seed": S, "stop": [...], "stop_token_ids": [...],
+     "logprobs": 0, "stream": true, "return_token_ids": true,
+     "include_stop_str_in_output": true, "skip_special_tokens": false, "request_id": R}
 
-Each streamed ``choices[0]`` carries ``token_ids`` (the new ids only),
-``logprobs.token_logprobs`` (one per new id), ``finish_reason`` ("stop" | "length" |
-"abort") and ``stop_reason`` (the matched stop string, a stop token id, or null for EOS).
+Every sampling field is sent even at its neutral value: vLLM fills a field the request
+leaves out from the model's ``generation_config.json`` first ("user -> server default ->
+OpenAI default" in ``CompletionRequest.to_sampling_params``), so an omitted ``top_k``
+could silently become the checkpoint's ``top_k: 20`` and the recorded logprobs would
+belong to another distribution than the one the gateway asked for.
 
-vLLM reports logprobs of the raw model distribution unless the server runs with
-``--logprobs-mode processed_logprobs`` (after temperature and top-k/top-p), which is
-what RL importance ratios need; run it that way.
+Stream: ``data: {json}\\n\\n`` chunks, then ``data: [DONE]``. Each chunk is serialized
+with ``exclude_unset``; ``choices[0]`` carries ``text`` (the delta), ``token_ids`` (the
+new ids only; several per chunk under ``--stream-interval``), ``logprobs`` (delta lists
+``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), ``finish_reason``
+(null, "stop", "length", "abort"), ``stop_reason`` (the matched stop string, the
+matched stop token id, or null for EOS) and, on the first chunk only,
+``prompt_token_ids``. A stop string's tokens stay in ``token_ids`` whatever
+``include_stop_str_in_output`` says (that flag trims ``text`` only). A failure after the
+stream started arrives as ``data: {"error": {...}}`` before ``[DONE]``.
 
-Weight updates use vLLM's RL endpoints (server started with ``VLLM_SERVER_DEV_MODE=1``):
-``POST /pause?mode=keep``, ``POST /collective_rpc`` with ``{"method": "reload_weights",
-"kwargs": {"weights_path": PATH}}``, ``POST /reset_prefix_cache``, ``POST /resume``.
+Which logprobs: by default vLLM reports ``raw_logprobs`` -- the model's log-softmax
+before temperature, penalties, top-k and top-p. RL importance ratios need the
+distribution actually sampled from: start the server with
+``--logprobs-mode processed_logprobs`` (``vllm/v1/sample/sampler.py``: logprobs taken
+after penalties, temperature, min-p, top-k and top-p; FlashInfer's fused top-k/top-p
+sampler is then not used).
+
+Weight updates need the dev endpoints (``VLLM_SERVER_DEV_MODE=1``; routers in
+``vllm/entrypoints/serve/dev/{rlhf,rpc,cache}/api_router.py``)::
+
+    POST /pause?mode=wait                  -> {"status": "paused"}
+    POST /collective_rpc {"method": "reload_weights",
+                          "kwargs": {"weights_path": PATH, "is_checkpoint_format": true}}
+                                           -> {"results": [...]} (or an empty 200)
+    POST /reset_prefix_cache               -> {"success": bool}
+    POST /resume                           -> {"status": "resumed"}
+
+``Worker.reload_weights(*args, **kwargs)`` forwards to
+``GPUModelRunner.reload_weights(weights_iterator=None, weights_path=None,
+is_checkpoint_format=True)`` (``vllm/v1/worker/gpu_worker.py``,
+``vllm/v1/worker/gpu_model_runner.py``), which points ``model_config.model`` at
+``weights_path`` and streams the safetensors there through the model's
+``load_weights``. Late-2025 releases had a zero-argument ``Worker.reload_weights()``
+that re-read the original checkpoint: there the RPC fails with an unexpected-keyword
+error, which surfaces here as an :class:`EngineError`.
 """
 
 from __future__ import annotations
@@ -43,19 +78,22 @@ class VLLMEngine(RemoteEngine):
         params = request.params
         body: dict[str, Any] = {
             "prompt": request.prompt_ids,
+            "max_tokens": fit_max_tokens(request, self.context_length),
             "temperature": params.temperature,
             "top_p": params.top_p,
+            "top_k": max(params.top_k, 0),  # 0 disables top-k in vLLM
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
             "logprobs": 0,
             "stream": True,
             "return_token_ids": True,
             "include_stop_str_in_output": True,
             "skip_special_tokens": False,
         }
-        body["max_tokens"] = fit_max_tokens(request, self.context_length)
         if self.model:  # vLLM serves its only model when none is named
             body["model"] = self.model
-        if params.top_k > 0:
-            body["top_k"] = params.top_k
         if params.seed is not None:
             body["seed"] = params.seed
         if params.stop:
@@ -70,16 +108,14 @@ class VLLMEngine(RemoteEngine):
         """One completions stream chunk to a :class:`TokenChunk`."""
         choices = event.get("choices") or []
         if not choices:
-            return None  # a usage-only chunk
+            return None  # the usage-only chunk
         choice = choices[0]
-        ids = [int(t) for t in choice.get("token_ids") or []]
-        logprobs_obj = choice.get("logprobs") or {}
-        logprobs = [float(x) for x in logprobs_obj.get("token_logprobs") or []]
-        if ids and len(logprobs) != len(ids):
+        if "token_ids" not in choice:
             raise EngineError(
-                f"vLLM sent {len(ids)} token ids with {len(logprobs)} logprobs "
-                "(the request asks logprobs=0 and return_token_ids=true)"
+                "vLLM sent no token_ids: the server predates the return_token_ids field"
             )
+        ids = [int(t) for t in choice.get("token_ids") or []]
+        logprobs = _token_logprobs(choice.get("logprobs"), len(ids))
         state.received += len(ids)
         finish = choice.get("finish_reason")
         if not ids and finish is None:
@@ -93,22 +129,44 @@ class VLLMEngine(RemoteEngine):
         return chunk
 
     async def update_weights(self, path: str, version: str) -> None:
-        """Pause (keeping requests), reload weights from ``path``, reset caches, resume."""
-        await self.post_json("/pause", params={"mode": "keep"})
+        """Drain, reload the checkpoint at ``path`` on every worker, reset caches, resume."""
+        # mode=wait lets requests in flight finish on the old weights (keep would resume
+        # them on the new weights with old KV, splicing two policies into one sample).
+        await self.post_json("/pause", params={"mode": "wait"})
         try:
             await self.post_json(
                 "/collective_rpc",
-                {"method": "reload_weights", "kwargs": {"weights_path": path}},
+                {
+                    "method": "reload_weights",
+                    "kwargs": {"weights_path": path, "is_checkpoint_format": True},
+                },
             )
-            await self.post_json("/reset_prefix_cache")
+            answer = await self.post_json("/reset_prefix_cache")
+            if answer.get("success") is False:
+                raise EngineError(f"{self.url} could not reset its prefix cache after the reload")
             self._version = version
         finally:
             await self.post_json("/resume")
 
     async def pause(self) -> None:
-        """Stop scheduling new tokens; requests in flight are kept."""
+        """Stop scheduling new tokens; requests in flight are kept and resume later."""
         await self.post_json("/pause", params={"mode": "keep"})
 
     async def resume(self) -> None:
         """Resume after :meth:`pause`."""
         await self.post_json("/resume")
+
+
+def _token_logprobs(logprobs_obj: Any, count: int) -> list[float]:
+    """The sampled tokens' logprobs from a completions ``logprobs`` delta."""
+    if count == 0:
+        return []
+    values = (logprobs_obj or {}).get("token_logprobs") if isinstance(logprobs_obj, dict) else None
+    if not isinstance(values, list) or len(values) != count:
+        raise EngineError(
+            f"vLLM sent {count} token ids with logprobs {values!r} "
+            "(the request asks logprobs=0 and return_token_ids=true)"
+        )
+    if any(v is None for v in values):
+        raise EngineError("vLLM sent a null logprob for a sampled token")
+    return [float(v) for v in values]
