@@ -46,7 +46,7 @@ def quickstart_config(run_dir: str, steps: int) -> TrainConfig:
         tasks="claw-mini",
         task_ids=QUICKSTART_TRAIN + QUICKSTART_TEST,
         steps=steps,
-        tasks_per_step=2,
+        tasks_per_step=3,
         group_size=4,
         sample_mode="merged",
         async_rollouts=True,
