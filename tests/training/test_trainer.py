@@ -115,3 +115,24 @@ def test_lora_update_and_merged_export(tiny: Path, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
     assert not any("lora" in k for k in load_file(str(out / "model.safetensors")))
+
+
+def test_ratio_is_one_on_policy_under_a_sampling_temperature(tiny: Path) -> None:
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-3, temperature=0.7)
+    trainer = Trainer(cfg, tiny, device="cpu")
+    prompt, response = [1, 42, 43, 44], [100, 101, 102, 2]
+    with torch.no_grad():
+        logits = trainer.model(torch.tensor([prompt + response])).logits[0].float()
+    # the engine reports logprobs of the tempered distribution it sampled from
+    tempered = torch.log_softmax(logits[len(prompt) - 1 : -1] / 0.7, -1)
+    sample = _sample("a", prompt, response)
+    sample.logprobs = tempered.gather(-1, torch.tensor(response)[:, None])[:, 0].tolist()
+    other = _sample("b", prompt, [7, 2])
+    with torch.no_grad():
+        tail = torch.log_softmax(
+            trainer.model(torch.tensor([[*prompt, 7, 2]])).logits[0, len(prompt) - 1 : -1] / 0.7, -1
+        )
+    other.logprobs = tail.gather(-1, torch.tensor([7, 2])[:, None])[:, 0].tolist()
+    result = trainer.train_step([sample, other], {"a": 1.0, "b": -1.0})
+    assert result.accepted
+    assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)

@@ -99,7 +99,9 @@ class TrainConfig:
     admin_token: str | None = None
     concurrency: int = 4
     rollout_timeout_s: float = 300.0
-    temperature: float = 1.0  # claw harness: sampling temperature (others configure their own)
+    # claw harness: sampling temperature (others configure their own); the trainer scores
+    # tokens under the same temperature, as the engine reports the tempered logprobs
+    temperature: float = 1.0
     eval_temperature: float | None = None  # claw harness in evaluation; null: ``temperature``
     max_tokens: int = 512  # claw harness: max tokens per call
     rollout_options: dict[str, Any] = field(default_factory=dict)  # passed to the orchestrator

@@ -135,7 +135,7 @@ class Trainer:
     # --- the update -------------------------------------------------------------------
 
     def _forward(
-        self, model: Any, mb: MicroBatch, want_entropy: bool
+        self, model: Any, mb: MicroBatch, want_entropy: bool, temperature: float = 1.0
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r = mb.response_width
         out = model(
@@ -146,6 +146,9 @@ class Trainer:
             use_cache=False,
         )
         logits = out.logits[:, :-1, :]  # position k predicts token k + 1
+        if temperature > 0 and temperature != 1.0:
+            # The engine reports logprobs of the tempered distribution it sampled from.
+            logits = logits / temperature
         targets = mb.targets.to(self.device)
         logp = token_logprobs(logits, targets)
         ent = entropy_from_logits(logits.detach()) if want_entropy else None
@@ -156,13 +159,14 @@ class Trainer:
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         mask = mb.loss_mask.to(self.device)
-        logp, ent = self._forward(self.model, mb, want_entropy=True)
+        t = self.config.temperature
+        logp, ent = self._forward(self.model, mb, want_entropy=True, temperature=t)
         # Padding columns may hold garbage (fully masked attention rows); keep it out.
         logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
         ref_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp, _ = self._forward(self.ref_model, mb, want_entropy=False)
+                ref_logp, _ = self._forward(self.ref_model, mb, False, temperature=t)
         terms = policy_loss(
             logp,
             mb.rollout_logprobs.to(self.device),
