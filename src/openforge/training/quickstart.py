@@ -1,9 +1,11 @@
 """``openforge quickstart``: SmolLM2-135M learns claw-mini tasks with the built-in claw agent.
 
-Pull the model, start the gateway with the local engine (a child process), evaluate the
-claw agent on the held-out split, train a few GRPO steps on the train split in local
-sandboxes, evaluate again, and write ``metrics.jsonl``, TensorBoard logs and
-``report.html`` into the run directory. Sized to finish in under 15 minutes on 2 cores.
+Pull the model, start the gateway with the local engine (a child process), record teacher
+trajectories (the train tasks' reference solutions as claw tool calls, scripted engine),
+evaluate the claw agent on held-out tasks, SFT warm-up, a few async GRPO steps on the train
+tasks in local sandboxes, evaluate again, and write ``metrics.jsonl``, TensorBoard logs and
+``report.html`` into the run directory. Sized for 2 cores: 5.5 min measured at load ~1
+(docs/training.md has the figures and what it does and does not show).
 """
 
 from __future__ import annotations
