@@ -27,7 +27,9 @@ bench: $(SETUP)
 	$(PY) bench/traces.py
 	$(PY) bench/rollouts.py
 	$(PY) bench/engine_local.py
+	$(PY) bench/engine_prefix.py
 	$(PY) bench/trainer.py
+	$(PY) bench/learning.py --quick
 
 lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests bench
