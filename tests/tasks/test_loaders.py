@@ -32,7 +32,7 @@ def test_native_task_loads_every_field(tmp_path: Path) -> None:
                                                                   ("easy",))
     assert (t.network, t.cpu, t.memory_mb, t.verify_timeout_s) == ("none", 2.0, 256, 5.0)
     assert t.workspace_bytes() == {"in.txt": b"data\n"}
-    assert set(t.verify_bytes()) == {f"{VERIFY_DIR}/verify.py"}
+    assert set(t.verify_bytes()) == {f"{VERIFY_DIR}/verify.py", f"{VERIFY_DIR}/openforge_verify.py"}
     assert t.verify_command == f"python3 {VERIFY_DIR}/verify.py"
     assert load_tasks(tmp_path, split="train").tasks == []
 

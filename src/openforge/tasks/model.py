@@ -18,6 +18,8 @@ __all__ = ["VERIFY_DIR", "Task", "TaskError", "TaskTool", "collect_dir", "inside
 # Where the verifier's files are put in the sandbox (relative to the workdir), after the
 # agent has stopped, so the agent can neither read nor pre-empt them.
 VERIFY_DIR = ".openforge-verify"
+# Put beside every verifier, so verifiers can ``import openforge_verify`` (done, read, …).
+VERIFY_LIB = Path(__file__).with_name("openforge_verify.py")
 
 
 class TaskError(Exception):
@@ -83,7 +85,8 @@ class Task:
 
     def verify_bytes(self) -> dict[str, bytes]:
         """The verifier's files as sandbox paths (under :data:`VERIFY_DIR`) to content."""
-        out = {f"{VERIFY_DIR}/{rel}": p.read_bytes() for rel, p in self.verify.items()}
+        out = {f"{VERIFY_DIR}/{VERIFY_LIB.name}": VERIFY_LIB.read_bytes()}
+        out.update({f"{VERIFY_DIR}/{rel}": p.read_bytes() for rel, p in self.verify.items()})
         out.update({f"{VERIFY_DIR}/{rel}": data for rel, data in self.verify_extra.items()})
         return out
 
