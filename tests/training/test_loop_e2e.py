@@ -18,7 +18,8 @@ from openforge.training.session import open_session
 pytestmark = pytest.mark.slow
 
 # One chat call; the answer goes to answer.txt. The verifier's reward is a function of the
-# answer's length, so a random model's answers give every group a reward spread.
+# answer's length, so a random model's answers give a group a reward spread: with 4 samples
+# a group has none with probability (1/7)^3, so a step with no update (2 groups) is ~1e-5.
 AGENT = r"""python3 - <<'PY'
 import json, os, urllib.request
 body = {"model": os.environ["OPENFORGE_MODEL"], "max_tokens": 12, "temperature": 1.0,
@@ -58,7 +59,7 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
 
     model = resolve_model("tiny")
     cfg = TrainConfig(
-        model=str(model), steps=2, tasks_per_step=2, group_size=2, async_rollouts=True,
+        model=str(model), steps=2, tasks_per_step=2, group_size=4, async_rollouts=True,
         max_staleness=1, learning_rate=1e-3, tasks=str(_suite(tmp_path / "suite")),
         harness="shell", rollout_options={"harness_options": {"command": AGENT}},
         concurrency=4, run_dir=str(tmp_path / "run"), eval_samples=2,
