@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from openforge.harnesses.base import Dialect, Launch
 from openforge.harnesses.launching import (
     ENV_DIR,
@@ -27,12 +25,14 @@ from openforge.harnesses.launching import (
     Var,
     check_version,
     env_script,
+    find_files,
+    parse_jsonl,
     tools_markdown,
     wrapped_launch,
 )
 from openforge.sandboxes.base import Sandbox
 
-__all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness", "parse_jsonl"]
+__all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness"]
 
 VERSION = "2.1.197"
 PACKAGE = "@anthropic-ai/claude-code"
@@ -48,18 +48,6 @@ _QUIET = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
 }
-
-
-def parse_jsonl(data: bytes) -> list[Any]:
-    """JSON lines, skipping the ones that are not JSON (banners, torn last lines)."""
-    out: list[Any] = []
-    for line in data.splitlines():
-        if line.strip():
-            try:
-                out.append(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                continue
-    return out
 
 
 class ClaudeCodeHarness:
@@ -123,11 +111,7 @@ class ClaudeCodeHarness:
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The stream-JSON events and the session files, or None if neither exists."""
         stream_path = f"{self.home}/{_STREAM}"
-        listing = await sandbox.exec(
-            ["find", f"{self.home}/.claude/projects", "-name", "*.jsonl", "-type", "f"],
-            timeout=60,
-        )
-        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        sessions = await find_files(sandbox, f"{self.home}/.claude/projects")
         got = await sandbox.get([stream_path, *sessions])
         if not got:
             return None

@@ -14,11 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from openforge.harnesses import claw_agent
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
-from openforge.harnesses.launching import ENV_DIR, TaskTool, env_script, tools_markdown
+from openforge.harnesses.launching import (
+    ENV_DIR,
+    TaskTool,
+    env_script,
+    read_json,
+    tools_markdown,
+)
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["ClawHarness"]
@@ -92,15 +96,7 @@ class ClawHarness:
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The agent's transcript (outcome, error, messages), or None if it wrote none."""
-        path = f"{self.home}/{_TRANSCRIPT}"
-        got = await sandbox.get([path])
-        if path not in got:
-            return None
-        try:
-            data = orjson.loads(got[path])
-        except orjson.JSONDecodeError:
-            return {"unparsed": got[path].decode(errors="replace")}
-        return data if isinstance(data, dict) else {"transcript": data}
+        return await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "transcript")
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The model API error the agent transcribed, if it stopped on one."""

@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from openforge.harnesses.base import Dialect, Launch
-from openforge.harnesses.claude_code import parse_jsonl
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
     check_version,
     env_script,
+    find_files,
+    parse_jsonl,
     tools_markdown,
     wrapped_launch,
 )
@@ -129,10 +130,7 @@ class CodexHarness:
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The ``--json`` events and the session files, or None if neither exists."""
         events_path = f"{self.home}/{_EVENTS}"
-        listing = await sandbox.exec(
-            ["find", f"{self.codex_home}/sessions", "-name", "*.jsonl", "-type", "f"], timeout=60
-        )
-        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        sessions = await find_files(sandbox, f"{self.codex_home}/sessions")
         got = await sandbox.get([events_path, *sessions])
         if not got:
             return None

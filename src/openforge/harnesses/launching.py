@@ -11,6 +11,9 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from openforge.harnesses.base import HarnessNotInstalled, Launch
 from openforge.sandboxes.base import Sandbox
@@ -22,6 +25,9 @@ __all__ = [
     "Var",
     "check_version",
     "env_script",
+    "find_files",
+    "parse_jsonl",
+    "read_json",
     "tools_markdown",
     "wrapped_launch",
 ]
@@ -98,3 +104,36 @@ async def check_version(
             f"install the pinned one with: {install}"
         )
     return found.group(0)
+
+
+def parse_jsonl(data: bytes) -> list[Any]:
+    """JSON lines, skipping the ones that are not JSON (banners, torn last lines)."""
+    out: list[Any] = []
+    for line in data.splitlines():
+        if line.strip():
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return out
+
+
+async def find_files(sandbox: Sandbox, root: str, pattern: str = "*.jsonl") -> list[str]:
+    """Paths of the regular files under ``root`` matching ``pattern`` (a harness's sessions)."""
+    listing = await sandbox.exec(["find", root, "-name", pattern, "-type", "f"], timeout=60)
+    return [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+
+
+async def read_json(sandbox: Sandbox, path: str, key: str) -> dict[str, Any] | None:
+    """A JSON file the harness wrote, as a dict (a non-object under ``key``); None if absent.
+
+    Text that is not JSON comes back under ``"unparsed"``: a torn transcript is still kept.
+    """
+    got = await sandbox.get([path])
+    if path not in got:
+        return None
+    try:
+        data = orjson.loads(got[path])
+    except orjson.JSONDecodeError:
+        return {"unparsed": got[path].decode(errors="replace")}
+    return data if isinstance(data, dict) else {key: data}

@@ -22,11 +22,16 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 import yaml
 
 from openforge.harnesses.base import Dialect, HarnessError, Launch
-from openforge.harnesses.launching import ENV_DIR, TaskTool, check_version, env_script
+from openforge.harnesses.launching import (
+    ENV_DIR,
+    TaskTool,
+    check_version,
+    env_script,
+    read_json,
+)
 from openforge.harnesses.launching import tools_markdown as _tools_markdown
 from openforge.sandboxes.base import Sandbox
 
@@ -124,15 +129,7 @@ class MiniSweAgentHarness:
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The trajectory file (``info``, ``messages``), or None if it wrote none."""
-        path = f"{self.home}/{_TRAJECTORY}"
-        got = await sandbox.get([path])
-        if path not in got:
-            return None
-        try:
-            data = orjson.loads(got[path])
-        except orjson.JSONDecodeError:
-            return {"unparsed": got[path].decode(errors="replace")}
-        return data if isinstance(data, dict) else {"trajectory": data}
+        return await read_json(sandbox, f"{self.home}/{_TRAJECTORY}", "trajectory")
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The exception the agent stopped on (e.g. LiteLLM's ContextWindowExceededError)."""

@@ -17,13 +17,14 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import Dialect, Launch
-from openforge.harnesses.claude_code import parse_jsonl
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
     Var,
     check_version,
     env_script,
+    find_files,
+    parse_jsonl,
     tools_markdown,
     wrapped_launch,
 )
@@ -111,10 +112,7 @@ class OpenClawHarness:
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """Its ``--json`` output and the session files under ``$HOME/.openclaw``."""
         out_path = f"{self.home}/{_OUT}"
-        listing = await sandbox.exec(
-            ["find", f"{self.home}/.openclaw", "-name", "*.jsonl", "-type", "f"], timeout=60
-        )
-        sessions = [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+        sessions = await find_files(sandbox, f"{self.home}/.openclaw")
         got = await sandbox.get([out_path, *sessions])
         if not got:
             return None
