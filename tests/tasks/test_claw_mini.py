@@ -4,36 +4,17 @@ untouched workspace scores 0. Foreign-format verifier wrappers run there too."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from openforge.sandboxes import SandboxBackend, create_backend
+from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxSpec
 from openforge.tasks import Task, load_tasks, run_verifier
 
+from .conftest import score
+
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[SandboxBackend]:
-    b = create_backend("local", root=tmp_path / "sandboxes")
-    yield b
-    await b.close()
-
-
-async def _score(backend: SandboxBackend, task: Task, solve: bool) -> float:
-    box = await backend.create(SandboxSpec(network="none", pids=task.pids))
-    try:
-        await box.put(task.workspace_bytes())
-        if solve:
-            await box.put({f".solution/{k}": v for k, v in task.solution_bytes().items()})
-            res = await box.exec("sh .solution/solve.sh && rm -rf .solution", timeout=60)
-            assert res.exit_code == 0, (task.id, res.stderr)
-        return (await run_verifier(box, task)).reward
-    finally:
-        await box.close()
 
 
 async def test_every_reference_solution_scores_1_and_no_action_scores_0(
@@ -43,7 +24,7 @@ async def test_every_reference_solution_scores_1_and_no_action_scores_0(
 
     async def both(task: Task) -> tuple[str, float, float]:
         async with sem:
-            return task.id, await _score(backend, task, False), await _score(backend, task, True)
+            return task.id, await score(backend, task, False), await score(backend, task, True)
 
     scores = await asyncio.gather(*(both(t) for t in tasks))
     wrong = [(tid, empty, solved) for tid, empty, solved in scores

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from openforge.tasks.drills import DRILL_SUITE, drill_suite
 from openforge.tasks.foreign import (
     load_claweval,
     load_harbor,
@@ -33,7 +34,12 @@ class TaskSet:
 
 
 def builtin_suite(name: str) -> Path | None:
-    """The path of a suite bundled with OpenForge (``claw-mini``), or None."""
+    """The path of a suite bundled with OpenForge (``claw-mini``, ``claw-drill``), or None.
+
+    ``claw-drill`` is generated on first use into a cache directory (``tasks/drills.py``).
+    """
+    if name == DRILL_SUITE:
+        return drill_suite()
     path = Path(str(resources.files("openforge.tasks") / name))
     return path if path.is_dir() else None
 
