@@ -32,6 +32,7 @@ import orjson
 import zstandard
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.migrations import SCHEMA_VERSION, SchemaMismatch, migrate, read_version
 from openforge.store.schemas import (
     TERMINAL,
@@ -271,6 +272,11 @@ class SqliteStore:
             self._writer_conn.close()
             raise
         self._reader_conn = _connect(self.path, synchronous.upper())
+        # Checkpoints (the WAL's only fsync under NORMAL) move off the commit path.
+        self._checkpointer: WalCheckpointer | None = None
+        if self.path != ":memory:":
+            self._writer_conn.execute("PRAGMA wal_autocheckpoint=0")
+            self._checkpointer = WalCheckpointer(self.path)
         self._by_key: dict[str, Rollout] = {}
         self._by_id: dict[str, Rollout] = {}
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -318,6 +324,8 @@ class SqliteStore:
                     conn.execute("RELEASE w")
                     outcomes.append((None, exc))
             conn.execute("COMMIT")
+            if self._checkpointer is not None:
+                self._checkpointer.wrote(len(group))
         except Exception as exc:  # the commit itself failed (disk full, I/O error)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -611,6 +619,8 @@ class SqliteStore:
         self._closed = True
         self._queue.put(_STOP)
         await asyncio.to_thread(self._writer.join)
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.close)
         self._reader.shutdown(wait=True)
         self._writer_conn.close()
         self._reader_conn.close()
