@@ -61,9 +61,25 @@ class Turn:
 
     index: int  # the call that produced it
     segment_ids: list[int]  # generation prompt + output (+ end of turn) + turn separator
-    drift_at: int | None  # offset in the output where re-tokenizing its text differs
+    closed_ids: list[int]  # the output, ending with the end-of-turn id
     message: Message
     prompt_hash: int
+    # -1 until computed: only a turn the harness sends back needs it, and computing it
+    # re-tokenizes the reply, which would otherwise sit on every call's answer path.
+    _drift_at: int | None = field(default=-1, repr=False)
+
+    def drift_at(self, renderer: Renderer) -> int | None:
+        """Offset in the output where re-tokenizing its text differs from the sampled ids."""
+        if self._drift_at == -1:
+            m = self.message
+            text = content_text(m.content)[0]
+            reply = renderer.encode_reply(text, m.reasoning, m.tool_calls, validate=False)
+            closed = self.closed_ids
+            self._drift_at = next(
+                (i for i, (a, b) in enumerate(zip(closed, reply, strict=False)) if a != b),
+                None if len(closed) == len(reply) else min(len(closed), len(reply)),
+            )
+        return self._drift_at
 
 
 def _text_of(message: Message) -> str:
@@ -106,16 +122,10 @@ class RolloutHistory:
         closed = list(output_ids)
         if not closed or closed[-1] != r.end_id:
             closed.append(r.end_id)
-        text = content_text(message.content)[0]
-        reply = r.encode_reply(text, message.reasoning, message.tool_calls, validate=False)
-        drift_at = next(
-            (i for i, (a, b) in enumerate(zip(closed, reply, strict=False)) if a != b),
-            None if len(closed) == len(reply) else min(len(closed), len(reply)),
-        )
         turn = Turn(
             index=len(self.calls),
             segment_ids=r.generation_ids + closed + r.turn_separator_ids,
-            drift_at=drift_at,
+            closed_ids=closed,
             message=message,
             prompt_hash=prompt.path_hash,
         )

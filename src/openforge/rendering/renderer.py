@@ -264,9 +264,10 @@ class Renderer:
     ) -> Segment:
         turn = history.find_turn(m, path_hash) if history is not None else None
         if turn is not None:
-            if turn.drift_at is not None:
+            drift_at = turn.drift_at(self)
+            if drift_at is not None:
                 at = sum(len(s.ids) for s in out.segments) + len(self.generation_ids)
-                out.drift.append(DriftPoint(index, at + turn.drift_at))
+                out.drift.append(DriftPoint(index, at + drift_at))
             return Segment(("turn", turn.index), turn.segment_ids, index, "reply", False)
         body = reply_body(content_text(m.content)[0], m.reasoning, m.tool_calls)
         key = ("assistant", body)
