@@ -394,6 +394,7 @@ def main() -> None:
         default=0.0,
         help="pause after each call per connection (agents running tools); 0: closed loop",
     )
+    ap.add_argument("--seconds", type=float, help="measured seconds per run (default 5; 1.5 quick)")
     ap.add_argument("--pin", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-gateway", nargs=4, help=argparse.SUPPRESS)
@@ -414,7 +415,7 @@ def main() -> None:
         load(url, path, stream == "1", int(conc), float(secs), keys, float(think))
         return
     modes = {"json": (False,), "stream": (True,), "both": (False, True)}[a.mode]
-    run_all(a.quick, not a.no_peer, modes, tuple(a.conc), a.think_ms / 1000)
+    run_all(a.quick, not a.no_peer, modes, tuple(a.conc), a.think_ms / 1000, a.seconds)
 
 
 def run_all(
@@ -423,9 +424,10 @@ def run_all(
     modes: tuple[bool, ...] = (False, True),
     concs: tuple[int, ...] = (1, 64, 256),
     think: float = 0.0,
+    seconds: float | None = None,
 ) -> None:
     """Measure every target and print the table."""
-    seconds = 1.5 if quick else 5.0
+    seconds = seconds or (1.5 if quick else 5.0)
     tmp = Path(tempfile.mkdtemp(prefix="openforge-bench-"))
     procs: list[subprocess.Popen[bytes]] = []
     try:
