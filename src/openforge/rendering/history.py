@@ -8,11 +8,11 @@ path hash over the keys tells which earlier call a new prompt extends.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from openforge.conversation import Message
+from openforge.conversation import Message, ToolCall
 from openforge.rendering.toolformat import canonical_arguments, content_text
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ TurnKey = tuple[str, tuple[tuple[str, str], ...]]
 @dataclass(slots=True)
 class Segment:
     key: Hashable
-    ids: list[int]
+    ids: Sequence[int]
     message_index: int  # first message it renders; -1 for the generation prompt
     kind: str  # system | user | tool | assistant (from text) | reply (recorded ids) | ...
     fresh: bool  # tokenized during this call
@@ -55,25 +55,38 @@ class RenderedPrompt:
     path_hash: int = field(default=0, repr=False)  # over all segments but the generation prompt
 
 
+# A history lives as long as its rollout and grows by a Turn per call, so everything a
+# Turn holds is sized for the cyclic GC: ids and keys are tuples (CPython stops tracking a
+# tuple of atomic values, where a list of ids is walked element by element on every
+# collection) and the reply is kept as strings rather than a Message with its lists.
+# One tracked object per call where there were nine (bench/gateway_heap.py).
 @dataclass(slots=True)
 class Turn:
-    """A reply the engine sampled, closed as the template closes a turn."""
+    """A call and the reply the engine sampled for it, closed as the template closes a turn."""
 
     index: int  # the call that produced it
-    segment_ids: list[int]  # generation prompt + output (+ end of turn) + turn separator
-    closed_ids: list[int]  # the output, ending with the end-of-turn id
-    message: Message
+    segment_ids: tuple[int, ...]  # generation prompt + output (+ end of turn) + turn separator
+    keys: tuple[Hashable, ...]  # the keys of the prompt's segments, generation prompt left out
+    text: str  # the reply as parsed: text, reasoning, tool calls as (name, arguments)
+    reasoning: str | None
+    calls: tuple[tuple[str, str], ...]
     prompt_hash: int
+    _head: int = field(repr=False)  # length of the generation prompt in segment_ids
+    _tail: int = field(repr=False)  # length of the turn separator
     # -1 until computed: only a turn the harness sends back needs it, and computing it
     # re-tokenizes the reply, which would otherwise sit on every call's answer path.
     _drift_at: int | None = field(default=-1, repr=False)
 
+    @property
+    def closed_ids(self) -> tuple[int, ...]:
+        """The output, ending with the end-of-turn id."""
+        return self.segment_ids[self._head : len(self.segment_ids) - self._tail]
+
     def drift_at(self, renderer: Renderer) -> int | None:
         """Offset in the output where re-tokenizing its text differs from the sampled ids."""
         if self._drift_at == -1:
-            m = self.message
-            text = content_text(m.content)[0]
-            reply = renderer.encode_reply(text, m.reasoning, m.tool_calls, validate=False)
+            calls = [ToolCall("", name, args) for name, args in self.calls]
+            reply = renderer.encode_reply(self.text, self.reasoning, calls, validate=False)
             closed = self.closed_ids
             self._drift_at = next(
                 (i for i, (a, b) in enumerate(zip(closed, reply, strict=False)) if a != b),
@@ -97,58 +110,70 @@ def canonical_key(message: Message) -> TurnKey:
     return _text_of(message), calls
 
 
-@dataclass(slots=True)
-class _Call:
-    keys: list[Hashable]
-    turn: Turn
-
-
 class RolloutHistory:
     """Per-rollout memory: recorded replies, segment ids, and which prompts were sampled."""
 
     def __init__(self, renderer: Renderer) -> None:
         self._renderer = renderer
-        self.calls: list[_Call] = []
-        self.segment_cache: dict[Hashable, list[int]] = {}
+        self.calls: list[Turn] = []  # by call index
+        self.segment_cache: dict[Hashable, Sequence[int]] = {}
         self._tips: dict[int, int] = {}
-        self._fast: dict[TurnKey, list[Turn]] = {}
-        self._canon: dict[TurnKey, list[Turn]] = {}
+        # match key -> indices of the turns with that key (tuples of ints: untracked)
+        self._fast: dict[TurnKey, tuple[int, ...]] = {}
+        self._canon: dict[TurnKey, tuple[int, ...]] = {}
         self.drift_count = 0
         self.fork_count = 0
 
     def record(self, prompt: RenderedPrompt, output_ids: list[int], message: Message) -> Turn:
         """Remember a call: its prompt, the ids the engine sampled, the message they parsed to."""
         r = self._renderer
-        closed = list(output_ids)
-        if not closed or closed[-1] != r.end_id:
-            closed.append(r.end_id)
-        turn = Turn(
-            index=len(self.calls),
-            segment_ids=r.generation_ids + closed + r.turn_separator_ids,
-            closed_ids=closed,
-            message=message,
-            prompt_hash=prompt.path_hash,
-        )
+        end = () if output_ids and output_ids[-1] == r.end_id else (r.end_id,)
+        index = len(self.calls)
         segs = [s for s in prompt.segments if s.kind != "generation"]
-        self.calls.append(_Call([s.key for s in segs], turn))
-        self._tips[hash((prompt.path_hash, ("turn", turn.index)))] = turn.index
-        self._fast.setdefault(fast_key(message), []).append(turn)
-        self._canon.setdefault(canonical_key(message), []).append(turn)
+        cache = self.segment_cache
+        for s in segs:  # segments tokenized for this call stay cached for the rollout
+            if s.fresh and cache.get(s.key) is s.ids and type(s.ids) is list:
+                cache[s.key] = tuple(s.ids)
+        turn = Turn(
+            index=index,
+            segment_ids=(*r.generation_ids, *output_ids, *end, *r.turn_separator_ids),
+            keys=tuple(s.key for s in segs),
+            text=content_text(message.content)[0],
+            reasoning=message.reasoning,
+            calls=tuple((c.name, c.arguments) for c in message.tool_calls),
+            prompt_hash=prompt.path_hash,
+            _head=len(r.generation_ids),
+            _tail=len(r.turn_separator_ids),
+        )
+        self.calls.append(turn)
+        self._tips[hash((prompt.path_hash, ("turn", index)))] = index
+        fast, canon = fast_key(message), canonical_key(message)
+        self._fast[fast] = (*self._fast.get(fast, ()), index)
+        self._canon[canon] = (*self._canon.get(canon, ()), index)
         self.drift_count += len(prompt.drift)
         self.fork_count += prompt.fork
         return turn
 
     def find_turn(self, message: Message, path_hash: int) -> Turn | None:
-        """The recorded reply this assistant message re-sends, if any."""
+        """The recorded reply this assistant message re-sends, if any.
+
+        Among the turns with its text and calls (and reasoning, when it has any): the
+        latest one sampled at ``path_hash``, else the latest one.
+        """
         found = self._fast.get(fast_key(message)) or self._canon.get(canonical_key(message))
         if not found:
             return None
         wanted = (message.reasoning or "").strip()
-        fits = [t for t in found if not wanted or wanted == (t.message.reasoning or "").strip()]
-        for t in reversed(fits):
+        latest: Turn | None = None
+        for i in reversed(found):
+            t = self.calls[i]
+            if wanted and wanted != (t.reasoning or "").strip():
+                continue
             if t.prompt_hash == path_hash:
                 return t
-        return fits[-1] if fits else None
+            if latest is None:
+                latest = t
+        return latest
 
     def parent_of(self, hashes: list[int]) -> int | None:
         """The call whose prompt + reply is the longest prefix of a path, if any."""
@@ -161,7 +186,7 @@ class RolloutHistory:
     def fork_reason(self, segments: list[Segment]) -> str:
         """Say where a prompt parts from the previous call's prompt + reply."""
         last = self.calls[-1]
-        keys = [*last.keys, ("turn", last.turn.index)]
+        keys = [*last.keys, ("turn", last.index)]
         segs = [s for s in segments if s.kind != "generation"]
         for j, seg in enumerate(segs):
             if j >= len(keys):

@@ -16,7 +16,7 @@ so a call that continues the previous one extends its prompt + output exactly.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import orjson
 
@@ -204,7 +204,7 @@ class Renderer:
         return [self.start_id, *self.tokenizer.encode(text), self.end_id, *self.turn_separator_ids]
 
     def _text_segment(
-        self, text: str, cache: dict[Hashable, list[int]], index: int, kind: str, shared: bool
+        self, text: str, cache: dict[Hashable, Sequence[int]], index: int, kind: str, shared: bool
     ) -> Segment:
         # Segments before the first reply (the task) are alike across a group's rollouts.
         ids = cache.get(text)
@@ -259,7 +259,7 @@ class Renderer:
         index: int,
         path_hash: int,
         history: RolloutHistory | None,
-        cache: dict[Hashable, list[int]],
+        cache: dict[Hashable, Sequence[int]],
         out: RenderedPrompt,
     ) -> Segment:
         turn = history.find_turn(m, path_hash) if history is not None else None
