@@ -81,7 +81,18 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
         keys = [(await gw.store.create_rollout()).key for _ in range(rollouts)]
         turns = [0] * rollouts
         stmts: Counter[str] = Counter()
-        conn = gw.store._writer_conn  # type: ignore[attr-defined]
+        store: Any = gw.store
+        conn = store._writer_conn
+        # Count groups where they run: the writer's run_group now, the store's _run_group
+        # in the baseline (both looked up on the instance by the writer thread).
+        owner = store._writer if hasattr(store._writer, "run_group") else store
+        name = "run_group" if owner is not store else "_run_group"
+        inner = getattr(owner, name)
+        sizes: list[int] = []
+
+        def counted(*args: Any) -> None:
+            sizes.append(len(args[-1]))
+            inner(*args)
 
         async with httpx.AsyncClient(base_url=gw.url, timeout=60) as client:
 
@@ -115,7 +126,9 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
             ints0 = _ints_in_lists(before)
             del before
             conn.set_trace_callback(lambda sql: stmts.update([sql.split(None, 1)[0].upper()]))
+            setattr(owner, name, counted)
             await run(calls, rollouts)
+            setattr(owner, name, inner)
             conn.set_trace_callback(None)
             for _ in workers:
                 todo.put_nowait(None)
@@ -131,8 +144,8 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
                 pauses.append(1000 * (time.perf_counter() - t))
             await asyncio.gather(*workers)
     growth = types1 - types0
-    groups = stmts["COMMIT"] or 1
-    writes = stmts["INSERT"]
+    groups = len(sizes) or 1
+    writes = sum(sizes)
     return {
         "tracked_per_call": (n1 - n0) / calls,
         "ints_per_call": (ints1 - ints0) / calls,

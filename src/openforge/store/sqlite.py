@@ -2,10 +2,10 @@
 
 Why a writer thread: a synchronous ``COMMIT`` per call is most of a naive gateway's
 time (see DESIGN.md, "Hot paths"). Callers enqueue writes and await a future; the
-writer drains everything queued, runs it in one transaction (a savepoint per write, so
-one bad write does not sink its neighbours), commits once, and only then resolves the
-futures. ``record_call`` therefore returns only when the call is committed: the WAL
-frame is written to the file, so a process killed with SIGKILL afterwards loses
+writer drains everything queued, runs it in one transaction (in few statements; one bad
+write does not sink its neighbours: store/writer.py), commits once, and only then
+resolves the futures. ``record_call`` therefore returns only when the call is committed:
+the WAL frame is written to the file, so a process killed with SIGKILL afterwards loses
 nothing. ``synchronous=NORMAL`` (the WAL default) survives process death; pass
 ``synchronous="FULL"`` to survive power loss too, at an fsync per group.
 
@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
-import queue
 import secrets
 import sqlite3
 import threading
@@ -46,6 +44,7 @@ from openforge.store.schemas import (
     encode_ids,
     encode_logprobs,
 )
+from openforge.store.writer import GroupWriter
 
 __all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
 
@@ -107,13 +106,10 @@ _CALL_COLUMNS = (
     " weight_version, fork, render_info, raw_request, conversation, completion, error,"
     " harness, created_at, queued_s, first_token_s, total_s, response_id"
 )
-_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES ({', '.join('?' * 27)})"
+_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
 _ROLLOUT_COLUMNS = (
     "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
 )
-
-_STOP = object()
-_MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
 
 
 def new_rollout_key() -> str:
@@ -229,29 +225,6 @@ def _call_from_row(
     )
 
 
-class _Write:
-    __slots__ = ("fn", "future", "loop")
-
-    def __init__(
-        self,
-        fn: Callable[[sqlite3.Connection], Any],
-        future: asyncio.Future[Any],
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self.fn = fn
-        self.future = future
-        self.loop = loop
-
-
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the awaiting task was cancelled; the write still happened
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 class SqliteStore:
     """The default :class:`~openforge.store.base.Store`: one SQLite file in WAL mode.
 
@@ -279,70 +252,21 @@ class SqliteStore:
             self._checkpointer = WalCheckpointer(self.path)
         self._by_key: dict[str, Rollout] = {}
         self._by_id: dict[str, Rollout] = {}
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Rows are built by the caller, so the writer thread runs little more than SQLite
+        # (see store/writer.py); the lock keeps the compressor to one thread at a time.
         self._compressor = zstandard.ZstdCompressor(level=3)
+        self._compress_lock = threading.Lock()
         self._decompressor = zstandard.ZstdDecompressor()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
-        self._writer = threading.Thread(target=self._write_loop, name="store-write", daemon=True)
-        self._writer.start()
-
-    # -- the writer thread ---------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        conn = self._writer_conn
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            group: list[_Write] = [first]
-            stop = False
-            while len(group) < _MAX_GROUP:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                group.append(item)
-            self._run_group(conn, group)
-            if stop:
-                return
-
-    def _run_group(self, conn: sqlite3.Connection, group: list[_Write]) -> None:
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for w in group:
-                conn.execute("SAVEPOINT w")
-                try:
-                    outcomes.append((w.fn(conn), None))
-                    conn.execute("RELEASE w")
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO w")
-                    conn.execute("RELEASE w")
-                    outcomes.append((None, exc))
-            conn.execute("COMMIT")
-            if self._checkpointer is not None:
-                self._checkpointer.wrote(len(group))
-        except Exception as exc:  # the commit itself failed (disk full, I/O error)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            err = StoreError(f"store {self.path}: write failed: {exc}")
-            outcomes = [(None, err)] * len(group)
-        for w, (result, error) in zip(group, outcomes, strict=True):
-            # A RuntimeError means the caller's loop is closed: nobody is waiting.
-            with contextlib.suppress(RuntimeError):
-                w.loop.call_soon_threadsafe(_resolve, w.future, result, error)
+        self._writer = GroupWriter(
+            self._writer_conn, self.path, _CALL_INSERT, 27, self._checkpointer
+        )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Write(fn, future, loop))
-        return await future
+        return await self._writer.write(fn)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -529,17 +453,15 @@ class SqliteStore:
 
     async def record_call(self, call: CallRecord) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
-        compressor = self._compressor  # used only on the writer thread
-
-        def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(_CALL_INSERT, _call_row(call, compressor))
-            conn.execute(
-                "UPDATE rollouts SET status = 'running' WHERE id = ? AND status = 'created'",
-                (call.rollout_id,),
-            )
-
-        await self._write(insert)
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        with self._compress_lock:
+            row = _call_row(call, self._compressor)
         cached = self._by_id.get(call.rollout_id)
+        # Statuses only move forward and every change goes through this store, so a cached
+        # rollout past "created" needs no update (one statement less per group).
+        running = cached is not None and cached.status is not RolloutStatus.CREATED
+        await self._writer.insert(row, None if running else call.rollout_id)
         if cached is not None and cached.status is RolloutStatus.CREATED:
             cached.status = RolloutStatus.RUNNING
 
@@ -617,8 +539,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_STOP)
-        await asyncio.to_thread(self._writer.join)
+        await asyncio.to_thread(self._writer.close)
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
         self._reader.shutdown(wait=True)

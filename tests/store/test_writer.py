@@ -1,0 +1,91 @@
+"""The group writer: how many statements a group costs, and bad rows sorted out."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import zstandard
+from tests.store.test_sqlite import _call
+
+from openforge.store import RolloutStatus, SqliteStore
+from openforge.store.sqlite import _CALL_INSERT, _call_row
+from openforge.store.writer import GroupWriter, _Write
+
+
+async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
+    store = SqliteStore(tmp_path / "s.db")
+    rollout = await store.create_rollout()
+    await store.close()
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    return GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, 27, None), statements, rollout.id
+
+
+def _row_write(rollout_id: str, seq: int, mark: bool, **kw: Any) -> _Write:
+    loop = asyncio.get_running_loop()
+    row = _call_row(_call(rollout_id, seq, **kw), zstandard.ZstdCompressor())
+    return _Write(None, row, rollout_id if mark else None, loop.create_future(), loop)
+
+
+async def _outcomes(group: list[_Write]) -> list[Any]:
+    return await asyncio.gather(*(w.future for w in group), return_exceptions=True)
+
+
+async def test_rows_alone_are_one_statement(tmp_path: Path) -> None:
+    writer, statements, rid = await _writer(tmp_path)
+    group = [_row_write(rid, seq, mark=False) for seq in range(5)]
+    writer.run_group(group)
+    assert await _outcomes(group) == [None] * 5
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO calls")
+    count = writer.conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    writer.close()
+    assert count == 5
+
+
+async def test_a_bad_row_fails_alone_and_marks_follow_the_good_ones(tmp_path: Path) -> None:
+    writer, statements, rid = await _writer(tmp_path)
+    group = [
+        _row_write(rid, 0, mark=True),
+        _row_write(rid, 0, mark=True, id="dup-seq"),  # violates (rollout_id, seq)
+        _row_write(rid, 1, mark=True),
+    ]
+    writer.run_group(group)
+    results = await _outcomes(group)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    kinds = [s.split(None, 1)[0] for s in statements]
+    # the batch, then each row alone, one update for the rollout, one commit
+    assert kinds == ["BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    conn = writer.conn
+    assert [r[0] for r in conn.execute("SELECT seq FROM calls ORDER BY seq")] == [0, 1]
+    status = conn.execute("SELECT status FROM rollouts WHERE id = ?", (rid,)).fetchone()[0]
+    writer.close()
+    assert status == str(RolloutStatus.RUNNING)
+
+
+async def test_other_writes_keep_their_order_and_savepoints(tmp_path: Path) -> None:
+    writer, statements, rid = await _writer(tmp_path)
+    loop = asyncio.get_running_loop()
+
+    def fail(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE rollouts SET reward = 1 WHERE id = ?", (rid,))
+        raise ValueError("refused")
+
+    group = [
+        _row_write(rid, 0, mark=False),
+        _Write(fail, None, None, loop.create_future(), loop),
+        _row_write(rid, 1, mark=False),
+    ]
+    writer.run_group(group)
+    results = await _outcomes(group)
+    assert results[0] is None and results[2] is None and isinstance(results[1], ValueError)
+    kinds = [s.split(None, 1)[0] for s in statements]
+    failed = ["SAVEPOINT", "UPDATE", "ROLLBACK", "RELEASE"]  # the write's, undone
+    assert kinds == ["BEGIN", "INSERT", *failed, "INSERT", "COMMIT"]
+    reward = writer.conn.execute("SELECT reward FROM rollouts").fetchone()[0]
+    writer.close()
+    assert reward is None  # the failed write's update was rolled back
