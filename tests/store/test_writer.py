@@ -8,11 +8,27 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
-from tests.store.test_sqlite import _call
 
-from openforge.store import RolloutStatus, SqliteStore
+from openforge.store import CallRecord, CallStatus, RolloutStatus, SqliteStore
 from openforge.store.sqlite import _CALL_INSERT, _call_row
 from openforge.store.writer import GroupWriter, _Write
+
+
+def _call(rollout_id: str, seq: int, id: str | None = None) -> CallRecord:
+    return CallRecord(
+        id=id or f"c_{rollout_id}_{seq}",
+        rollout_id=rollout_id,
+        seq=seq,
+        dialect="openai_chat",
+        status=CallStatus.OK,
+        prompt_ids=[1, 2, 3],
+        output_ids=[5, seq],
+        output_logprobs=[-0.5, 0.0],
+        request_model="m",
+        raw_request=b'{"model": "m", "messages": []}',
+        created_at=1.5,
+        total_s=0.02,
+    )
 
 
 async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
@@ -25,9 +41,9 @@ async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
     return GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, 27, None), statements, rollout.id
 
 
-def _row_write(rollout_id: str, seq: int, mark: bool, **kw: Any) -> _Write:
+def _row_write(rollout_id: str, seq: int, mark: bool, id: str | None = None) -> _Write:
     loop = asyncio.get_running_loop()
-    row = _call_row(_call(rollout_id, seq, **kw), zstandard.ZstdCompressor())
+    row = _call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
     return _Write(None, row, rollout_id if mark else None, loop.create_future(), loop)
 
 
