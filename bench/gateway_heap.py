@@ -10,6 +10,9 @@ script reports:
 * ``ints/call`` — ints held in GC-tracked lists per call (a list of token ids is walked
   element by element on every collection that reaches it);
 * ``gc.collect ms`` — one full collection of the heap the calls left (median of 7);
+* ``gen-2 runs``/``max ms``, ``gen-1 runs``/``max ms``, ``pauses >= 2 ms``, ``GC ms/call``:
+  the collections CPython ran by itself while serving (gc.callbacks; times are CPU work,
+  so they carry the machine's noise, counts do not);
 * ``stmts/group`` and ``writes/group`` — SQLite statements the writer runs per group
   commit and writes it commits in one, so ``stmts/write``: each statement hands the GIL
   away and must win it back from a busy event loop (up to the 5 ms switch interval).
@@ -61,9 +64,7 @@ def _messages(workload: str, rollout: int, turn: int) -> list[dict[str, Any]]:
 
 
 def _ints_in_lists(objs: list[Any]) -> int:
-    return sum(
-        len(o) for o in objs if type(o) is list and o and all(type(x) is int for x in o[:4])
-    )
+    return sum(len(o) for o in objs if type(o) is list and o and all(type(x) is int for x in o[:4]))
 
 
 async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[str, Any]:
@@ -89,6 +90,14 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
         name = "run_group" if owner is not store else "_run_group"
         inner = getattr(owner, name)
         sizes: list[int] = []
+        started = [0.0]
+        collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                collections[info["generation"]].append(1000 * (time.perf_counter() - started[0]))
 
         def counted(*args: Any) -> None:
             sizes.append(len(args[-1]))
@@ -127,7 +136,9 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
             del before
             conn.set_trace_callback(lambda sql: stmts.update([sql.split(None, 1)[0].upper()]))
             setattr(owner, name, counted)
+            gc.callbacks.append(on_gc)
             await run(calls, rollouts)
+            gc.callbacks.remove(on_gc)
             setattr(owner, name, inner)
             conn.set_trace_callback(None)
             for _ in workers:
@@ -153,6 +164,12 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
         "stmts_per_group": sum(stmts.values()) / groups,
         "writes_per_group": writes / groups,
         "stmts_per_write": sum(stmts.values()) / max(writes, 1),
+        "gen2_n": len(collections[2]),
+        "gen2_max_ms": max(collections[2], default=0.0),
+        "gen1_max_ms": max(collections[1], default=0.0),
+        "gc_ms_per_call": sum(map(sum, collections.values())) / calls,
+        "gen1_n": len(collections[1]),
+        "over_2ms": sum(ms >= 2 for ms in collections[1] + collections[2]),
         "top": [f"{k} {v / calls:.1f}" for k, v in growth.most_common(6)],
     }
 
@@ -209,11 +226,17 @@ def main() -> None:
                 ("tracked_per_call", "tracked/call"),
                 ("ints_per_call", "ints/call"),
                 ("gc_ms", "gc.collect ms"),
+                ("gen2_n", "gen-2 runs"),
+                ("gen2_max_ms", "gen-2 max ms"),
+                ("gen1_n", "gen-1 runs"),
+                ("gen1_max_ms", "gen-1 max ms"),
+                ("over_2ms", "pauses >= 2 ms"),
+                ("gc_ms_per_call", "GC ms/call"),
                 ("stmts_per_group", "stmts/group"),
                 ("writes_per_group", "writes/group"),
                 ("stmts_per_write", "stmts/write"),
             ):
-                print(f"{workload:9} {label:16} {old[key]:12.1f} {new[key]:12.1f}")
+                print(f"{workload:9} {label:16} {old[key]:12.2f} {new[key]:12.2f}")
             print(f"{workload:9} {'growth (base)':16} {', '.join(old['top'])}")
             print(f"{workload:9} {'growth (now)':16} {', '.join(new['top'])}")
 

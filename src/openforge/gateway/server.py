@@ -117,7 +117,9 @@ class Gateway:
         """Start serving; returns once the socket accepts requests."""
         # Everything loaded so far (tokenizer tables, modules) lives as long as the process;
         # freezing it keeps the cyclic GC from rescanning it on every collection, which
-        # otherwise costs more than a call itself.
+        # otherwise costs more than a call itself. Thresholds stay at the defaults: 7000
+        # for gen 0 did less GC work but paused as often for >= 2 ms (docs/gateway.md,
+        # "Performance"; bench/gateway_heap.py).
         gc.collect()
         gc.freeze()
         self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
