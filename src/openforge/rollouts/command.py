@@ -10,7 +10,7 @@ import typer
 __all__ = ["register"]
 
 TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite "
-                                        "name (claw-mini).")]
+                                        "name (claw-mini, claw-drill).")]
 HarnessOpt = Annotated[str, typer.Option("--harness", help="Harness adapter name (shell, …).")]
 HarnessOptions = Annotated[list[str] | None, typer.Option(
     "--harness-option", "-O", help="KEY=VALUE for the harness adapter (repeatable), e.g. "

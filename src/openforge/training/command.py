@@ -71,7 +71,7 @@ def quickstart(
     ),
     steps: Annotated[int, typer.Option(help="GRPO steps.")] = 3,
 ) -> None:
-    """SmolLM2-135M + the claw agent on claw-mini: evaluate, train a few steps, evaluate, report."""
+    """SmolLM2-135M + the claw agent on claw-drill: evaluate, train a few steps, re-evaluate."""
     from openforge.training.quickstart import run_quickstart
 
     try:

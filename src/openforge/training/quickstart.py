@@ -61,7 +61,7 @@ def quickstart_config(run_dir: str, steps: int) -> TrainConfig:
         train_layers=10,
         sft_epochs=3,
         sft_learning_rate=2e-4,
-        eval_samples=2,
+        eval_samples=1,
         eval_temperature=0.6,
         concurrency=8,
         threads=1,
