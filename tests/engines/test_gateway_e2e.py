@@ -47,3 +47,66 @@ async def test_openai_sdk_gets_paris_and_recorded_logprobs_rescore(tmp_path: Pat
         logits = engine.model(torch.tensor([prompt + out])).logits[0, len(prompt) - 1 : -1]
     rescored = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(out)[:, None])[:, 0]
     assert torch.allclose(torch.tensor(call["output_logprobs"]), rescored, atol=1e-3)
+
+
+@pytest.mark.slow
+async def test_stop_sequences_are_cut_from_the_text_but_kept_in_the_trained_ids(
+    tmp_path: Path,
+) -> None:
+    """OpenAI and Anthropic clients never see a stop string, streaming or not; the recorded
+    output still ends with the tokens that completed it, as the engine sampled them."""
+    import anthropic
+
+    model_dir = resolve_model("smollm2-135m")
+    engine = LocalEngine("smollm2-135m")
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    async with Gateway(engine, SqliteStore(tmp_path / "store.db"), model=model_dir) as gw:
+        async with httpx.AsyncClient() as admin:
+            made = await admin.post(gw.admin_url + "/rollouts", json={})
+            rollout: dict[str, Any] = made.json()
+        oai = openai.AsyncOpenAI(base_url=rollout["openai_base_url"], api_key="unused")
+        claude = anthropic.AsyncAnthropic(
+            base_url=rollout["anthropic_base_url"], api_key="unused"
+        )
+        try:
+            free = await oai.chat.completions.create(
+                model="m", temperature=0, max_tokens=30, messages=question  # type: ignore[arg-type]
+            )
+            full = free.choices[0].message.content or ""
+            assert "Paris" in full
+            before = full[: full.index("Paris")]
+            cut = await oai.chat.completions.create(
+                model="m", temperature=0, max_tokens=30, messages=question,  # type: ignore[arg-type]
+                stop=["Paris"],
+            )  # fmt: skip
+            assert cut.choices[0].message.content == before
+            assert cut.choices[0].finish_reason == "stop"
+            streamed = ""
+            stream = await oai.chat.completions.create(
+                model="m", temperature=0, max_tokens=30, messages=question,  # type: ignore[arg-type]
+                stop=["Paris"], stream=True,
+            )  # fmt: skip
+            async for chunk in stream:  # type: ignore[union-attr]
+                if chunk.choices and chunk.choices[0].delta.content:
+                    streamed += chunk.choices[0].delta.content
+            assert streamed == before
+            async with claude.messages.stream(
+                model="m", max_tokens=30, messages=question,  # type: ignore[arg-type]
+                stop_sequences=["Paris"], extra_body={"temperature": 0},
+            ) as events:  # fmt: skip
+                text = "".join([t async for t in events.text_stream])
+                final = await events.get_final_message()
+            assert text == before
+            assert final.stop_reason == "stop_sequence" and final.stop_sequence == "Paris"
+        finally:
+            await oai.close()
+            await claude.close()
+        async with httpx.AsyncClient() as admin:
+            got = await admin.get(
+                f"{gw.admin_url}/rollouts/{rollout['rollout_id']}", params={"tokens": 1}
+            )
+    await engine.close()
+    calls = got.json()["calls"]
+    assert [c["finish_reason"] for c in calls] == ["stop"] * 4
+    for call in calls[1:]:
+        assert "Paris" in engine.tokenizer.decode(call["output_ids"])

@@ -22,7 +22,13 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from openforge.conversation import Completion, Conversation, Message, TextPart
+from openforge.conversation import (
+    Completion,
+    CompletionDelta,
+    Conversation,
+    Message,
+    TextPart,
+)
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
 from openforge.engines.base import (
@@ -37,6 +43,7 @@ from openforge.gateway.dialects import DialectSpec, new_id
 from openforge.gateway.identity import harness_identity, rollout_key
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
+from openforge.gateway.stops import StopGuard, cut_at_stop
 from openforge.gateway.streaming import SSE_HEADERS, StreamWriter
 from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
 from openforge.store.base import Store, StoreError
@@ -76,6 +83,7 @@ class _Call:
     recorded: bool = False
     rendered: Rendered | None = None
     response_id: str | None = None
+    stop_guard: StopGuard | None = None  # streaming with stop strings
 
 
 class ModelCall:
@@ -344,7 +352,16 @@ class CallService:
         )
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
-        writer = StreamWriter(send, spec.encoder(ctx), parser.feed) if conversation.stream else None
+        writer = None
+        if conversation.stream:
+            feed = parser.feed
+            if params.stop:
+                guard = call.stop_guard = StopGuard(params.stop)
+
+                def feed(ids: list[int]) -> list[CompletionDelta]:
+                    return guard.filter(parser.feed(ids))
+
+            writer = StreamWriter(send, spec.encoder(ctx), feed)
         assert self.token_engine is not None
         chunks = self.token_engine.generate(request)
         try:
@@ -389,7 +406,9 @@ class CallService:
             call.finish or "stop", call.prompt_ids, call.output_ids, call.logprobs
         )
         completion.model = conversation.model
-        completion.stop_sequence = call.stop_text
+        if call.stop_text is not None:  # the client sees the text before the stop string
+            completion.text, hit = cut_at_stop(completion.text, conversation.params.stop)
+            completion.stop_sequence = hit or call.stop_text
         call.completion = completion
         call.finish = completion.finish_reason
         if writer is None:
@@ -397,6 +416,8 @@ class CallService:
             self._commit(call, conversation, completion, ctx)
             await send_full(send, 200, call.spec.render_response(completion, ctx))
             return
+        if call.stop_guard is not None:
+            tail = call.stop_guard.filter(tail) + call.stop_guard.flush()
         writer.push_deltas(tail)
         await self._record(call)  # the writer sends what is queued meanwhile
         self._commit(call, conversation, completion, ctx)
