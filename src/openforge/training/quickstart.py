@@ -1,11 +1,12 @@
-"""``openforge quickstart``: SmolLM2-135M learns claw-mini tasks with the built-in claw agent.
+"""``openforge quickstart``: SmolLM2-135M learns claw-drill skills with the built-in claw agent.
 
 Pull the model, start the gateway with the local engine (a child process), record teacher
-trajectories (the train tasks' reference solutions as claw tool calls, scripted engine),
-evaluate the claw agent on held-out tasks, SFT warm-up, a few async GRPO steps on the train
-tasks in local sandboxes, evaluate again, and write ``metrics.jsonl``, TensorBoard logs and
-``report.html`` into the run directory. Sized for 2 cores: 5.5 min measured at load ~1
-(docs/training.md has the figures and what it does and does not show).
+trajectories (reference solutions of 2 train instances per skill as claw tool calls,
+scripted engine), evaluate the claw agent on the held-out instances, SFT warm-up, a few
+async GRPO steps on all train instances in local sandboxes, evaluate again, and write
+``metrics.jsonl``, TensorBoard logs and ``report.html`` into the run directory. Sized for
+2 cores: 8.6 min measured at load ~1 (docs/training.md has the figures and what it does
+and does not show).
 """
 
 from __future__ import annotations
