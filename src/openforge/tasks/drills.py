@@ -135,31 +135,31 @@ def _nested_dirs(rng: random.Random, words: Sequence[str]) -> Drill:
         f"done(os.path.isdir({p!r}), want={p!r})\n")
 
 
-def _copy_file(rng: random.Random, words: Sequence[str]) -> Drill:
+def _move_or_copy(
+    rng: random.Random, words: Sequence[str], phrasings: Sequence[str], keep: bool
+) -> Drill:
+    """A file copied (``keep``: the source stays, ``cp``) or renamed (``mv``)."""
     a, b = rng.sample(words, 2)
     src, dst = _file(rng, a), _file(rng, b)
     body = _text(_lines(rng, words, rng.randint(2, 5)))
+    ok = (f"c == {body!r} and read({src!r}) == {body!r}" if keep
+          else f"not os.path.lexists({src!r}) and c == {body!r}")
     return Drill(
-        _say(rng, ("Copy {src} to {dst} (keep {src}).",
-                   "Make a copy of {src} named {dst}, leaving {src} in place.",
-                   "Duplicate {src} as {dst}."), src=src, dst=dst),
-        f"cp {src} {dst}",
-        f"c = read({dst!r})\n"
-        f"done(c == {body!r} and read({src!r}) == {body!r}, found=c)\n",
+        _say(rng, phrasings, src=src, dst=dst),
+        f"{'cp' if keep else 'mv'} {src} {dst}",
+        f"c = read({dst!r})\ndone({ok}, found=c)\n",
         {src: body})
+
+
+def _copy_file(rng: random.Random, words: Sequence[str]) -> Drill:
+    return _move_or_copy(rng, words, ("Copy {src} to {dst} (keep {src}).",
+                                      "Make a copy of {src} named {dst}, leaving {src} in place.",
+                                      "Duplicate {src} as {dst}."), keep=True)
 
 
 def _rename_file(rng: random.Random, words: Sequence[str]) -> Drill:
-    a, b = rng.sample(words, 2)
-    src, dst = _file(rng, a), _file(rng, b)
-    body = _text(_lines(rng, words, rng.randint(2, 5)))
-    return Drill(
-        _say(rng, ("Rename {src} to {dst}.", "Move {src} to {dst}.",
-                   "Change the name of {src} to {dst}."), src=src, dst=dst),
-        f"mv {src} {dst}",
-        f"c = read({dst!r})\n"
-        f"done(not os.path.lexists({src!r}) and c == {body!r}, found=c)\n",
-        {src: body})
+    return _move_or_copy(rng, words, ("Rename {src} to {dst}.", "Move {src} to {dst}.",
+                                      "Change the name of {src} to {dst}."), keep=False)
 
 
 def _delete_file(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -272,15 +272,20 @@ def _first_line(rng: random.Random, words: Sequence[str]) -> Drill:
                       "head -n 1 {f} > {o}", lines, lines[:1])
 
 
+def _plant(rng: random.Random, lines: list[str], word: str, at: Sequence[int]) -> None:
+    """Insert ``word`` at a random place in each of the lines ``at``."""
+    for i in at:
+        ws = lines[i].split()
+        ws.insert(rng.randint(0, len(ws)), word)
+        lines[i] = " ".join(ws)
+
+
 def _replace_word(rng: random.Random, words: Sequence[str]) -> Drill:
     name, old, new = rng.sample(words, 3)
     f = _file(rng, name)
     filler = [w for w in words if w not in (old, new)]
     lines = _lines(rng, filler, rng.randint(2, 6))
-    for i in rng.sample(range(len(lines)), rng.randint(1, len(lines))):
-        ws = lines[i].split()
-        ws.insert(rng.randint(0, len(ws)), old)
-        lines[i] = " ".join(ws)
+    _plant(rng, lines, old, rng.sample(range(len(lines)), rng.randint(1, len(lines))))
     want = [ln.replace(old, new) for ln in lines]
     return Drill(
         _say(rng, ("In {f}, replace the word {a} with {b}.",
@@ -298,10 +303,7 @@ def _grep_count(rng: random.Random, words: Sequence[str]) -> Drill:
     filler = [w for w in words if w != p]
     lines = _lines(rng, filler, rng.randint(5, 20))
     hits = rng.sample(range(len(lines)), rng.randint(1, len(lines) - 1))
-    for i in hits:
-        ws = lines[i].split()
-        ws.insert(rng.randint(0, len(ws)), p)
-        lines[i] = " ".join(ws)
+    _plant(rng, lines, p, hits)
     want = str(len(hits))
     return Drill(
         _say(rng, ("Count the lines of {f} that contain the word {p} and write the number "
