@@ -23,6 +23,8 @@ test: $(SETUP)
 
 bench: $(SETUP)
 	$(PY) bench/gateway.py
+	$(PY) bench/gateway.py --mode stream --conc 256 --think-ms 500 --seconds 10 --no-peer
+	$(PY) bench/gateway_heap.py --quick
 	$(PY) bench/rendering.py
 	$(PY) bench/traces.py
 	$(PY) bench/rollouts.py
