@@ -25,8 +25,8 @@ from openforge.harnesses.launching import (
     Var,
     check_version,
     env_script,
-    find_files,
     parse_jsonl,
+    read_with_sessions,
     tools_markdown,
     wrapped_launch,
 )
@@ -110,19 +110,15 @@ class ClaudeCodeHarness:
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The stream-JSON events and the session files, or None if neither exists."""
-        stream_path = f"{self.home}/{_STREAM}"
-        sessions = await find_files(sandbox, f"{self.home}/.claude/projects")
-        got = await sandbox.get([stream_path, *sessions])
-        if not got:
+        got = await read_with_sessions(
+            sandbox, f"{self.home}/{_STREAM}", f"{self.home}/.claude/projects"
+        )
+        if got is None:
             return None
-        events = parse_jsonl(got.get(stream_path, b""))
+        events = parse_jsonl(got[0])
         result = next((e for e in reversed(events) if isinstance(e, dict)
                        and e.get("type") == "result"), None)
-        return {
-            "events": events,
-            "result": result,
-            "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
-        }
+        return {"events": events, "result": result, "sessions": got[1]}
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The error text of the final ``result`` event (e.g. "Prompt is too long …")."""

@@ -28,8 +28,8 @@ from openforge.harnesses.launching import (
     TaskTool,
     check_version,
     env_script,
-    find_files,
     parse_jsonl,
+    read_with_sessions,
     tools_markdown,
     wrapped_launch,
 )
@@ -129,15 +129,12 @@ class CodexHarness:
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The ``--json`` events and the session files, or None if neither exists."""
-        events_path = f"{self.home}/{_EVENTS}"
-        sessions = await find_files(sandbox, f"{self.codex_home}/sessions")
-        got = await sandbox.get([events_path, *sessions])
-        if not got:
+        got = await read_with_sessions(
+            sandbox, f"{self.home}/{_EVENTS}", f"{self.codex_home}/sessions"
+        )
+        if got is None:
             return None
-        return {
-            "events": parse_jsonl(got.get(events_path, b"")),
-            "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got},
-        }
+        return {"events": parse_jsonl(got[0]), "sessions": got[1]}
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The message of the last ``turn.failed`` or ``error`` event."""

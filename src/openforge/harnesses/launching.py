@@ -28,6 +28,7 @@ __all__ = [
     "find_files",
     "parse_jsonl",
     "read_json",
+    "read_with_sessions",
     "tools_markdown",
     "wrapped_launch",
 ]
@@ -122,6 +123,18 @@ async def find_files(sandbox: Sandbox, root: str, pattern: str = "*.jsonl") -> l
     """Paths of the regular files under ``root`` matching ``pattern`` (a harness's sessions)."""
     listing = await sandbox.exec(["find", root, "-name", pattern, "-type", "f"], timeout=60)
     return [p for p in listing.stdout.decode(errors="replace").splitlines() if p]
+
+
+async def read_with_sessions(
+    sandbox: Sandbox, path: str, sessions_root: str
+) -> tuple[bytes, dict[str, list[Any]]] | None:
+    """The file at ``path`` (``b""`` when absent) and every JSONL session file under
+    ``sessions_root``, parsed; None when neither exists."""
+    sessions = await find_files(sandbox, sessions_root)
+    got = await sandbox.get([path, *sessions])
+    if not got:
+        return None
+    return got.get(path, b""), {p: parse_jsonl(got[p]) for p in sessions if p in got}
 
 
 async def read_json(sandbox: Sandbox, path: str, key: str) -> dict[str, Any] | None:

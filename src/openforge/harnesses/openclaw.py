@@ -23,8 +23,7 @@ from openforge.harnesses.launching import (
     Var,
     check_version,
     env_script,
-    find_files,
-    parse_jsonl,
+    read_with_sessions,
     tools_markdown,
     wrapped_launch,
 )
@@ -111,18 +110,15 @@ class OpenClawHarness:
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """Its ``--json`` output and the session files under ``$HOME/.openclaw``."""
-        out_path = f"{self.home}/{_OUT}"
-        sessions = await find_files(sandbox, f"{self.home}/.openclaw")
-        got = await sandbox.get([out_path, *sessions])
-        if not got:
+        got = await read_with_sessions(sandbox, f"{self.home}/{_OUT}", f"{self.home}/.openclaw")
+        if got is None:
             return None
-        raw = got.get(out_path, b"")
+        raw, sessions = got
         try:
             output: Any = orjson.loads(raw) if raw.strip() else None
         except orjson.JSONDecodeError:
             output = raw.decode(errors="replace")
-        return {"output": output,
-                "sessions": {p: parse_jsonl(got[p]) for p in sessions if p in got}}
+        return {"output": output, "sessions": sessions}
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The error payload of its ``--json`` result ("Context overflow: …", "Unknown model")."""
