@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from openforge.sandboxes.base import Sandbox
+
 # Run inside: GW=<gateway url> python3 client.py OTHER_PORT
 CLIENT = b"""
 import http.client, os, socket, sys
@@ -48,6 +50,18 @@ def check_client_output(out: bytes) -> None:
     assert lines[:3] == ["hello: gateway", "first: data: one", "rest: ['data:', 'two']"], out
     assert lines[3].startswith("unreachable 127.0.0.1 111"), lines  # ECONNREFUSED
     assert lines[4].startswith("unreachable 192.0.2.1 101"), lines  # ENETUNREACH
+
+
+async def check_gateway_only(box: Sandbox, other: asyncio.Server) -> None:
+    """Run :data:`CLIENT` in ``box`` against its gateway URL and :func:`check_client_output`;
+    ``other`` is a host service (:func:`tcp_server`) the sandbox must not reach."""
+    assert box.gateway_url is not None
+    await box.put({"client.py": CLIENT})
+    result = await box.exec(
+        ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
+        env={"GW": box.gateway_url}, timeout=60,
+    )  # fmt: skip
+    check_client_output(result.stdout)
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ from openforge.sandboxes import SandboxSpec, create_backend
 from openforge.sandboxes.container import DEFAULT_IMAGE, ContainerBackend, gateway_inside
 from openforge.sandboxes.fspaths import PathEscape
 
-from .gateway_probe import CLIENT, check_client_output, gateway_server, tcp_server
+from .gateway_probe import check_gateway_only, gateway_server, tcp_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -128,12 +128,7 @@ async def test_podman_network_gateway_reaches_only_the_gateway(backend: Containe
                 SandboxSpec(network="gateway", gateway_url=f"http://127.0.0.1:{port}/v1")
             )
             assert box.gateway_url == f"http://127.0.0.1:{port}/v1"
-            await box.put({"client.py": CLIENT})
-            result = await box.exec(
-                ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
-                env={"GW": box.gateway_url}, timeout=60,
-            )  # fmt: skip
-            check_client_output(result.stdout)
+            await check_gateway_only(box, other)
             await box.close()
     finally:
         other.close()

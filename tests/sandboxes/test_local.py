@@ -17,7 +17,7 @@ from openforge.sandboxes.limits import detect_cgroups
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.netns import can_setns
 
-from .gateway_probe import CLIENT, check_client_output, gateway_server, tcp_server
+from .gateway_probe import check_gateway_only, gateway_server, tcp_server
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -172,12 +172,7 @@ async def test_network_gateway_relays_only_the_gateway(tmp_path: Path, relay: st
                 SandboxSpec(network="gateway", gateway_url=f"http://localhost:{port}/v1")
             )
             assert box.gateway_url == f"http://127.0.0.1:{port}/v1"
-            await box.put({"client.py": CLIENT})
-            result = await box.exec(
-                ["python3", "client.py", str(other.sockets[0].getsockname()[1])],
-                env={"GW": box.gateway_url}, timeout=60,
-            )  # fmt: skip
-            check_client_output(result.stdout)
+            await check_gateway_only(box, other)
             # The command itself is the exec's process: its pid and exit status are its own.
             status = await box.exec("echo $$; exit 7")
             assert (status.stdout, status.exit_code) == (b"2\n", 7)
