@@ -35,4 +35,5 @@ bench: $(SETUP)
 
 lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy

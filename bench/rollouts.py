@@ -223,8 +223,10 @@ def main() -> None:
         )
     for conc, o, b in rows:
         extra = 1e3 / o["per_s"] - 1e3 / b["per_s"]
-        print(f"conc {conc}: orchestration costs {extra:.1f} ms of machine time per rollout "
-              "beyond the baseline (sandbox, gateway mint/finish, verifier in bwrap)")
+        print(
+            f"conc {conc}: orchestration costs {extra:.1f} ms of machine time per rollout "
+            "beyond the baseline (sandbox, gateway mint/finish, verifier in bwrap)"
+        )
     print("overhead = a rollout's time in its slot outside agent and verifier (incl. waiting)")
     print("\ntargets: create p50 <= 50 ms; >= 20 rollouts/s; peak RSS <= 500 MB at 256")
 

@@ -65,12 +65,13 @@ async def test_stop_sequences_are_cut_from_the_text_but_kept_in_the_trained_ids(
             made = await admin.post(gw.admin_url + "/rollouts", json={})
             rollout: dict[str, Any] = made.json()
         oai = openai.AsyncOpenAI(base_url=rollout["openai_base_url"], api_key="unused")
-        claude = anthropic.AsyncAnthropic(
-            base_url=rollout["anthropic_base_url"], api_key="unused"
-        )
+        claude = anthropic.AsyncAnthropic(base_url=rollout["anthropic_base_url"], api_key="unused")
         try:
             free = await oai.chat.completions.create(
-                model="m", temperature=0, max_tokens=30, messages=question  # type: ignore[arg-type]
+                model="m",
+                temperature=0,
+                max_tokens=30,
+                messages=question,  # type: ignore[arg-type]
             )
             full = free.choices[0].message.content or ""
             assert "Paris" in full

@@ -12,9 +12,13 @@ from openforge.harnesses.probe import DEFAULT_MODEL
 
 # Claude Code, Codex and claw must run in CI (.ci/run installs them); these only skip on a
 # machine where the pinned harness or bubblewrap is missing, and say so.
-NEEDS = {"claw": "python3", "claude-code": "claude", "codex": "codex",
-         "openclaw": "/opt/openforge/openclaw/bin/openclaw",
-         "mini-swe-agent": "/opt/openforge/mini-swe-agent/bin/mini"}
+NEEDS = {
+    "claw": "python3",
+    "claude-code": "claude",
+    "codex": "codex",
+    "openclaw": "/opt/openforge/openclaw/bin/openclaw",
+    "mini-swe-agent": "/opt/openforge/mini-swe-agent/bin/mini",
+}
 
 
 def require(name: str) -> None:
@@ -26,5 +30,6 @@ def require(name: str) -> None:
     binary = NEEDS.get(name)
     if binary and shutil.which(binary) is None:
         # Printed with -rs; OpenClaw needs Node >= 24, which install-harnesses.sh brings.
-        pytest.skip(f"{name} is not installed ({binary} not found): "
-                    "run scripts/install-harnesses.sh")
+        pytest.skip(
+            f"{name} is not installed ({binary} not found): run scripts/install-harnesses.sh"
+        )

@@ -30,8 +30,13 @@ HARNESSES = [
     pytest.param("openclaw", marks=pytest.mark.slow),
     "mini-swe-agent",
 ]
-DIALECT = {"claw": "openai_chat", "claude-code": "anthropic", "codex": "openai_responses",
-           "openclaw": "openai_chat", "mini-swe-agent": "openai_chat"}
+DIALECT = {
+    "claw": "openai_chat",
+    "claude-code": "anthropic",
+    "codex": "openai_responses",
+    "openclaw": "openai_chat",
+    "mini-swe-agent": "openai_chat",
+}
 # What each harness says when the gateway refuses a prompt past the context.
 CONTEXT_REASON = {
     "claw": "maximum context length is 300 tokens",
@@ -141,8 +146,11 @@ def test_prompt_past_the_context_ends_agent_error_with_the_reason(
 async def test_mini_swe_agent_text_mode_parses_the_fenced_command(tmp_path: Path) -> None:
     """``config=mini_textbased``: no tools are sent; the action is a fenced block in the text."""
     require("mini-swe-agent")
-    run = await probe(get_harness("mini-swe-agent", config="mini_textbased"),
-                      SOLUTIONS["mini-swe-agent/text"], tmp_path)
+    run = await probe(
+        get_harness("mini-swe-agent", config="mini_textbased"),
+        SOLUTIONS["mini-swe-agent/text"],
+        tmp_path,
+    )
     assert (run.result.status, run.result.reward) == ("completed", 1.0), run.result
     _assert_token_exact(run, "openai_chat")
     assert all("tools" not in orjson.loads(c.raw_request) for c in run.calls)

@@ -67,9 +67,13 @@ def test_check_cli_no_change_then_change(tmp_path: Path) -> None:
     stored["hash"] = "0" * 16
     (tmp_path / f"claw-{claw_agent.VERSION}.json").write_bytes(orjson.dumps(stored))
     # Both checks at once: each is a fresh CLI process (start-up is most of its time).
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for argv in ([OPENFORGE, "harness", "check", "claw"],
-                          [OPENFORGE, "harness", "check", "claw", "--baseline", str(tmp_path)])]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for argv in (
+            [OPENFORGE, "harness", "check", "claw"],
+            [OPENFORGE, "harness", "check", "claw", "--baseline", str(tmp_path)],
+        )
+    ]
     (ok_out, ok_err), (changed_out, changed_err) = (p.communicate(timeout=240) for p in procs)
     assert procs[0].returncode == 0, ok_err
     assert "no change" in ok_out
@@ -78,24 +82,31 @@ def test_check_cli_no_change_then_change(tmp_path: Path) -> None:
 
 
 def test_stabilise_removes_dates_ids_and_kernels() -> None:
-    text = ("Today's date is 2026-11-03. Session 327d749f-b4c1-414f-a675-caf6816056bf "
-            "on Linux 6.8.0-45-generic, cwd /tmp/pytest-of-root/x1/work")
-    assert stabilise(text) == ("Today's date is <date>. Session <uuid> on Linux <kernel>, "
-                               "cwd <tmp>")
+    text = (
+        "Today's date is 2026-11-03. Session 327d749f-b4c1-414f-a675-caf6816056bf "
+        "on Linux 6.8.0-45-generic, cwd /tmp/pytest-of-root/x1/work"
+    )
+    assert stabilise(text) == (
+        "Today's date is <date>. Session <uuid> on Linux <kernel>, cwd <tmp>"
+    )
 
 
-@pytest.mark.parametrize("make", [
-    lambda b: ClaudeCodeHarness(binary=b), lambda b: CodexHarness(binary=b)])
+@pytest.mark.parametrize(
+    "make", [lambda b: ClaudeCodeHarness(binary=b), lambda b: CodexHarness(binary=b)]
+)
 async def test_missing_or_wrong_version_names_the_install_command(
-        make: object, tmp_path: Path) -> None:
+    make: object, tmp_path: Path
+) -> None:
     require("claw")
     backend = create_backend("local", root=tmp_path / "sb")
     box = await backend.create(SandboxSpec())
     try:
         await box.put({"fake": b"#!/bin/sh\necho '9.9.9 (fake)'\n"})
         await box.exec(["chmod", "+x", "fake"])
-        for binary, expect in (("no-such-harness", "is not installed"),
-                               ("/workspace/fake", "9.9.9 is installed but")):
+        for binary, expect in (
+            ("no-such-harness", "is not installed"),
+            ("/workspace/fake", "9.9.9 is installed but"),
+        ):
             harness = make(binary)  # type: ignore[operator]
             with pytest.raises(HarnessNotInstalled) as err:
                 await harness.check(box)
@@ -132,4 +143,5 @@ def test_stabilise_drops_the_host_os_from_a_user_agent_but_not_the_version() -> 
     assert stabilise(here) == "codex_exec/0.171.0 (<os>; x86_64) unknown (codex_exec; 0.171.0)"
     assert stabilise(newer) != stabilise(here)
     assert stabilise("claude-cli/2.1.197 (external, sdk-cli)") == (
-        "claude-cli/2.1.197 (external, sdk-cli)")
+        "claude-cli/2.1.197 (external, sdk-cli)"
+    )

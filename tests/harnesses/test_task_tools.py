@@ -40,8 +40,10 @@ print(json.dumps({"reward": float(found == "a workshop for metal\\n"), "details"
 RUN_TOOL = "python3 tools/lookup.py forge > answer.txt"
 REPLIES: dict[str, list[dict[str, Any]]] = {
     "claw": [tool_reply("bash", command=RUN_TOOL), tool_reply("submit", answer="done")],
-    "mini-swe-agent": [tool_reply("bash", command=RUN_TOOL),
-                       tool_reply("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")],
+    "mini-swe-agent": [
+        tool_reply("bash", command=RUN_TOOL),
+        tool_reply("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ],
 }
 
 
@@ -66,11 +68,14 @@ def test_task_toml_declares_tools(tmp_path: Path) -> None:
     assert task.tools == (TaskTool("lookup", "Print the glossary meaning of WORD.", USAGE),)
 
 
-@pytest.mark.parametrize(("entry", "field"), [
-    ('[[tools]]\nname = "lookup"\ndescription = "d"\n', "tools[0].usage"),
-    ('[[tools]]\nname = "a b"\ndescription = "d"\nusage = "u"\n', "tools[0].name"),
-    ('tools = ["lookup"]\n', "tools[0]"),
-])
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ('[[tools]]\nname = "lookup"\ndescription = "d"\n', "tools[0].usage"),
+        ('[[tools]]\nname = "a b"\ndescription = "d"\nusage = "u"\n', "tools[0].name"),
+        ('tools = ["lookup"]\n', "tools[0]"),
+    ],
+)
 def test_a_bad_tool_entry_names_its_field(tmp_path: Path, entry: str, field: str) -> None:
     toml = 'id = "t"\ninstruction = "x"\nverify = {command = "true"}\n' + entry
     root = _task_dir(tmp_path / "t", toml)

@@ -37,9 +37,23 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENFORGE_ADMIN_TOKEN"}
     log = (d / "gateway.log").open("wb")
     proc = subprocess.Popen(
-        [OPENFORGE, "gateway", "--engine", "scripted", "--script", str(script), "--model",
-         str(MODEL), "--store", str(d / "store.db"), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=log,
+        [
+            OPENFORGE,
+            "gateway",
+            "--engine",
+            "scripted",
+            "--script",
+            str(script),
+            "--model",
+            str(MODEL),
+            "--store",
+            str(d / "store.db"),
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -25,18 +25,24 @@ def _suite(root: Path, timeout: int = 60) -> Path:
         d = root / tid
         (d / "verify").mkdir(parents=True)
         (d / "task.toml").write_text(
-            f'id = "{tid}"\ninstruction = "{instruction}"\ntimeout = {timeout}\n')
+            f'id = "{tid}"\ninstruction = "{instruction}"\ntimeout = {timeout}\n'
+        )
         # reward 1 when the harness wrote "1"
         (d / "verify" / "verify.py").write_text(
             "import json\nok = open('r.txt').read().strip() == '1'\n"
-            "print(json.dumps({'reward': 1.0 if ok else 0.0}))\n")
+            "print(json.dumps({'reward': 1.0 if ok else 0.0}))\n"
+        )
     return root
 
 
 async def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        OPENFORGE, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, **(env or {})})
+        OPENFORGE,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode()
 
@@ -45,10 +51,26 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
     suite = _suite(tmp_path / "suite")
     # Every sample of "pass" writes 1 (its instruction), every sample of "fail" writes 0.
     cmd = 'echo "$OPENFORGE_INSTRUCTION" > r.txt'
-    rc, out = await _run("eval", "--tasks", str(suite), "--harness", "shell", "-O",
-                         f"command={cmd}", "--n", "3", "--k", "1", "--k", "2",
-                         "--gateway", gateway, "--out", str(tmp_path / "run"),
-                         env={"TMPDIR": str(tmp_path)})
+    rc, out = await _run(
+        "eval",
+        "--tasks",
+        str(suite),
+        "--harness",
+        "shell",
+        "-O",
+        f"command={cmd}",
+        "--n",
+        "3",
+        "--k",
+        "1",
+        "--k",
+        "2",
+        "--gateway",
+        gateway,
+        "--out",
+        str(tmp_path / "run"),
+        env={"TMPDIR": str(tmp_path)},
+    )
     assert rc == 0, out
     summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
     assert summary["total"] == 6 and summary["statuses"]["completed"] == 6
@@ -60,7 +82,8 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
     lines = (tmp_path / "run" / "results.jsonl").read_bytes().splitlines()
     results = [orjson.loads(x) for x in lines]
     assert sorted((r["task_id"], r["sample"]) for r in results) == [
-        (t, i) for t in ("fail", "pass") for i in range(3)]
+        (t, i) for t in ("fail", "pass") for i in range(3)
+    ]
 
 
 async def test_malformed_task_is_named_and_the_rest_runs(gateway: str, tmp_path: Path) -> None:
@@ -68,9 +91,20 @@ async def test_malformed_task_is_named_and_the_rest_runs(gateway: str, tmp_path:
     (suite / "broken" / "verify").mkdir(parents=True)
     (suite / "broken" / "verify" / "verify.sh").write_text("echo '{\"reward\": 1}'\n")
     (suite / "broken" / "task.toml").write_text('id = "broken"\ntimeout = -1\ninstruction="x"\n')
-    rc, out = await _run("rollout", "--tasks", str(suite), "--harness", "shell", "-O",
-                         "command=echo 1 > r.txt", "--gateway", gateway,
-                         "--out", str(tmp_path / "run"), env={"TMPDIR": str(tmp_path)})
+    rc, out = await _run(
+        "rollout",
+        "--tasks",
+        str(suite),
+        "--harness",
+        "shell",
+        "-O",
+        "command=echo 1 > r.txt",
+        "--gateway",
+        gateway,
+        "--out",
+        str(tmp_path / "run"),
+        env={"TMPDIR": str(tmp_path)},
+    )
     assert rc == 0, out
     assert "broken/task.toml: timeout: must be a positive number" in out
     assert len((tmp_path / "run" / "results.jsonl").read_bytes().splitlines()) == 2
@@ -80,11 +114,26 @@ async def test_ctrl_c_leaves_no_process_or_sandbox_behind(gateway: str, tmp_path
     suite = _suite(tmp_path / "suite", timeout=600)
     marker = "8123.5"
     proc = await asyncio.create_subprocess_exec(
-        OPENFORGE, "rollout", "--tasks", str(suite), "--harness", "shell", "-O",
-        f"command=sleep {marker} & sleep {marker}; wait", "--n", "2", "--concurrency", "4",
-        "--gateway", gateway, "--out", str(tmp_path / "run"),
+        OPENFORGE,
+        "rollout",
+        "--tasks",
+        str(suite),
+        "--harness",
+        "shell",
+        "-O",
+        f"command=sleep {marker} & sleep {marker}; wait",
+        "--n",
+        "2",
+        "--concurrency",
+        "4",
+        "--gateway",
+        gateway,
+        "--out",
+        str(tmp_path / "run"),
         env={**os.environ, "TMPDIR": str(tmp_path)},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     sandboxes = tmp_path / "openforge-sandboxes"
     for _ in range(600):
         if len(_processes_with(marker)) >= 8:  # 4 rollouts x 2 sleeps

@@ -20,8 +20,8 @@ CALL_AND_WRITE = (
     "-H 'content-type: application/json' "
     '-d "{\\"model\\": \\"$OPENFORGE_MODEL\\", \\"messages\\": [{\\"role\\": \\"user\\", '
     '\\"content\\": \\"say hello\\"}]}" > /tmp/reply.json && '
-    "python3 -c 'import json; print(json.load(open(\"/tmp/reply.json\"))"
-    "[\"choices\"][0][\"message\"][\"content\"])' > hello.txt"
+    'python3 -c \'import json; print(json.load(open("/tmp/reply.json"))'
+    '["choices"][0]["message"]["content"])\' > hello.txt'
 )
 
 
@@ -29,8 +29,12 @@ def hello_task() -> Task:
     return load_tasks("claw-mini").by_id()["hello-file"]
 
 
-def native_task(root: Path, task_id: str, timeout: int = 60,
-                verify: str = "import json; print(json.dumps({'reward': 1.0}))") -> Task:
+def native_task(
+    root: Path,
+    task_id: str,
+    timeout: int = 60,
+    verify: str = "import json; print(json.dumps({'reward': 1.0}))",
+) -> Task:
     d = root / task_id
     (d / "verify").mkdir(parents=True)
     (d / "task.toml").write_text(f'id = "{task_id}"\ninstruction = "x"\ntimeout = {timeout}\n')
@@ -38,13 +42,24 @@ def native_task(root: Path, task_id: str, timeout: int = 60,
     return load_tasks(d).tasks[0]
 
 
-def config(gateway: str, tmp_path: Path, tasks: list[Task], command: str,
-           **kw: object) -> RolloutConfig:
-    opts: dict[str, object] = {"n": 1, "concurrency": 4, "retry_backoff_s": 0.0,
-                               "backend_options": {"root": tmp_path / "sandboxes"}}
+def config(
+    gateway: str, tmp_path: Path, tasks: list[Task], command: str, **kw: object
+) -> RolloutConfig:
+    opts: dict[str, object] = {
+        "n": 1,
+        "concurrency": 4,
+        "retry_backoff_s": 0.0,
+        "backend_options": {"root": tmp_path / "sandboxes"},
+    }
     opts.update(kw)
-    return RolloutConfig(tasks=tasks, harness="shell", harness_options={"command": command},
-                         gateway_url=gateway, out_dir=tmp_path / "run", **opts)  # type: ignore[arg-type]
+    return RolloutConfig(
+        tasks=tasks,
+        harness="shell",
+        harness_options={"command": command},
+        gateway_url=gateway,
+        out_dir=tmp_path / "run",
+        **opts,
+    )  # type: ignore[arg-type]
 
 
 def admin(gateway: str, rollout_id: str) -> dict[str, object]:
@@ -53,7 +68,8 @@ def admin(gateway: str, rollout_id: str) -> dict[str, object]:
 
 
 async def test_harness_that_calls_the_gateway_and_writes_the_file_scores_1(
-        gateway: str, tmp_path: Path) -> None:
+    gateway: str, tmp_path: Path
+) -> None:
     (res,) = await run_rollouts(config(gateway, tmp_path, [hello_task()], CALL_AND_WRITE))
     assert (res.status, res.reward, res.attempts, res.error) == ("completed", 1.0, 1, None)
     rec = admin(gateway, str(res.rollout_id))
@@ -67,10 +83,12 @@ async def test_harness_that_calls_the_gateway_and_writes_the_file_scores_1(
 
 
 async def test_wrong_file_scores_0_and_groups_are_per_task(gateway: str, tmp_path: Path) -> None:
-    results = await run_rollouts(config(gateway, tmp_path, [hello_task()],
-                                        "echo goodbye > hello.txt", n=3))
-    assert [(r.status, r.reward, r.sample) for r in results] == [("completed", 0.0, i)
-                                                                 for i in range(3)]
+    results = await run_rollouts(
+        config(gateway, tmp_path, [hello_task()], "echo goodbye > hello.txt", n=3)
+    )
+    assert [(r.status, r.reward, r.sample) for r in results] == [
+        ("completed", 0.0, i) for i in range(3)
+    ]
     assert len({r.group_id for r in results}) == 1
     assert len({r.rollout_id for r in results}) == 3
     assert admin(gateway, str(results[0].rollout_id))["reward"] == 0.0
@@ -79,8 +97,9 @@ async def test_wrong_file_scores_0_and_groups_are_per_task(gateway: str, tmp_pat
 async def test_hanging_harness_is_killed_at_the_timeout(gateway: str, tmp_path: Path) -> None:
     marker = "7391.25"
     task = native_task(tmp_path / "tasks", "hang", timeout=1)
-    (res,) = await run_rollouts(config(gateway, tmp_path, [task],
-                                       f"sleep {marker} & sleep {marker}; wait"))
+    (res,) = await run_rollouts(
+        config(gateway, tmp_path, [task], f"sleep {marker} & sleep {marker}; wait")
+    )
     assert res.status == "timeout" and res.reward == 1.0 and "timeout" in str(res.error)
     assert admin(gateway, str(res.rollout_id))["status"] == "timeout"
     assert not _processes_with(marker)
@@ -90,8 +109,9 @@ async def test_agent_error_and_verifier_garbage(gateway: str, tmp_path: Path) ->
     bad_verifier = native_task(tmp_path / "tasks", "garbage", verify="print('all good!')")
     crash = native_task(tmp_path / "tasks", "crash", verify="raise SystemExit(3)")
     ok = native_task(tmp_path / "tasks", "ok")
-    results = await run_rollouts(config(gateway, tmp_path, [bad_verifier, crash, ok],
-                                        "echo oops >&2; exit 4"))
+    results = await run_rollouts(
+        config(gateway, tmp_path, [bad_verifier, crash, ok], "echo oops >&2; exit 4")
+    )
     by = {r.task_id: r for r in results}
     assert (by["ok"].status, by["ok"].reward, by["ok"].agent_exit_code) == ("agent_error", 1.0, 4)
     for tid in ("garbage", "crash"):
@@ -105,14 +125,16 @@ async def test_agent_error_and_verifier_garbage(gateway: str, tmp_path: Path) ->
 
 
 async def test_sandbox_creation_failure_is_infra_error_after_retries(
-        gateway: str, tmp_path: Path) -> None:
+    gateway: str, tmp_path: Path
+) -> None:
     root = tmp_path / "broken-root"
     backend = create_backend("local", root=root)
     root.rmdir()
     root.write_text("not a directory")  # every create now fails inside the real backend
     try:
-        (res,) = await run_rollouts(config(gateway, tmp_path, [hello_task()], CALL_AND_WRITE,
-                                           backend=backend, retries=2))
+        (res,) = await run_rollouts(
+            config(gateway, tmp_path, [hello_task()], CALL_AND_WRITE, backend=backend, retries=2)
+        )
     finally:
         await backend.close()
     assert (res.status, res.reward, res.attempts) == ("infra_error", None, 3)

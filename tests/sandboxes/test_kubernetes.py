@@ -244,7 +244,7 @@ async def test_real_cluster_exec() -> None:
 
 
 _HARNESS = (
-    "python3 -c \"import json, os, urllib.request as u; "
+    'python3 -c "import json, os, urllib.request as u; '
     "req = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
     "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
     "{'content-type': 'application/json', "

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 async def test_every_reference_solution_scores_1_and_no_action_scores_0(
-        backend: SandboxBackend) -> None:
+    backend: SandboxBackend,
+) -> None:
     tasks = load_tasks("claw-mini").tasks
     sem = asyncio.Semaphore(4)
 
@@ -27,8 +28,7 @@ async def test_every_reference_solution_scores_1_and_no_action_scores_0(
             return task.id, await score(backend, task, False), await score(backend, task, True)
 
     scores = await asyncio.gather(*(both(t) for t in tasks))
-    wrong = [(tid, empty, solved) for tid, empty, solved in scores
-             if (empty, solved) != (0.0, 1.0)]
+    wrong = [(tid, empty, solved) for tid, empty, solved in scores if (empty, solved) != (0.0, 1.0)]
     assert wrong == []
     assert len(scores) >= 40
 
@@ -45,23 +45,28 @@ async def test_printing_the_answer_does_not_fool_a_verifier(backend: SandboxBack
         await box.close()
 
 
-async def test_foreign_wrappers_run_in_the_sandbox(tmp_path: Path,
-                                                   backend: SandboxBackend) -> None:
+async def test_foreign_wrappers_run_in_the_sandbox(tmp_path: Path, backend: SandboxBackend) -> None:
     h = tmp_path / "suite" / "harbor-task"
     (h / "tests").mkdir(parents=True)
     (h / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 10.0\n')
     (h / "instruction.md").write_text("Create made.txt.\n")
     (h / "tests" / "test.sh").write_text('test -f made.txt && test -d "$TEST_DIR"\n')
     q = tmp_path / "suite" / "task_01_q.md"
-    q.write_text("---\nid: q1\n---\n## Prompt\n\nWrite a.txt\n\n## Automated Checks\n\n```python\n"
-                 "import os\ndef grade(transcript, workspace_path):\n"
-                 "    ok = os.path.isfile(os.path.join(workspace_path, 'a.txt'))\n"
-                 "    return {'exists': 1.0 if ok else 0.0, 'always': 1.0}\n```\n")
+    q.write_text(
+        "---\nid: q1\n---\n## Prompt\n\nWrite a.txt\n\n## Automated Checks\n\n```python\n"
+        "import os\ndef grade(transcript, workspace_path):\n"
+        "    ok = os.path.isfile(os.path.join(workspace_path, 'a.txt'))\n"
+        "    return {'exists': 1.0 if ok else 0.0, 'always': 1.0}\n```\n"
+    )
     ts = load_tasks(tmp_path / "suite")
     assert ts.errors == []
     by = ts.by_id()
-    cases = [("harbor-task", "true", 0.0), ("harbor-task", "touch made.txt", 1.0),
-             ("q1", "true", 0.5), ("q1", "touch a.txt", 1.0)]
+    cases = [
+        ("harbor-task", "true", 0.0),
+        ("harbor-task", "touch made.txt", 1.0),
+        ("q1", "true", 0.5),
+        ("q1", "touch a.txt", 1.0),
+    ]
     for task_id, action, want in cases:
         box = await backend.create(SandboxSpec(network="none"))
         try:

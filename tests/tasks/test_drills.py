@@ -51,8 +51,10 @@ def test_generation_is_deterministic_and_counts_only_add(tmp_path: Path) -> None
     a = generate_drills(tmp_path / "a")
     b = generate_drills(tmp_path / "b")
     assert _digest(a) == _digest(b)
-    assert _digest(a) == DEFAULT_DIGEST, f"generation changed: bump DRILL_VERSION " \
+    assert _digest(a) == DEFAULT_DIGEST, (
+        f"generation changed: bump DRILL_VERSION "
         f"(now {DRILL_VERSION}) and set DEFAULT_DIGEST = {_digest(a)!r}"
+    )
     more = generate_drills(tmp_path / "more", train_per_family=8, test_per_family=3)
     for task_dir in a.iterdir():
         assert _digest(task_dir) == _digest(more / task_dir.name)
@@ -68,15 +70,21 @@ def test_train_and_test_never_share_a_name_or_word(drills: list[Task]) -> None:
     # sed s/A/B/g and grep -c P act on substrings; no word may hide inside another.
     assert [(a, b) for a in pool for b in pool if a != b and a in b] == []
     for task in drills:
-        text = " ".join([task.instruction, *(v.decode() for v in task.workspace_bytes().values()),
-                         *(v.decode() for v in task.solution_bytes().values())])
+        text = " ".join(
+            [
+                task.instruction,
+                *(v.decode() for v in task.workspace_bytes().values()),
+                *(v.decode() for v in task.solution_bytes().values()),
+            ]
+        )
         tokens = set(re.findall(r"[a-z]+", text.lower()))
         other = TEST_WORDS if task.split == "train" else TRAIN_WORDS
         assert not tokens & set(other), (task.id, tokens & set(other))
 
 
 def test_the_suite_loads_by_name_with_every_family_in_both_splits(
-        drills: list[Task], tmp_path: Path) -> None:
+    drills: list[Task], tmp_path: Path
+) -> None:
     assert len(drills) == len(DRILL_FAMILIES) * 8 == 136
     for family in DRILL_FAMILIES:
         mine = [t for t in drills if t.tags == ("drill", family)]
@@ -88,8 +96,10 @@ def test_the_suite_loads_by_name_with_every_family_in_both_splits(
     # Generated once, then reused; no temporary directory is left beside it.
     cache = tmp_path / "cache"
     assert [p.name for p in cache.iterdir()] == [f"claw-drill-v{DRILL_VERSION}"]
-    assert load_tasks("claw-drill", split="test").tasks[0].path.parent == cache / \
-        f"claw-drill-v{DRILL_VERSION}"
+    assert (
+        load_tasks("claw-drill", split="test").tasks[0].path.parent
+        == cache / f"claw-drill-v{DRILL_VERSION}"
+    )
     assert len(load_tasks("claw-drill", split="test").tasks) == 34
 
 
@@ -104,7 +114,8 @@ def test_concurrent_first_loads_agree(tmp_path: Path, monkeypatch: pytest.Monkey
 
 @pytest.mark.slow
 async def test_every_reference_solution_scores_1_and_no_action_scores_0(
-        drills: list[Task], backend: SandboxBackend) -> None:
+    drills: list[Task], backend: SandboxBackend
+) -> None:
     sem = asyncio.Semaphore(4)
 
     async def both(task: Task) -> tuple[str, float, float]:
@@ -117,20 +128,21 @@ async def test_every_reference_solution_scores_1_and_no_action_scores_0(
 
 # Plausible wrong answers each verifier must refuse: the skill's near miss.
 _NEAR_MISSES = {
-    "rename-file": "cp {0} {1}",          # the source must be gone
-    "copy-file": "mv {0} {1}",            # the source must stay
-    "append-line": "echo x > {0}",        # earlier lines must be kept
-    "delete-file": "rm -f ./*",           # only the named file goes
-    "make-dir": "touch {0}",              # a file is not a directory
-    "count-lines": "wc -l {0} > {1}",     # "17 data.txt" is not the number
+    "rename-file": "cp {0} {1}",  # the source must be gone
+    "copy-file": "mv {0} {1}",  # the source must stay
+    "append-line": "echo x > {0}",  # earlier lines must be kept
+    "delete-file": "rm -f ./*",  # only the named file goes
+    "make-dir": "touch {0}",  # a file is not a directory
+    "count-lines": "wc -l {0} > {1}",  # "17 data.txt" is not the number
     "max-number": "sort -n {0} | head -n 1 > {1}",
     "first-line": "head -n 2 {0} > {1}",
 }
 
 
 @pytest.mark.slow
-async def test_near_misses_score_0(drills: list[Task], backend: SandboxBackend,
-                                   tmp_path: Path) -> None:
+async def test_near_misses_score_0(
+    drills: list[Task], backend: SandboxBackend, tmp_path: Path
+) -> None:
     for family, wrong in _NEAR_MISSES.items():
         task = next(t for t in drills if t.tags == ("drill", family) and t.split == "train")
         names = task.solution_bytes()["solve.sh"].decode().splitlines()[-1].split()

@@ -22,14 +22,23 @@ def _native(root: Path, name: str, toml: str, verify: str = "print('{\"reward\":
 
 
 def test_native_task_loads_every_field(tmp_path: Path) -> None:
-    _native(tmp_path, "t1", 'id = "t1"\ninstruction = "do it"\ntimeout = 30\nsplit = "test"\n'
-            'tags = ["easy"]\nnetwork = "none"\n[resources]\ncpu = 2\nmemory_mb = 256\n'
-            "[verify]\ntimeout = 5\n")
+    _native(
+        tmp_path,
+        "t1",
+        'id = "t1"\ninstruction = "do it"\ntimeout = 30\nsplit = "test"\n'
+        'tags = ["easy"]\nnetwork = "none"\n[resources]\ncpu = 2\nmemory_mb = 256\n'
+        "[verify]\ntimeout = 5\n",
+    )
     ts = load_tasks(tmp_path)
     assert ts.errors == []
     (t,) = ts.tasks
-    assert (t.id, t.instruction, t.timeout_s, t.split, t.tags) == ("t1", "do it", 30, "test",
-                                                                  ("easy",))
+    assert (t.id, t.instruction, t.timeout_s, t.split, t.tags) == (
+        "t1",
+        "do it",
+        30,
+        "test",
+        ("easy",),
+    )
     assert (t.network, t.cpu, t.memory_mb, t.verify_timeout_s) == ("none", 2.0, 256, 5.0)
     assert t.workspace_bytes() == {"in.txt": b"data\n"}
     assert set(t.verify_bytes()) == {f"{VERIFY_DIR}/verify.py", f"{VERIFY_DIR}/openforge_verify.py"}
@@ -73,12 +82,16 @@ def test_qwenclawbench_paths_escaping_are_refused(tmp_path: Path) -> None:
     (tmp_path / "outside.txt").write_text("x")
     suite = tmp_path / "suite"
     suite.mkdir()
-    body = "\n## Prompt\n\nDo it.\n\n## Automated Checks\n\n```python\ndef grade(t, w):\n" \
-           "    return {'a': 1.0}\n```\n"
+    body = (
+        "\n## Prompt\n\nDo it.\n\n## Automated Checks\n\n```python\ndef grade(t, w):\n"
+        "    return {'a': 1.0}\n```\n"
+    )
     (suite / "task_01_abs.md").write_text(
-        "---\nid: abs\nworkspace_files:\n  - source: /etc/passwd\n    dest: p\n---\n" + body)
+        "---\nid: abs\nworkspace_files:\n  - source: /etc/passwd\n    dest: p\n---\n" + body
+    )
     (suite / "task_02_dots.md").write_text(
-        "---\nid: dots\nworkspace_files:\n  - source: ../outside.txt\n    dest: o\n---\n" + body)
+        "---\nid: dots\nworkspace_files:\n  - source: ../outside.txt\n    dest: o\n---\n" + body
+    )
     (suite / "task_03_ok.md").write_text("---\nid: ok\ntimeout_seconds: 60\n---\n" + body)
     ts = load_tasks(suite)
     assert [t.id for t in ts.tasks] == ["ok"]
@@ -92,9 +105,11 @@ def test_harbor_terminal_bench_and_claweval_shapes(tmp_path: Path) -> None:
     h = tmp_path / "harbor-task"
     (h / "tests").mkdir(parents=True)
     (h / "solution").mkdir()
-    (h / "task.toml").write_text('version = "1.0"\n[metadata]\ntags = ["x"]\n'
-                                 "[agent]\ntimeout_sec = 50.0\n[verifier]\ntimeout_sec = 20.0\n"
-                                 "[environment]\ncpus = 1\nmemory_mb = 1024\n")
+    (h / "task.toml").write_text(
+        'version = "1.0"\n[metadata]\ntags = ["x"]\n'
+        "[agent]\ntimeout_sec = 50.0\n[verifier]\ntimeout_sec = 20.0\n"
+        "[environment]\ncpus = 1\nmemory_mb = 1024\n"
+    )
     (h / "instruction.md").write_text("Make a file.\n")
     (h / "tests" / "test.sh").write_text("test -f made.txt\n")
     (h / "solution" / "solve.sh").write_text("touch made.txt\n")
@@ -116,8 +131,10 @@ def test_harbor_terminal_bench_and_claweval_shapes(tmp_path: Path) -> None:
     assert f"{VERIFY_DIR}/run.py" in by["ce1"].verify_bytes()
 
 
-@pytest.mark.parametrize("out", [b"", b"done\n", b'{"score": 1}', b'{"reward": 1.5}',
-                                 b'{"reward": "1"}', b'{"reward": NaN}'])
+@pytest.mark.parametrize(
+    "out",
+    [b"", b"done\n", b'{"score": 1}', b'{"reward": 1.5}', b'{"reward": "1"}', b'{"reward": NaN}'],
+)
 def test_verifier_garbage_is_an_error(out: bytes) -> None:
     with pytest.raises(VerifierError):
         parse_verifier_output(out)
@@ -125,7 +142,9 @@ def test_verifier_garbage_is_an_error(out: bytes) -> None:
 
 def test_verifier_last_line_wins() -> None:
     assert parse_verifier_output(b'noise\n{"reward": 0.25, "details": {"a": 1}}\n\n') == (
-        0.25, {"a": 1})
+        0.25,
+        {"a": 1},
+    )
 
 
 def test_claw_mini_is_bundled_and_split() -> None:

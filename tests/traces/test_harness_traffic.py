@@ -38,8 +38,11 @@ from openforge.traces.export import verl_table, write_sft
 from openforge.traces.graph import DriftKind
 from openforge.traces.samples import Mode, RolloutPlan, TraceOptions, plan_rollout
 
-NEEDS = {"claude-code": "claude", "codex": "codex",
-         "openclaw": "/opt/openforge/openclaw/bin/openclaw"}
+NEEDS = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "openclaw": "/opt/openforge/openclaw/bin/openclaw",
+}
 runner = CliRunner()
 
 
@@ -50,8 +53,9 @@ def _missing(name: str) -> str | None:
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (the local sandbox backend needs it)"
     if shutil.which(NEEDS[name]) is None:
-        return (f"{name} is not installed ({NEEDS[name]} not found): "
-                "run scripts/install-harnesses.sh")
+        return (
+            f"{name} is not installed ({NEEDS[name]} not found): run scripts/install-harnesses.sh"
+        )
     return None
 
 
@@ -70,8 +74,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ProbeR
     work = tmp_path_factory.mktemp("harness-traffic")
 
     async def run_all() -> list[ProbeRun]:
-        return list(await asyncio.gather(
-            *(probe(get_harness(n), SOLUTIONS[n], work / n) for n in names)))
+        return list(
+            await asyncio.gather(*(probe(get_harness(n), SOLUTIONS[n], work / n) for n in names))
+        )
 
     done = dict(zip(names, asyncio.run(run_all()), strict=True)) if names else {}
 
@@ -258,7 +263,10 @@ def test_history_edit_forks_and_drift_is_reported(edited: tuple[Path, str]) -> N
     graph = merged.graph
     assert [n.call.seq for n in graph.roots] == [0, 2]
     assert [(n.call.seq, n.drift) for n in graph.nodes] == [
-        (0, DriftKind.CLEAN), (1, DriftKind.REALIGN), (2, DriftKind.FORK)]
+        (0, DriftKind.CLEAN),
+        (1, DriftKind.REALIGN),
+        (2, DriftKind.FORK),
+    ]
     assert merged.counts.forks == 1 and merged.counts.drift == len(graph.drift) >= 2
     assert [s.call_ids for s in merged.samples] == [[calls[0].id, calls[1].id], [calls[2].id]]
 

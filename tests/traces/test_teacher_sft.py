@@ -32,21 +32,36 @@ TOOLS = [ToolSpec("bash", "Run a shell command.", {"type": "object", "properties
 
 
 def _teacher_call(
-    rollout_id: str, seq: int, conv: Conversation, prompt: list[int], answer: Message,
-    output: list[int], **kw: Any,
+    rollout_id: str,
+    seq: int,
+    conv: Conversation,
+    prompt: list[int],
+    answer: Message,
+    output: list[int],
+    **kw: Any,
 ) -> CallRecord:
     completion = {
         "text": "".join(p.text for p in answer.content if isinstance(p, TextPart)),
         "reasoning": None,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                       for c in answer.tool_calls],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in answer.tool_calls
+        ],
         "finish_reason": "tool_calls" if answer.tool_calls else "stop",
     }
     return CallRecord(
-        id=f"{rollout_id}-t{seq}", rollout_id=rollout_id, seq=seq, dialect="openai_chat",
-        status=kw.pop("status", CallStatus.OK), prompt_ids=prompt, output_ids=output,
-        output_logprobs=[], engine="upstream", served_model=str(MODEL_DIR),
-        conversation=orjson.loads(orjson.dumps(conv)), completion=completion, **kw,
+        id=f"{rollout_id}-t{seq}",
+        rollout_id=rollout_id,
+        seq=seq,
+        dialect="openai_chat",
+        status=kw.pop("status", CallStatus.OK),
+        prompt_ids=prompt,
+        output_ids=output,
+        output_logprobs=[],
+        engine="upstream",
+        served_model=str(MODEL_DIR),
+        conversation=orjson.loads(orjson.dumps(conv)),
+        completion=completion,
+        **kw,
     )
 
 
@@ -58,8 +73,11 @@ async def _build(path: Path) -> dict[str, Any]:
     system = Message("system", [TextPart("You are a coding agent.")])
     user = Message("user", [TextPart("Run echo hi.")])
     conv1 = Conversation([system, user], tools=TOOLS)
-    ask = Message("assistant", [TextPart("Let me run it.")],
-                  [ToolCall("call_up1", "bash", '{"command": "echo hi"}')])
+    ask = Message(
+        "assistant",
+        [TextPart("Let me run it.")],
+        [ToolCall("call_up1", "bash", '{"command": "echo hi"}')],
+    )
     p1 = renderer.render(conv1, history)
     o1 = renderer.encode_reply("Let me run it.", None, ask.tool_calls, validate=False)
     history.record(p1, o1, ask)
@@ -82,12 +100,21 @@ async def _build(path: Path) -> dict[str, Any]:
     await store.finish_rollout(teacher.id, RolloutStatus.COMPLETED, reward=1.0)
     # A policy rollout beside it, so that the RL exports have something to write.
     policy = await store.create_rollout(task_id="t9", group_id="g9")
-    await store.record_call(CallRecord(
-        id="policy-c0", rollout_id=policy.id, seq=0, dialect="openai_chat",
-        status=CallStatus.OK, prompt_ids=p1.ids, output_ids=o1,
-        output_logprobs=[-0.5] * len(o1), engine="local", conversation=calls[0].conversation,
-        completion=calls[0].completion,
-    ))
+    await store.record_call(
+        CallRecord(
+            id="policy-c0",
+            rollout_id=policy.id,
+            seq=0,
+            dialect="openai_chat",
+            status=CallStatus.OK,
+            prompt_ids=p1.ids,
+            output_ids=o1,
+            output_logprobs=[-0.5] * len(o1),
+            engine="local",
+            conversation=calls[0].conversation,
+            completion=calls[0].completion,
+        )
+    )
     await store.finish_rollout(policy.id, RolloutStatus.COMPLETED, reward=0.0)
     await store.close()
     assert p2.ids[: len(p1.ids) + len(o1)] == p1.ids + o1  # as the gateway renders it
@@ -102,7 +129,8 @@ def teacher_store(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 def _export(store: Path, out: Path, *args: str) -> str:
     result = runner.invoke(
-        app, ["traces", "export", "--store", str(store), "--out", str(out), *args])
+        app, ["traces", "export", "--store", str(store), "--out", str(out), *args]
+    )
     assert result.exit_code == 0, result.output
     return result.output
 

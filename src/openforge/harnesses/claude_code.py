@@ -77,8 +77,14 @@ class ClaudeCodeHarness:
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless ``claude --version`` says the pinned version."""
-        await check_version(sandbox, self.name, [self.binary, "--version"], VERSION,
-                            self.install_command(), env=_QUIET)
+        await check_version(
+            sandbox,
+            self.name,
+            [self.binary, "--version"],
+            VERSION,
+            self.install_command(),
+            env=_QUIET,
+        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write the env file with the rollout's URL, key and model names."""
@@ -116,8 +122,9 @@ class ClaudeCodeHarness:
         if got is None:
             return None
         events = parse_jsonl(got[0])
-        result = next((e for e in reversed(events) if isinstance(e, dict)
-                       and e.get("type") == "result"), None)
+        result = next(
+            (e for e in reversed(events) if isinstance(e, dict) and e.get("type") == "result"), None
+        )
         return {"events": events, "result": result, "sessions": got[1]}
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:

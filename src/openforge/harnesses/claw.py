@@ -78,10 +78,12 @@ class ClawHarness:
             "OPENAI_API_KEY": key,
             "OPENFORGE_MODEL": model,
         }
-        await sandbox.put({
-            f"{self.home}/{_AGENT_FILE}": self.script.read_bytes(),
-            f"{self.home}/{_ENV_FILE}": env_script(env),
-        })
+        await sandbox.put(
+            {
+                f"{self.home}/{_AGENT_FILE}": self.script.read_bytes(),
+                f"{self.home}/{_ENV_FILE}": env_script(env),
+            }
+        )
 
     def command(self, instruction: str) -> Launch:
         """Source the env file and run the agent on ``instruction``."""

@@ -250,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
     parser.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
     parser.add_argument("--workspace", default=os.getcwd())
-    parser.add_argument(
-        "--transcript", default=str(Path.home() / ".claw" / "transcript.json")
-    )
+    parser.add_argument("--transcript", default=str(Path.home() / ".claw" / "transcript.json"))
     parser.add_argument("--max-turns", type=int, default=int(env.get("CLAW_MAX_TURNS", "8")))
     parser.add_argument("--max-tokens", type=int, default=int(env.get("CLAW_MAX_TOKENS", "256")))
     parser.add_argument("--temperature", type=float, default=1.0)

@@ -107,17 +107,21 @@ class CodexHarness:
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless ``codex --version`` says the pinned version."""
-        await check_version(sandbox, self.name, [self.binary, "--version"], VERSION,
-                            self.install_command())
+        await check_version(
+            sandbox, self.name, [self.binary, "--version"], VERSION, self.install_command()
+        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write ``$CODEX_HOME/config.toml`` and the env file holding the key."""
         env = {"CODEX_HOME": self.codex_home, KEY_ENV: key, "OPENFORGE_MODEL": model}
-        await sandbox.put({
-            f"{self.codex_home}/config.toml":
-                codex_config(base_url, model, self.reasoning_effort).encode(),
-            f"{self.home}/{_ENV_FILE}": env_script(env),
-        })
+        await sandbox.put(
+            {
+                f"{self.codex_home}/config.toml": codex_config(
+                    base_url, model, self.reasoning_effort
+                ).encode(),
+                f"{self.home}/{_ENV_FILE}": env_script(env),
+            }
+        )
 
     def command(self, instruction: str) -> Launch:
         """``codex exec`` non-interactively in the workdir, JSONL events on stdout."""

@@ -9,8 +9,9 @@ import typer
 
 __all__ = ["register"]
 
-harness_app = typer.Typer(help="Harness adapters: fingerprints of their call patterns.",
-                          no_args_is_help=True)
+harness_app = typer.Typer(
+    help="Harness adapters: fingerprints of their call patterns.", no_args_is_help=True
+)
 
 _MODEL = "/root/.cache/openforge/models/smollm2-135m"
 ModelOpt = Annotated[str, typer.Option(help="Model directory the gateway renders with.")]
@@ -77,8 +78,10 @@ def fingerprint_cmd(
     path = fingerprint_path(fp["harness"], fp["version"], out or FINGERPRINT_DIR)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(fp, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    typer.echo(f"{fp['harness']} {fp['version']}: {len(fp['calls'])} calls, "
-               f"first prompt {fp['first_prompt_tokens']} tokens, hash {fp['hash']} -> {path}")
+    typer.echo(
+        f"{fp['harness']} {fp['version']}: {len(fp['calls'])} calls, "
+        f"first prompt {fp['first_prompt_tokens']} tokens, hash {fp['hash']} -> {path}"
+    )
 
 
 def check_cmd(
@@ -108,8 +111,10 @@ def check_cmd(
     if not changes:
         typer.echo(f"{fresh['harness']} {fresh['version']}: no change (hash {fresh['hash']})")
         return
-    typer.echo(f"{fresh['harness']} {fresh['version']}: the call pattern changed "
-               f"({stored['hash']} -> {fresh['hash']}):")
+    typer.echo(
+        f"{fresh['harness']} {fresh['version']}: the call pattern changed "
+        f"({stored['hash']} -> {fresh['hash']}):"
+    )
     for line in changes:
         typer.echo(f"  {line}")
     raise typer.Exit(1)
@@ -128,8 +133,10 @@ def list_cmd() -> None:
             typer.echo(f"{name}: needs options ({exc})")
             continue
         meta = harness_metadata(h.name, h.version)
-        typer.echo(f"{name}\t{h.version}\t{h.dialect}\t{meta['harness_fingerprint'] or '-'}\t"
-                   f"{h.install_command()}")
+        typer.echo(
+            f"{name}\t{h.version}\t{h.dialect}\t{meta['harness_fingerprint'] or '-'}\t"
+            f"{h.install_command()}"
+        )
 
 
 def register(app: typer.Typer) -> None:

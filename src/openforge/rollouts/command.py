@@ -9,24 +9,36 @@ import typer
 
 __all__ = ["register"]
 
-TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite "
-                                        "name (claw-mini, claw-drill).")]
+TasksOpt = Annotated[
+    str,
+    typer.Option(
+        "--tasks", help="Task dir, suite dir or bundled suite name (claw-mini, claw-drill)."
+    ),
+]
 HarnessOpt = Annotated[str, typer.Option("--harness", help="Harness adapter name (shell, …).")]
-HarnessOptions = Annotated[list[str] | None, typer.Option(
-    "--harness-option", "-O", help="KEY=VALUE for the harness adapter (repeatable), e.g. "
-    "-O command='python3 agent.py'.")]
+HarnessOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--harness-option",
+        "-O",
+        help="KEY=VALUE for the harness adapter (repeatable), e.g. -O command='python3 agent.py'.",
+    ),
+]
 NOpt = Annotated[int, typer.Option("--n", min=1, help="Samples per task (the GRPO group).")]
 ConcOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Rollouts at once.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="Sandbox backend.")]
-GatewayOpt = Annotated[str, typer.Option("--gateway", help="Gateway root URL "
-                                          "(http://127.0.0.1:PORT).")]
+GatewayOpt = Annotated[
+    str, typer.Option("--gateway", help="Gateway root URL (http://127.0.0.1:PORT).")
+]
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (rerun to resume).")]
 ModelOpt = Annotated[str, typer.Option("--model", help="Model name the harness asks for.")]
 SplitOpt = Annotated[str | None, typer.Option("--split", help="train or test (held out).")]
-RetriesOpt = Annotated[int, typer.Option("--retries", min=0, help="Extra attempts after an "
-                                          "infra error.")]
-RetryInfraOpt = Annotated[bool, typer.Option("--retry-infra", help="On resume, rerun "
-                                              "rollouts that ended in infra_error.")]
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", min=0, help="Extra attempts after an infra error.")
+]
+RetryInfraOpt = Annotated[
+    bool, typer.Option("--retry-infra", help="On resume, rerun rollouts that ended in infra_error.")
+]
 
 
 def _options(pairs: list[str] | None) -> dict[str, Any]:
@@ -34,15 +46,28 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}",
-                                     param_hint="--harness-option")
+            raise typer.BadParameter(
+                f"expected KEY=VALUE, got {pair!r}", param_hint="--harness-option"
+            )
         out[key] = value
     return out
 
 
-def _run(tasks: str, harness: str, harness_option: list[str] | None, n: int, concurrency: int,
-         backend: str, gateway: str, out: Path, model: str, split: str | None, retries: int,
-         retry_infra: bool, ks: list[int]) -> None:
+def _run(
+    tasks: str,
+    harness: str,
+    harness_option: list[str] | None,
+    n: int,
+    concurrency: int,
+    backend: str,
+    gateway: str,
+    out: Path,
+    model: str,
+    split: str | None,
+    retries: int,
+    retry_infra: bool,
+    ks: list[int],
+) -> None:
     import asyncio
 
     import orjson
@@ -72,28 +97,40 @@ def _run(tasks: str, harness: str, harness_option: list[str] | None, n: int, con
     live.progress.advance(live.bar, min(previous, len(loaded.tasks) * n))
     try:
         config = RolloutConfig(
-            tasks=loaded.tasks, harness=harness, harness_options=_options(harness_option), n=n,
-            concurrency=concurrency, backend=backend, gateway_url=gateway, model=model,
-            split=split, out_dir=out, retries=retries, retry_infra=retry_infra,
-            handle_signals=True, on_result=live.finished, on_start=live.started,
+            tasks=loaded.tasks,
+            harness=harness,
+            harness_options=_options(harness_option),
+            n=n,
+            concurrency=concurrency,
+            backend=backend,
+            gateway_url=gateway,
+            model=model,
+            split=split,
+            out_dir=out,
+            retries=retries,
+            retry_infra=retry_infra,
+            handle_signals=True,
+            on_result=live.finished,
+            on_start=live.started,
         )
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     try:
-        with Live(live, console=console, refresh_per_second=4,
-                  transient=not console.is_terminal):
+        with Live(live, console=console, refresh_per_second=4, transient=not console.is_terminal):
             results = asyncio.run(run_rollouts(config))
     except Interrupted as exc:
-        console.print(f"[yellow]{exc}[/]: every sandbox was torn down; rerun the same command "
-                      "to resume")
+        console.print(
+            f"[yellow]{exc}[/]: every sandbox was torn down; rerun the same command to resume"
+        )
         raise typer.Exit(130) from None
     except (HarnessError, SandboxError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     summary = summarize(results, ks)
-    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2
-                                                    | orjson.OPT_NON_STR_KEYS))
+    (out / "summary.json").write_bytes(
+        orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    )
     table_console = Console()
     if not table_console.is_terminal:
         table_console = Console(width=200)  # a pipe or file: don't squeeze the columns
@@ -120,8 +157,21 @@ def register(app: typer.Typer) -> None:
         retry_infra: RetryInfraOpt = False,
     ) -> None:
         """Run every task × n through a harness in sandboxes, verify, and report rewards."""
-        _run(tasks, harness, harness_option, n, concurrency, backend, gateway, out, model,
-             split, retries, retry_infra, [1])
+        _run(
+            tasks,
+            harness,
+            harness_option,
+            n,
+            concurrency,
+            backend,
+            gateway,
+            out,
+            model,
+            split,
+            retries,
+            retry_infra,
+            [1],
+        )
 
     @app.command(name="eval")
     def eval_(
@@ -131,8 +181,10 @@ def register(app: typer.Typer) -> None:
         out: OutOpt,
         harness_option: HarnessOptions = None,
         n: NOpt = 1,
-        k: Annotated[list[int] | None, typer.Option(
-            "--k", help="k for pass@k and pass^k (repeatable; default 1 and n).")] = None,
+        k: Annotated[
+            list[int] | None,
+            typer.Option("--k", help="k for pass@k and pass^k (repeatable; default 1 and n)."),
+        ] = None,
         concurrency: ConcOpt = 8,
         backend: BackendOpt = "local",
         model: ModelOpt = "openforge",
@@ -145,6 +197,18 @@ def register(app: typer.Typer) -> None:
         bad = [x for x in ks if not 1 <= x <= n]
         if bad:
             raise typer.BadParameter(f"k must lie in 1..n={n}, got {bad}", param_hint="--k")
-        _run(tasks, harness, harness_option, n, concurrency, backend, gateway, out, model,
-             split, retries, retry_infra, ks)
-
+        _run(
+            tasks,
+            harness,
+            harness_option,
+            n,
+            concurrency,
+            backend,
+            gateway,
+            out,
+            model,
+            split,
+            retries,
+            retry_infra,
+            ks,
+        )

@@ -69,8 +69,7 @@ class RolloutConfig:
     model: str = "openforge"
     split: str | None = None
     out_dir: Path | str | None = None
-    admin_token: str | None = field(default_factory=lambda: os.environ.get(
-        "OPENFORGE_ADMIN_TOKEN"))
+    admin_token: str | None = field(default_factory=lambda: os.environ.get("OPENFORGE_ADMIN_TOKEN"))
     retries: int = 2  # extra attempts after an infra error
     retry_backoff_s: float = 0.25
     retry_infra: bool = False

@@ -29,27 +29,31 @@ class GatewayClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
         self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, headers=headers,
-                                       timeout=timeout_s, limits=limits)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout_s, limits=limits
+        )
 
     async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         try:
-            return await self._http.post(path, content=orjson.dumps(body),
-                                         headers={"content-type": "application/json"})
+            return await self._http.post(
+                path, content=orjson.dumps(body), headers={"content-type": "application/json"}
+            )
         except httpx.HTTPError as exc:
             raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
 
     async def mint(self, task_id: str, group_id: str, metadata: dict[str, Any]) -> Minted:
         """Create a rollout on the gateway and return its key."""
-        resp = await self._post("/admin/rollouts", {
-            "task_id": task_id, "group_id": group_id, "metadata": metadata})
+        resp = await self._post(
+            "/admin/rollouts", {"task_id": task_id, "group_id": group_id, "metadata": metadata}
+        )
         if resp.status_code not in (200, 201):
             raise GatewayError(f"mint: HTTP {resp.status_code}: {resp.text[:500]}")
         data = resp.json()
         return Minted(rollout_id=data["rollout_id"], key=data["key"], base_url=data["base_url"])
 
-    async def finish(self, rollout_id: str, status: str, reward: float | None,
-                     details: dict[str, Any]) -> None:
+    async def finish(
+        self, rollout_id: str, status: str, reward: float | None, details: dict[str, Any]
+    ) -> None:
         """Finish a rollout; a 409 (already finished differently) is reported, not hidden."""
         body: dict[str, Any] = {"status": status, "details": details}
         if reward is not None:

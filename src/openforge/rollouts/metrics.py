@@ -57,8 +57,9 @@ class RunSummary:
     pass_hat: dict[int, float] = field(default_factory=dict)
 
 
-def summarize(results: Iterable[RolloutResult], ks: Sequence[int] = (1,),
-              threshold: float = 1.0) -> RunSummary:
+def summarize(
+    results: Iterable[RolloutResult], ks: Sequence[int] = (1,), threshold: float = 1.0
+) -> RunSummary:
     """Counts, mean reward and pass@k / pass^k (a sample passes when reward >= threshold)."""
     by_task: dict[str, list[RolloutResult]] = defaultdict(list)
     for r in results:
@@ -72,8 +73,13 @@ def summarize(results: Iterable[RolloutResult], ks: Sequence[int] = (1,),
         counts = Counter(r.status for r in rs)
         statuses.update(counts)
         n, c = len(rewards), sum(x >= threshold - 1e-9 for x in rewards)
-        st = TaskStats(task_id=task_id, n=n, passed=c,
-                       mean_reward=sum(rewards) / n if n else None, statuses=dict(counts))
+        st = TaskStats(
+            task_id=task_id,
+            n=n,
+            passed=c,
+            mean_reward=sum(rewards) / n if n else None,
+            statuses=dict(counts),
+        )
         for k in ks:
             if 1 <= k <= n:
                 st.pass_at[k] = pass_at_k(n, c, k)

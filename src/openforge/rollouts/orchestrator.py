@@ -79,11 +79,18 @@ def _run_meta(out_dir: Path, config: RolloutConfig, tasks: Sequence[Task]) -> st
         return config.run_id or run_id
     run_id = config.run_id or "run-" + secrets.token_hex(4)
     harness = config.harness if isinstance(config.harness, str) else config.harness.name
-    meta = {"run_id": run_id, "created_at": time.time(), "harness": harness,
-            "harness_options": config.harness_options, "n": config.n, "model": config.model,
-            "gateway_url": config.gateway_url, "split": config.split,
-            "backend": config.backend if isinstance(config.backend, str) else config.backend.name,
-            "tasks": [t.id for t in tasks]}
+    meta = {
+        "run_id": run_id,
+        "created_at": time.time(),
+        "harness": harness,
+        "harness_options": config.harness_options,
+        "n": config.n,
+        "model": config.model,
+        "gateway_url": config.gateway_url,
+        "split": config.split,
+        "backend": config.backend if isinstance(config.backend, str) else config.backend.name,
+        "tasks": [t.id for t in tasks],
+    }
     meta_path.write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
     return run_id
 
@@ -102,8 +109,9 @@ def _write(out_dir: Path, res: RolloutResult, att: Attempt) -> None:
         f.write(orjson.dumps(dataclasses.asdict(res), default=str) + b"\n")
 
 
-async def _run_all(config: RolloutConfig, pending: list[tuple[Task, int]], job_of: Any,
-                   out_dir: Path | None) -> list[RolloutResult]:
+async def _run_all(
+    config: RolloutConfig, pending: list[tuple[Task, int]], job_of: Any, out_dir: Path | None
+) -> list[RolloutResult]:
     sem = asyncio.Semaphore(config.concurrency)
     results: list[RolloutResult] = []
 
@@ -142,21 +150,33 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             done = {k: v for k, v in done.items() if v.status != "infra_error"}
     pending = [(t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done]
 
-    harness: Harness = (get_harness(config.harness, **config.harness_options)
-                        if isinstance(config.harness, str) else config.harness)
+    harness: Harness = (
+        get_harness(config.harness, **config.harness_options)
+        if isinstance(config.harness, str)
+        else config.harness
+    )
     # Every rollout records which harness, at which version and call pattern, made it.
     harness_meta = harness_metadata(harness.name, harness.version)
     owns_backend = isinstance(config.backend, str)
-    backend: SandboxBackend = (create_backend(config.backend, **config.backend_options)
-                               if isinstance(config.backend, str) else config.backend)
+    backend: SandboxBackend = (
+        create_backend(config.backend, **config.backend_options)
+        if isinstance(config.backend, str)
+        else config.backend
+    )
     gateway = GatewayClient(config.gateway_url, config.admin_token)
 
     def job_of(task: Task) -> RolloutJob:
-        return RolloutJob(harness=harness, backend=backend, gateway=gateway,
-                          group_id=f"{run_id}/{task.id}", model=config.model,
-                          workdir=config.workdir, retries=config.retries,
-                          retry_backoff_s=config.retry_backoff_s,
-                          metadata={**harness_meta, **config.metadata, "run_id": run_id})
+        return RolloutJob(
+            harness=harness,
+            backend=backend,
+            gateway=gateway,
+            group_id=f"{run_id}/{task.id}",
+            model=config.model,
+            workdir=config.workdir,
+            retries=config.retries,
+            retry_backoff_s=config.retry_backoff_s,
+            metadata={**harness_meta, **config.metadata, "run_id": run_id},
+        )
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

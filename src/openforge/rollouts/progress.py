@@ -14,8 +14,7 @@ from openforge.rollouts.metrics import RunSummary
 
 __all__ = ["LiveCounts", "summary_table"]
 
-_STYLE = {"completed": "green", "agent_error": "yellow", "timeout": "magenta",
-          "infra_error": "red"}
+_STYLE = {"completed": "green", "agent_error": "yellow", "timeout": "magenta", "infra_error": "red"}
 
 
 class LiveCounts:
@@ -27,8 +26,9 @@ class LiveCounts:
         self.rewards: list[float] = []
         self.skipped = skipped
         self.t0 = time.monotonic()
-        self.progress = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn())
+        self.progress = Progress(
+            TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        )
         self.bar = self.progress.add_task("rollouts", total=total)
 
     def started(self, task_id: str, sample: int) -> None:

@@ -63,24 +63,28 @@ def _sandbox_base_url(minted: Minted, sandbox: Sandbox, gateway_url: str) -> str
     return root + urlsplit(minted.base_url).path
 
 
-async def _agent(task: Task, job: RolloutJob, box: Sandbox, minted: Minted,
-                 out: Attempt) -> tuple[str, int | None, str | None]:
+async def _agent(
+    task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt
+) -> tuple[str, int | None, str | None]:
     """Set up and run the harness; return (status, exit code, error)."""
     t0 = time.perf_counter()
     await box.put(task.workspace_bytes())
     await job.harness.check(box)
-    await job.harness.configure(box, _sandbox_base_url(minted, box, job.gateway.url),
-                                minted.key, job.model)
+    await job.harness.configure(
+        box, _sandbox_base_url(minted, box, job.gateway.url), minted.key, job.model
+    )
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
     launch = job.harness.command(task.instruction)
     t1 = time.perf_counter()
     out.timings["setup"] = t1 - t0
-    res = await box.exec(launch.argv, env=launch.env, cwd=launch.cwd,
-                         timeout=task.timeout_s, stdin=launch.stdin)
+    res = await box.exec(
+        launch.argv, env=launch.env, cwd=launch.cwd, timeout=task.timeout_s, stdin=launch.stdin
+    )
     out.timings["agent"] = time.perf_counter() - t1
     out.agent_log = res.stdout[-_LOG_TAIL:] + (
-        b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b"")
+        b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b""
+    )
     if res.timed_out:
         return "timeout", None, f"harness ran past the task timeout ({task.timeout_s:g}s)"
     if res.exit_code != 0:
@@ -88,13 +92,20 @@ async def _agent(task: Task, job: RolloutJob, box: Sandbox, minted: Minted,
     return "completed", 0, None
 
 
-async def _attempt(task: Task, job: RolloutJob, minted: Minted, out: Attempt,
-                   result: RolloutResult) -> None:
+async def _attempt(
+    task: Task, job: RolloutJob, minted: Minted, out: Attempt, result: RolloutResult
+) -> None:
     """Run one attempt in its own sandbox; fill ``result``; raise :class:`_Infra`."""
     spec = SandboxSpec(
-        image=task.image, workdir=job.workdir, cpu=task.cpu, memory_mb=task.memory_mb,
-        pids=task.pids, disk_mb=task.disk_mb, network=task.network,
-        gateway_url=job.gateway.url, lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
+        image=task.image,
+        workdir=job.workdir,
+        cpu=task.cpu,
+        memory_mb=task.memory_mb,
+        pids=task.pids,
+        disk_mb=task.disk_mb,
+        network=task.network,
+        gateway_url=job.gateway.url,
+        lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
         labels={"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id},
     )
     t0 = time.perf_counter()
@@ -145,8 +156,14 @@ async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> No
 
 async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResult, Attempt]:
     """Run one (task, sample) rollout with bounded infra retries."""
-    result = RolloutResult(task_id=task.id, sample=sample, status="infra_error",
-                           group_id=job.group_id, split=task.split, started_at=time.time())
+    result = RolloutResult(
+        task_id=task.id,
+        sample=sample,
+        status="infra_error",
+        group_id=job.group_id,
+        split=task.split,
+        started_at=time.time(),
+    )
     out = Attempt()
     t_start = time.perf_counter()
     for attempt in range(1, job.retries + 2):

@@ -44,14 +44,66 @@ DRILL_VERSION = 1
 # Ordinary nouns; none is a substring of another (so sed/grep on one never touch another)
 # and none appears in a phrasing. The first half names train instances, the second test.
 _WORDS = (
-    "apple", "river", "maple", "stone", "cloud", "falcon", "ember", "quartz", "lemon",
-    "tiger", "garden", "pencil", "rocket", "castle", "candle", "forest", "island", "meadow",
-    "planet", "silver", "winter", "violin", "harbor", "copper", "button", "dragon", "jungle",
-    "pepper", "tunnel", "basket",
-    "orange", "canyon", "willow", "marble", "thunder", "parrot", "cedar", "glacier", "mango",
-    "zebra", "lantern", "crayon", "comet", "fortress", "lagoon", "prairie", "galaxy",
-    "autumn", "cello", "bridge", "bronze", "ribbon", "lizard", "ginger", "cavern", "hamper",
-    "walnut", "valley", "summit", "anchor",
+    "apple",
+    "river",
+    "maple",
+    "stone",
+    "cloud",
+    "falcon",
+    "ember",
+    "quartz",
+    "lemon",
+    "tiger",
+    "garden",
+    "pencil",
+    "rocket",
+    "castle",
+    "candle",
+    "forest",
+    "island",
+    "meadow",
+    "planet",
+    "silver",
+    "winter",
+    "violin",
+    "harbor",
+    "copper",
+    "button",
+    "dragon",
+    "jungle",
+    "pepper",
+    "tunnel",
+    "basket",
+    "orange",
+    "canyon",
+    "willow",
+    "marble",
+    "thunder",
+    "parrot",
+    "cedar",
+    "glacier",
+    "mango",
+    "zebra",
+    "lantern",
+    "crayon",
+    "comet",
+    "fortress",
+    "lagoon",
+    "prairie",
+    "galaxy",
+    "autumn",
+    "cello",
+    "bridge",
+    "bronze",
+    "ribbon",
+    "lizard",
+    "ginger",
+    "cavern",
+    "hamper",
+    "walnut",
+    "valley",
+    "summit",
+    "anchor",
 )
 TRAIN_WORDS: tuple[str, ...] = _WORDS[:30]
 TEST_WORDS: tuple[str, ...] = _WORDS[30:]
@@ -72,8 +124,9 @@ pids = 128
 [verify]
 timeout = 60
 """
-_VERIFY_HEAD = ("import os  # noqa: F401\n\n"
-                "from openforge_verify import done, read  # noqa: F401\n\n")
+_VERIFY_HEAD = (
+    "import os  # noqa: F401\n\nfrom openforge_verify import done, read  # noqa: F401\n\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,29 +163,52 @@ def _write_word(rng: random.Random, words: Sequence[str]) -> Drill:
     name, w = rng.sample(words, 2)
     f = _file(rng, name)
     return Drill(
-        _say(rng, ("Create a file named {f} containing the word {w}.",
-                   "Write the word {w} to a new file called {f}.",
-                   "Make a file {f} whose only content is the word {w}."), f=f, w=w),
+        _say(
+            rng,
+            (
+                "Create a file named {f} containing the word {w}.",
+                "Write the word {w} to a new file called {f}.",
+                "Make a file {f} whose only content is the word {w}.",
+            ),
+            f=f,
+            w=w,
+        ),
         f"printf '{w}\\n' > {f}",
-        f"c = read({f!r})\ndone(c is not None and c.strip() == {w!r}, want={w!r}, found=c)\n")
+        f"c = read({f!r})\ndone(c is not None and c.strip() == {w!r}, want={w!r}, found=c)\n",
+    )
 
 
 def _make_dir(rng: random.Random, words: Sequence[str]) -> Drill:
     d = rng.choice(words)
     return Drill(
-        _say(rng, ("Create a directory named {d}.", "Make a new directory called {d}.",
-                   "Create an empty folder named {d}."), d=d),
+        _say(
+            rng,
+            (
+                "Create a directory named {d}.",
+                "Make a new directory called {d}.",
+                "Create an empty folder named {d}.",
+            ),
+            d=d,
+        ),
         f"mkdir {d}",
-        f"done(os.path.isdir({d!r}), want={d!r}, found=sorted(os.listdir('.')))\n")
+        f"done(os.path.isdir({d!r}), want={d!r}, found=sorted(os.listdir('.')))\n",
+    )
 
 
 def _nested_dirs(rng: random.Random, words: Sequence[str]) -> Drill:
     p = "/".join(rng.sample(words, 3))
     return Drill(
-        _say(rng, ("Create the nested directories {p}.",
-                   "Make the directory {p}, creating any missing parent directories."), p=p),
+        _say(
+            rng,
+            (
+                "Create the nested directories {p}.",
+                "Make the directory {p}, creating any missing parent directories.",
+            ),
+            p=p,
+        ),
         f"mkdir -p {p}",
-        f"done(os.path.isdir({p!r}), want={p!r})\n")
+        f"done(os.path.isdir({p!r}), want={p!r})\n",
+    )
 
 
 def _move_or_copy(
@@ -142,24 +218,39 @@ def _move_or_copy(
     a, b = rng.sample(words, 2)
     src, dst = _file(rng, a), _file(rng, b)
     body = _text(_lines(rng, words, rng.randint(2, 5)))
-    ok = (f"c == {body!r} and read({src!r}) == {body!r}" if keep
-          else f"not os.path.lexists({src!r}) and c == {body!r}")
+    ok = (
+        f"c == {body!r} and read({src!r}) == {body!r}"
+        if keep
+        else f"not os.path.lexists({src!r}) and c == {body!r}"
+    )
     return Drill(
         _say(rng, phrasings, src=src, dst=dst),
         f"{'cp' if keep else 'mv'} {src} {dst}",
         f"c = read({dst!r})\ndone({ok}, found=c)\n",
-        {src: body})
+        {src: body},
+    )
 
 
 def _copy_file(rng: random.Random, words: Sequence[str]) -> Drill:
-    return _move_or_copy(rng, words, ("Copy {src} to {dst} (keep {src}).",
-                                      "Make a copy of {src} named {dst}, leaving {src} in place.",
-                                      "Duplicate {src} as {dst}."), keep=True)
+    return _move_or_copy(
+        rng,
+        words,
+        (
+            "Copy {src} to {dst} (keep {src}).",
+            "Make a copy of {src} named {dst}, leaving {src} in place.",
+            "Duplicate {src} as {dst}.",
+        ),
+        keep=True,
+    )
 
 
 def _rename_file(rng: random.Random, words: Sequence[str]) -> Drill:
-    return _move_or_copy(rng, words, ("Rename {src} to {dst}.", "Move {src} to {dst}.",
-                                      "Change the name of {src} to {dst}."), keep=False)
+    return _move_or_copy(
+        rng,
+        words,
+        ("Rename {src} to {dst}.", "Move {src} to {dst}.", "Change the name of {src} to {dst}."),
+        keep=False,
+    )
 
 
 def _delete_file(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -167,21 +258,30 @@ def _delete_file(rng: random.Random, words: Sequence[str]) -> Drill:
     f, keep = _file(rng, a), _file(rng, b)
     junk, kept = (_text(_lines(rng, words, rng.randint(1, 4))) for _ in range(2))
     return Drill(
-        _say(rng, ("Delete the file {f}.", "Remove {f} but keep {k} unchanged.",
-                   "Delete {f} from the working directory, leaving {k} alone."), f=f, k=keep),
+        _say(
+            rng,
+            (
+                "Delete the file {f}.",
+                "Remove {f} but keep {k} unchanged.",
+                "Delete {f} from the working directory, leaving {k} alone.",
+            ),
+            f=f,
+            k=keep,
+        ),
         f"rm {f}",
         f"done(not os.path.lexists({f!r}) and read({keep!r}) == {kept!r},"
         f" found=sorted(os.listdir('.')))\n",
-        {f: junk, keep: kept})
+        {f: junk, keep: kept},
+    )
 
 
 def _empty_file(rng: random.Random, words: Sequence[str]) -> Drill:
     f = _file(rng, rng.choice(words))
     return Drill(
-        _say(rng, ("Create an empty file named {f}.", "Make a new empty file called {f}."),
-             f=f),
+        _say(rng, ("Create an empty file named {f}.", "Make a new empty file called {f}."), f=f),
         f"touch {f}",
-        f"done(os.path.isfile({f!r}) and os.path.getsize({f!r}) == 0, want={f!r})\n")
+        f"done(os.path.isfile({f!r}) and os.path.getsize({f!r}) == 0, want={f!r})\n",
+    )
 
 
 def _append_line(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -189,15 +289,22 @@ def _append_line(rng: random.Random, words: Sequence[str]) -> Drill:
     f = _file(rng, name)
     old = _lines(rng, words, rng.randint(2, 6))
     return Drill(
-        _say(rng, ("Append a final line containing the word {w} to {f}, keeping the "
-                   "existing lines.",
-                   "Add the word {w} as a new last line of {f} without changing the lines "
-                   "already there.",
-                   "Add a line with {w} to the end of {f}."), f=f, w=w),
+        _say(
+            rng,
+            (
+                "Append a final line containing the word {w} to {f}, keeping the existing lines.",
+                "Add the word {w} as a new last line of {f} without changing the lines "
+                "already there.",
+                "Add a line with {w} to the end of {f}.",
+            ),
+            f=f,
+            w=w,
+        ),
         f"echo {w} >> {f}",
         f"c = read({f!r})\n"
         f"done(c is not None and c.rstrip('\\n').split('\\n') == {[*old, w]!r}, found=c)\n",
-        {f: _text(old)})
+        {f: _text(old)},
+    )
 
 
 def _count(rng: random.Random, words: Sequence[str], what: str) -> Drill:
@@ -207,14 +314,21 @@ def _count(rng: random.Random, words: Sequence[str], what: str) -> Drill:
     want = str(len(lines) if what == "lines" else sum(len(ln.split()) for ln in lines))
     flag = "-l" if what == "lines" else "-w"
     return Drill(
-        _say(rng, (f"Count the {what} in {{f}} and write the number to {{o}}.",
-                   f"Write the number of {what} in {{f}} to {{o}}.",
-                   f"How many {what} does {{f}} have? Write the number to {{o}}."),
-             f=f, o=out),
+        _say(
+            rng,
+            (
+                f"Count the {what} in {{f}} and write the number to {{o}}.",
+                f"Write the number of {what} in {{f}} to {{o}}.",
+                f"How many {what} does {{f}} have? Write the number to {{o}}.",
+            ),
+            f=f,
+            o=out,
+        ),
         f"wc {flag} < {f} > {out}",
         f"c = read({out!r})\n"
         f"done(c is not None and c.strip() == {want!r}, want={want!r}, found=c)\n",
-        {f: _text(lines)})
+        {f: _text(lines)},
+    )
 
 
 def _count_lines(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -225,8 +339,14 @@ def _count_words(rng: random.Random, words: Sequence[str]) -> Drill:
     return _count(rng, words, "words")
 
 
-def _transform(rng: random.Random, words: Sequence[str], phrasings: Sequence[str],
-               command: str, lines: list[str], want: list[str]) -> Drill:
+def _transform(
+    rng: random.Random,
+    words: Sequence[str],
+    phrasings: Sequence[str],
+    command: str,
+    lines: list[str],
+    want: list[str],
+) -> Drill:
     """A family that writes some function of ``lines`` (the input) to a new file."""
     a, b = rng.sample(words, 2)
     f, out = _file(rng, a), _file(rng, b)
@@ -236,40 +356,66 @@ def _transform(rng: random.Random, words: Sequence[str], phrasings: Sequence[str
         f"c = read({out!r})\n"
         f"done(c is not None and c.rstrip('\\n').split('\\n') == {want!r}, want={want!r},"
         f" found=c)\n",
-        {f: _text(lines)})
+        {f: _text(lines)},
+    )
 
 
 def _uppercase(rng: random.Random, words: Sequence[str]) -> Drill:
     lines = _lines(rng, words, rng.randint(2, 6))
-    return _transform(rng, words, ("Write the contents of {f} in upper case to {o}.",
-                                   "Convert {f} to upper case and save the result as {o}."),
-                      "tr a-z A-Z < {f} > {o}", lines, [ln.upper() for ln in lines])
+    return _transform(
+        rng,
+        words,
+        (
+            "Write the contents of {f} in upper case to {o}.",
+            "Convert {f} to upper case and save the result as {o}.",
+        ),
+        "tr a-z A-Z < {f} > {o}",
+        lines,
+        [ln.upper() for ln in lines],
+    )
 
 
 def _sort_unique(rng: random.Random, words: Sequence[str]) -> Drill:
     vocab = rng.sample(words, rng.randint(3, 7))
     lines = [rng.choice(vocab) for _ in range(rng.randint(len(vocab) + 2, 15))]
-    return _transform(rng, words, ("Write the distinct lines of {f}, sorted alphabetically, "
-                                   "one per line, to {o}.",
-                                   "Sort the lines of {f} alphabetically, drop duplicates, "
-                                   "and write the result to {o}."),
-                      "sort -u {f} > {o}", lines, sorted(set(lines)))
+    return _transform(
+        rng,
+        words,
+        (
+            "Write the distinct lines of {f}, sorted alphabetically, one per line, to {o}.",
+            "Sort the lines of {f} alphabetically, drop duplicates, and write the result to {o}.",
+        ),
+        "sort -u {f} > {o}",
+        lines,
+        sorted(set(lines)),
+    )
 
 
 def _reverse_lines(rng: random.Random, words: Sequence[str]) -> Drill:
     lines = _lines(rng, words, rng.randint(3, 8), most=3)
-    return _transform(rng, words, ("Write the lines of {f} in reverse order (last line "
-                                   "first) to {o}.",
-                                   "Reverse the order of the lines in {f} and save them "
-                                   "to {o}."),
-                      "tac {f} > {o}", lines, lines[::-1])
+    return _transform(
+        rng,
+        words,
+        (
+            "Write the lines of {f} in reverse order (last line first) to {o}.",
+            "Reverse the order of the lines in {f} and save them to {o}.",
+        ),
+        "tac {f} > {o}",
+        lines,
+        lines[::-1],
+    )
 
 
 def _first_line(rng: random.Random, words: Sequence[str]) -> Drill:
     lines = _lines(rng, words, rng.randint(3, 10))
-    return _transform(rng, words, ("Write the first line of {f} to {o}.",
-                                   "Copy only the first line of {f} into {o}."),
-                      "head -n 1 {f} > {o}", lines, lines[:1])
+    return _transform(
+        rng,
+        words,
+        ("Write the first line of {f} to {o}.", "Copy only the first line of {f} into {o}."),
+        "head -n 1 {f} > {o}",
+        lines,
+        lines[:1],
+    )
 
 
 def _plant(rng: random.Random, lines: list[str], word: str, at: Sequence[int]) -> None:
@@ -288,13 +434,22 @@ def _replace_word(rng: random.Random, words: Sequence[str]) -> Drill:
     _plant(rng, lines, old, rng.sample(range(len(lines)), rng.randint(1, len(lines))))
     want = [ln.replace(old, new) for ln in lines]
     return Drill(
-        _say(rng, ("In {f}, replace the word {a} with {b}.",
-                   "Replace every {a} in {f} with {b}.",
-                   "Edit {f} so that each occurrence of {a} becomes {b}."), f=f, a=old, b=new),
+        _say(
+            rng,
+            (
+                "In {f}, replace the word {a} with {b}.",
+                "Replace every {a} in {f} with {b}.",
+                "Edit {f} so that each occurrence of {a} becomes {b}.",
+            ),
+            f=f,
+            a=old,
+            b=new,
+        ),
         f"sed -i 's/{old}/{new}/g' {f}",
         f"c = read({f!r})\n"
         f"done(c is not None and c.rstrip('\\n').split('\\n') == {want!r}, found=c)\n",
-        {f: _text(lines)})
+        {f: _text(lines)},
+    )
 
 
 def _grep_count(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -306,13 +461,21 @@ def _grep_count(rng: random.Random, words: Sequence[str]) -> Drill:
     _plant(rng, lines, p, hits)
     want = str(len(hits))
     return Drill(
-        _say(rng, ("Count the lines of {f} that contain the word {p} and write the number "
-                   "to {o}.",
-                   "Write to {o} how many lines in {f} contain {p}."), f=f, o=out, p=p),
+        _say(
+            rng,
+            (
+                "Count the lines of {f} that contain the word {p} and write the number to {o}.",
+                "Write to {o} how many lines in {f} contain {p}.",
+            ),
+            f=f,
+            o=out,
+            p=p,
+        ),
         f"grep -c {p} {f} > {out}",
         f"c = read({out!r})\n"
         f"done(c is not None and c.strip() == {want!r}, want={want!r}, found=c)\n",
-        {f: _text(lines)})
+        {f: _text(lines)},
+    )
 
 
 def _max_number(rng: random.Random, words: Sequence[str]) -> Drill:
@@ -321,13 +484,20 @@ def _max_number(rng: random.Random, words: Sequence[str]) -> Drill:
     nums = rng.sample(range(-99, 1000), rng.randint(6, 20))
     want = str(max(nums))
     return Drill(
-        _say(rng, ("{f} has one integer per line. Write the largest one to {o}.",
-                   "Write the largest number in {f} (one integer per line) to {o}."),
-             f=f, o=out),
+        _say(
+            rng,
+            (
+                "{f} has one integer per line. Write the largest one to {o}.",
+                "Write the largest number in {f} (one integer per line) to {o}.",
+            ),
+            f=f,
+            o=out,
+        ),
         f"sort -n {f} | tail -n 1 > {out}",
         f"c = read({out!r})\n"
         f"done(c is not None and c.strip() == {want!r}, want={want!r}, found=c)\n",
-        {f: _text([str(n) for n in nums])})
+        {f: _text([str(n) for n in nums])},
+    )
 
 
 _FAMILIES: dict[str, Family] = {
@@ -370,21 +540,29 @@ def _instances(family: str, split: str, count: int, seed: int) -> list[Drill]:
 
 def _write_task(root: Path, task_id: str, family: str, split: str, drill: Drill) -> None:
     root.mkdir()
-    (root / "task.toml").write_text(_TOML.format(
-        id=json.dumps(task_id), instruction=json.dumps(drill.instruction), split=split,
-        family=family), encoding="utf-8")
+    (root / "task.toml").write_text(
+        _TOML.format(
+            id=json.dumps(task_id),
+            instruction=json.dumps(drill.instruction),
+            split=split,
+            family=family,
+        ),
+        encoding="utf-8",
+    )
     for rel, text in drill.files.items():
         (root / "workspace").mkdir(exist_ok=True)
         (root / "workspace" / rel).write_text(text, encoding="utf-8")
     (root / "verify").mkdir()
     (root / "verify" / "verify.py").write_text(_VERIFY_HEAD + drill.checks, encoding="utf-8")
     (root / "solution").mkdir()
-    (root / "solution" / "solve.sh").write_text(f"#!/bin/sh\nset -e\n{drill.command}\n",
-                                                encoding="utf-8")
+    (root / "solution" / "solve.sh").write_text(
+        f"#!/bin/sh\nset -e\n{drill.command}\n", encoding="utf-8"
+    )
 
 
-def generate_drills(out: Path, *, train_per_family: int = 6, test_per_family: int = 2,
-                    seed: int = 0) -> Path:
+def generate_drills(
+    out: Path, *, train_per_family: int = 6, test_per_family: int = 2, seed: int = 0
+) -> Path:
     """Write the claw-drill suite as native task directories under ``out``; return ``out``.
 
     ``out`` must be missing or empty. The same arguments write the same bytes, and a larger

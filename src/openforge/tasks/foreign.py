@@ -135,8 +135,9 @@ def load_harbor(root: Path) -> Task:
     task.memory_mb = None if mem is None else int(mem)
     task.disk_mb = None if disk is None else int(disk)
     meta = data.get("metadata", {})
-    task.tags = string_list(file, meta.get("tags") if isinstance(meta, dict) else None,
-                            "metadata.tags")
+    task.tags = string_list(
+        file, meta.get("tags") if isinstance(meta, dict) else None, "metadata.tags"
+    )
     if env.get("allow_internet") is True:
         task.network = "open"
     return task

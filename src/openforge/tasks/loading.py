@@ -88,8 +88,11 @@ def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
                 dirnames.clear()
                 continue
             dirnames.sort()
-            candidates += [("md", d / f) for f in sorted(filenames)
-                           if f.startswith("task_") and f.endswith(".md")]
+            candidates += [
+                ("md", d / f)
+                for f in sorted(filenames)
+                if f.startswith("task_") and f.endswith(".md")
+            ]
     suite_root = root if root.is_dir() else root.parent
     seen: set[str] = set()
     for kind, p in candidates:

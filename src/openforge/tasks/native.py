@@ -44,8 +44,9 @@ _SPLITS = ("train", "test")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def number(file: Path, table: dict[str, Any], key: str, default: float | None,
-           prefix: str = "") -> float | None:
+def number(
+    file: Path, table: dict[str, Any], key: str, default: float | None, prefix: str = ""
+) -> float | None:
     """A positive number from ``table[key]`` or ``default``; a TaskError names the field."""
     value = table.get(key, default)
     if value is None:
@@ -78,12 +79,14 @@ def _tools(file: Path, value: Any) -> tuple[TaskTool, ...]:
         for key in ("name", "description", "usage"):
             got = entry.get(key)
             if not isinstance(got, str) or not got.strip():
-                raise TaskError(file, f"tools[{i}].{key}", f"must be a non-empty string, "
-                                f"got {got!r}")
+                raise TaskError(
+                    file, f"tools[{i}].{key}", f"must be a non-empty string, got {got!r}"
+                )
             fields[key] = got.strip()
         if not _TOOL_NAME.match(fields["name"]):
-            raise TaskError(file, f"tools[{i}].name", f"must be [A-Za-z0-9_.-], got "
-                            f"{fields['name']!r}")
+            raise TaskError(
+                file, f"tools[{i}].name", f"must be [A-Za-z0-9_.-], got {fields['name']!r}"
+            )
         out.append(TaskTool(**fields))
     return tuple(out)
 
@@ -136,8 +139,11 @@ def load_native(root: Path) -> Task:
         elif "verify.py" in verify_files:
             command = f"python3 {VERIFY_DIR}/verify.py"
         else:
-            raise TaskError(root / "verify", "verify/", "needs verify.sh or verify.py "
-                            "(or [verify] command in task.toml)")
+            raise TaskError(
+                root / "verify",
+                "verify/",
+                "needs verify.sh or verify.py (or [verify] command in task.toml)",
+            )
     if not isinstance(command, str):
         raise TaskError(file, "verify.command", f"must be a string, got {command!r}")
 
@@ -166,4 +172,3 @@ def load_native(root: Path) -> Task:
         solution=collect_dir(root, "solution", "solution/"),
         tools=_tools(file, data.get("tools")),
     )
-

@@ -67,8 +67,9 @@ async def run_verifier(sandbox: Sandbox, task: Task, workdir: str = "/workspace"
     await sandbox.put(task.verify_bytes())
     env = {"OPENFORGE_VERIFY_DIR": f"{workdir.rstrip('/')}/{VERIFY_DIR}"}
     try:
-        res = await sandbox.exec(task.verify_command, env=env, cwd=workdir,
-                                 timeout=task.verify_timeout_s)
+        res = await sandbox.exec(
+            task.verify_command, env=env, cwd=workdir, timeout=task.verify_timeout_s
+        )
     except SandboxTimeout as exc:
         raise VerifierError(f"verifier ran past {task.verify_timeout_s:g}s") from exc
     output = _tail(res.stdout) + ("\n--- stderr ---\n" + _tail(res.stderr) if res.stderr else "")

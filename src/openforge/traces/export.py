@@ -120,8 +120,7 @@ def verl_table(samples: Sequence[Sample]) -> pa.Table:
     r_len = np.array([len(s.response_ids) for s in samples], np.int64)
     n_in = p_len + r_len
     in_off, r_off = _offsets(n_in), _offsets(r_len)
-    flat = _packed(
-        [ids for s in samples for ids in (s.prompt_ids, s.response_ids)], "i", np.int32)
+    flat = _packed([ids for s in samples for ids in (s.prompt_ids, s.response_ids)], "i", np.int32)
     n_r = int(r_off[-1])
     logprobs = _packed([s.logprobs for s in samples], "f", np.float32)
     scores = np.zeros(n_r, np.float32)
@@ -200,6 +199,7 @@ def verl_tensors(table: pa.Table, pad_id: int = 0) -> dict[str, Array]:
     positions: Array = np.cumsum(out["attention_mask"], axis=1) - 1
     out["position_ids"] = np.clip(positions, 0, None)
     return out
+
 
 def to_dataproto(table: pa.Table, pad_id: int = 0) -> Any:
     """A ``verl.DataProto`` of the table (needs veRL importable; raises ImportError if not)."""

@@ -143,7 +143,8 @@ class TrainConfig:
             raise ConfigError("eval_temperature", "must be in [0, 2] or null", self.source)
         if self.lora and self.train_layers:
             raise ConfigError(
-                "train_layers", "applies to full fine-tuning; with lora: true set it to 0",
+                "train_layers",
+                "applies to full fine-tuning; with lora: true set it to 0",
                 self.source,
             )
         if self.gateway_url is not None and self.store is None:

@@ -116,9 +116,7 @@ async def _heartbeat(run_dir: Path, every_s: float = 30.0) -> None:
     started = time.perf_counter()
     while True:
         await asyncio.sleep(every_s)
-        done = sum(
-            len(p.read_bytes().splitlines()) for p in run_dir.glob("**/results.jsonl")
-        )
+        done = sum(len(p.read_bytes().splitlines()) for p in run_dir.glob("**/results.jsonl"))
         log.info("... %.0f s in, %d rollouts finished so far", time.perf_counter() - started, done)
 
 
