@@ -39,7 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODEL = os.environ.get("OPENFORGE_BENCH_MODEL", "/root/.cache/openforge/models/smollm2-135m")
+from openforge.models.registry import DEFAULT_MODEL, models_dir
+
+MODEL = os.environ.get("OPENFORGE_BENCH_MODEL") or str(models_dir() / DEFAULT_MODEL)
 ANSWER = "The answer is forty-two, computed from the six by seven table above."
 SYSTEM = "You are a careful coding agent. " * 120  # ~4 KB, like a harness system prompt
 TOOLS = [

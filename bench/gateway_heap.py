@@ -42,8 +42,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from openforge.models.registry import DEFAULT_MODEL, models_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = os.environ.get("OPENFORGE_BENCH_MODEL", "/root/.cache/openforge/models/smollm2-135m")
+MODEL = os.environ.get("OPENFORGE_BENCH_MODEL") or str(models_dir() / DEFAULT_MODEL)
 ANSWER = "The answer is forty-two, computed from the six by seven table above."
 SYSTEM = "You are a careful coding agent. " * 120
 # The commit before the heap and group-commit work (override with --baseline).

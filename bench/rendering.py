@@ -23,12 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from openforge.conversation import ContentPart, Conversation, Message, TextPart, ToolCall, ToolSpec
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.rendering import Renderer, load_tokenizer
 
-FIXTURE = Path(
-    "/work/shared/fixtures/harness-requests/claude-code-2.1.197.messages.first-call.json"
+# Recorded by Claude Code: the shared fixtures beside the checkout, else the tests' copy.
+_NAME = "claude-code-2.1.197.messages.first-call.json"
+_CHECKOUT = Path(__file__).resolve().parents[1]
+FIXTURE = next(
+    (
+        p
+        for p in (
+            _CHECKOUT.parent / "shared" / "fixtures" / "harness-requests" / _NAME,
+            _CHECKOUT / "tests" / "dialects" / "fixtures" / _NAME,
+        )
+        if p.is_file()
+    ),
+    _CHECKOUT / "tests" / "dialects" / "fixtures" / _NAME,
 )
-MODEL = Path("/root/.cache/openforge/models/smollm2-135m")
+MODEL = models_dir() / DEFAULT_MODEL
 
 
 def _parts(content: str | list[dict[str, Any]]) -> list[ContentPart]:

@@ -24,7 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-MODEL = Path("/root/.cache/openforge/models/smollm2-135m")
+from openforge.models.registry import DEFAULT_MODEL, models_dir
+
+MODEL = models_dir() / DEFAULT_MODEL
 HARNESS = "echo hello > hello.txt"
 VERIFY = 'if [ "$(cat hello.txt)" = hello ]; then r=1; else r=0; fi; echo "{\\"reward\\": $r}"\n'
 

@@ -15,7 +15,9 @@ import httpx2 as httpx  # the SDKs are built on httpx2; the transport must be it
 import openai
 import pytest
 
-FIXTURES = Path("/work/shared/fixtures/harness-requests")
+# The shared fixtures lie beside the checkout (../shared); the repo keeps its own copy too.
+CHECKOUT = Path(__file__).resolve().parents[2]
+FIXTURES = CHECKOUT.parent / "shared" / "fixtures" / "harness-requests"
 REPO_FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -24,7 +26,7 @@ def _fixture_bytes(name: str) -> bytes:
         path = root / name
         if path.exists():
             return path.read_bytes()
-    pytest.skip(f"recorded fixture {name} is not on this machine")
+    pytest.fail(f"recorded fixture {name} is in neither {FIXTURES} nor {REPO_FIXTURES}")
 
 
 @pytest.fixture

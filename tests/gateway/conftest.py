@@ -13,9 +13,10 @@ import pytest
 
 from openforge.engines.scripted import ScriptedEngine
 from openforge.gateway.server import Gateway
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.store.sqlite import SqliteStore
 
-MODEL = os.environ.get("OPENFORGE_TEST_MODEL", "/root/.cache/openforge/models/smollm2-135m")
+MODEL = os.environ.get("OPENFORGE_TEST_MODEL") or str(models_dir() / DEFAULT_MODEL)
 
 TOOL_SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},

@@ -4,14 +4,13 @@ orchestrator and bubblewrap sandboxes."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from openforge.harnesses.probe import DEFAULT_MODEL
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 
-# Claude Code, Codex and claw must run in CI (.ci/run installs them); these only skip on a
-# machine where the pinned harness or bubblewrap is missing, and say so.
+# Every harness here is installed by the setup script (scripts/install-harnesses.sh), so a
+# missing one is a broken setup: the test fails and says what to run.
 NEEDS = {
     "claw": "python3",
     "claude-code": "claude",
@@ -22,14 +21,15 @@ NEEDS = {
 
 
 def require(name: str) -> None:
-    """Skip with the reason when the harness or the sandbox cannot run here."""
-    if not Path(DEFAULT_MODEL).is_dir():
-        pytest.skip(f"the SmolLM2 model directory {DEFAULT_MODEL} is missing (CI pulls it)")
+    """Fail with the reason when the harness, the model or the sandbox is not installed."""
+    model = models_dir() / DEFAULT_MODEL
+    if not model.is_dir():
+        pytest.fail(f"the SmolLM2 model directory {model} is missing: the setup script pulls it")
     if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (the local sandbox backend needs it)")
+        pytest.fail("bubblewrap is not installed: the setup script installs it")
     binary = NEEDS.get(name)
     if binary and shutil.which(binary) is None:
-        # Printed with -rs; OpenClaw needs Node >= 24, which install-harnesses.sh brings.
-        pytest.skip(
+        # OpenClaw needs Node >= 24, which install-harnesses.sh brings.
+        pytest.fail(
             f"{name} is not installed ({binary} not found): run scripts/install-harnesses.sh"
         )

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.rendering import Renderer, load_renderer
 
-SMOLLM2 = Path("/root/.cache/openforge/models/smollm2-135m")
+SMOLLM2 = models_dir() / DEFAULT_MODEL
 
 
 @pytest.fixture(scope="session")
 def renderer() -> Renderer:
     if not (SMOLLM2 / "tokenizer.json").is_file():
-        pytest.skip(f"{SMOLLM2} is missing (run `openforge models pull smollm2-135m`)")
+        pytest.fail(f"{SMOLLM2} is missing: the setup script pulls it (openforge models pull)")
     return load_renderer(SMOLLM2)

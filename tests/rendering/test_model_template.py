@@ -51,7 +51,7 @@ TOOL_TEMPLATE = """\
 @pytest.fixture(scope="module")
 def qwen_like(tmp_path_factory: pytest.TempPathFactory) -> Renderer:
     if not (SMOLLM2 / "tokenizer.json").is_file():
-        pytest.skip(f"{SMOLLM2} is missing")
+        pytest.fail(f"{SMOLLM2} is missing: the setup script pulls it")
     d = tmp_path_factory.mktemp("qwen-like")
     for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         shutil.copy(SMOLLM2 / name, d / name)

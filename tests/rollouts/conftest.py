@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-MODEL = Path("/root/.cache/openforge/models/smollm2-135m")
+from openforge.models.registry import DEFAULT_MODEL, models_dir
+
+MODEL = models_dir() / DEFAULT_MODEL
 OPENFORGE = str(Path(sys.executable).parent / "openforge")
 
 
@@ -29,7 +31,7 @@ def free_port() -> int:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``openforge gateway --engine scripted`` whose every reply is the text ``hello``."""
     if not MODEL.is_dir():
-        pytest.skip(f"the SmolLM2 model directory {MODEL} is missing (CI pulls it first)")
+        pytest.fail(f"the SmolLM2 model directory {MODEL} is missing: the setup script pulls it")
     d = tmp_path_factory.mktemp("gateway")
     script = d / "script.jsonl"
     script.write_text('{"text": "hello"}\n')

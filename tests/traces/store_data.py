@@ -8,10 +8,11 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.store.schemas import CallRecord, CallStatus, RolloutStatus
 from openforge.store.sqlite import SqliteStore
 
-MODEL_DIR = Path("/root/.cache/openforge/models/smollm2-135m")
+MODEL_DIR = models_dir() / DEFAULT_MODEL  # pulled by the setup script
 TOOLS = [{"name": "bash", "description": "Run a command", "parameters": {"type": "object"}}]
 
 

@@ -28,8 +28,9 @@ from typer.testing import CliRunner
 from openforge.cli import app
 from openforge.engines.scripted import ScriptedEngine, ScriptedReply, load_script
 from openforge.gateway.server import Gateway
-from openforge.harnesses.probe import DEFAULT_MODEL, SOLUTIONS, ProbeRun, probe
+from openforge.harnesses.probe import SOLUTIONS, ProbeRun, probe
 from openforge.harnesses.registry import get_harness
+from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.rendering.renderer import Renderer
 from openforge.rendering.tokenizer import load_tokenizer
 from openforge.store.schemas import CallRecord, CallStatus, Rollout, RolloutStatus
@@ -44,14 +45,15 @@ NEEDS = {
     "openclaw": "/opt/openforge/openclaw/bin/openclaw",
 }
 runner = CliRunner()
+MODEL = models_dir() / DEFAULT_MODEL
 
 
 def _missing(name: str) -> str | None:
-    """Why harness ``name`` cannot run here (None: it can)."""
-    if not Path(DEFAULT_MODEL).is_dir():
-        return f"the SmolLM2 model directory {DEFAULT_MODEL} is missing (CI pulls it)"
+    """What the setup script should have installed for harness ``name`` and did not (None: all)."""
+    if not MODEL.is_dir():
+        return f"the SmolLM2 model directory {MODEL} is missing: the setup script pulls it"
     if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed (the local sandbox backend needs it)"
+        return "bubblewrap is not installed: the setup script installs it"
     if shutil.which(NEEDS[name]) is None:
         return (
             f"{name} is not installed ({NEEDS[name]} not found): run scripts/install-harnesses.sh"
@@ -83,7 +85,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ProbeR
     def get(name: str) -> ProbeRun:
         why = _missing(name)
         if why is not None:
-            pytest.skip(why)
+            pytest.fail(why)
         return done[name]
 
     return get
@@ -178,7 +180,7 @@ def test_real_harness_rollout_exports(
 def test_openclaw_history_edit_forks_every_call(tmp_path: Path) -> None:
     why = _missing("openclaw")
     if why is not None:
-        pytest.skip(why)
+        pytest.fail(why)
     run = asyncio.run(probe(get_harness("openclaw"), SOLUTIONS["openclaw"], tmp_path / "run"))
     assert run.rollout is not None and run.rollout.reward == 1.0
     assert len(run.calls) >= 2
@@ -202,14 +204,14 @@ async def _edited_rollout(work: Path) -> str:
     a call re-sending it (drift, realigned), then one with the first user turn edited."""
     script = work / "script.jsonl"
     script.write_text('{"text": "Hello there, friend."}\n{"text": "Sure."}\n{"text": "Edited."}\n')
-    tok = load_tokenizer(DEFAULT_MODEL)
+    tok = load_tokenizer(MODEL)
     end_id = Renderer(tok).end_id
 
     def char_by_char(reply: ScriptedReply) -> list[int]:
         return [i for ch in reply.text for i in tok.encode(ch)] + [end_id]
 
-    engine = ScriptedEngine(load_script(script), char_by_char, model=DEFAULT_MODEL)
-    async with Gateway(engine, SqliteStore(work / "store.db"), model=DEFAULT_MODEL) as gw:
+    engine = ScriptedEngine(load_script(script), char_by_char, model=MODEL)
+    async with Gateway(engine, SqliteStore(work / "store.db"), model=MODEL) as gw:
         async with httpx.AsyncClient() as c:
             r = await c.post(gw.admin_url + "/rollouts", json={"task_id": "t", "group_id": "g"})
             rollout = r.json()
@@ -241,8 +243,8 @@ async def _edited_rollout(work: Path) -> str:
 
 @pytest.fixture(scope="module")
 def edited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    if not Path(DEFAULT_MODEL).is_dir():
-        pytest.skip(f"the SmolLM2 model directory {DEFAULT_MODEL} is missing (CI pulls it)")
+    if not MODEL.is_dir():
+        pytest.fail(f"the SmolLM2 model directory {MODEL} is missing: the setup script pulls it")
     work = tmp_path_factory.mktemp("edited")
     return work / "store.db", asyncio.run(_edited_rollout(work))
 
@@ -276,7 +278,7 @@ def test_history_edit_forks_and_drift_is_reported(edited: tuple[Path, str]) -> N
 
     stats = _cli("stats", "--store", str(store_path))
     assert "forks" in stats and "drifted turns" in stats
-    shown = _cli("show", rollout_id, "--store", str(store_path), "--tokenizer", DEFAULT_MODEL)
+    shown = _cli("show", rollout_id, "--store", str(store_path), "--tokenizer", str(MODEL))
     assert "fork at call #2: message 1 (user) differs" in " ".join(shown.split())
     assert f"drift call {calls[1].id} (#1): message 2" in shown
     assert "Hello there, friend." in shown

@@ -13,8 +13,10 @@ harness_app = typer.Typer(
     help="Harness adapters: fingerprints of their call patterns.", no_args_is_help=True
 )
 
-_MODEL = "/root/.cache/openforge/models/smollm2-135m"
-ModelOpt = Annotated[str, typer.Option(help="Model directory the gateway renders with.")]
+_MODEL = "smollm2-135m"  # the registry's default, resolved by probe()
+ModelOpt = Annotated[
+    str, typer.Option(help="Model the gateway renders with: a registry name or a HF directory.")
+]
 OptionOpt = Annotated[
     list[str] | None, typer.Option("--option", "-o", help="Adapter option KEY=VALUE (repeatable).")
 ]
@@ -44,16 +46,18 @@ def _record(name: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
     from openforge.harnesses.fingerprint import fingerprint
     from openforge.harnesses.probe import SOLUTIONS, probe
     from openforge.harnesses.registry import get_harness
+    from openforge.models.registry import ModelNotFound, resolve_model
 
     try:
         harness = get_harness(name, **options)
-    except HarnessError as exc:
+        model_dir = resolve_model(model)
+    except (HarnessError, ModelNotFound) as exc:
         _fail(str(exc))
         raise
     if name not in SOLUTIONS:
         _fail(f"no scripted solution for harness {name!r} (known: {', '.join(SOLUTIONS)})")
     with tempfile.TemporaryDirectory(prefix="openforge-fingerprint-") as tmp:
-        run = asyncio.run(probe(harness, SOLUTIONS[name], Path(tmp), model=model))
+        run = asyncio.run(probe(harness, SOLUTIONS[name], Path(tmp), model=model_dir))
     res = run.result
     if res.status != "completed" or res.reward != 1.0 or not run.calls:
         log = ""

@@ -19,13 +19,13 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import Harness
+from openforge.models.registry import DEFAULT_MODEL, resolve_model
 from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.store.schemas import CallRecord, Rollout
 from openforge.tasks.model import Task
 
-__all__ = ["SOLUTIONS", "WRONG", "ProbeRun", "hello_task", "probe", "tool_reply"]
+__all__ = ["DEFAULT_MODEL", "SOLUTIONS", "WRONG", "ProbeRun", "hello_task", "probe", "tool_reply"]
 
-DEFAULT_MODEL = "/root/.cache/openforge/models/smollm2-135m"
 _DONE = {"text": "Done."}
 _SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end marker
 
@@ -93,12 +93,15 @@ async def probe(
     max_context: int | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> ProbeRun:
-    """Run ``harness`` on ``task`` (default: hello-file) with the engine playing ``replies``."""
+    """Run ``harness`` on ``task`` (default: hello-file) with the engine playing ``replies``.
+
+    ``model`` is a registry name or a HF directory (:func:`resolve_model`)."""
     from openforge.engines.scripted import ScriptedEngine
     from openforge.gateway.server import Gateway
     from openforge.rollouts.orchestrator import run_rollouts
     from openforge.store.sqlite import SqliteStore
 
+    model = resolve_model(str(model))
     work.mkdir(parents=True, exist_ok=True)
     script = work / "script.jsonl"
     script.write_bytes(b"\n".join(orjson.dumps(r) for r in replies) + b"\n")

