@@ -3,12 +3,15 @@ exits non-zero on a change; a missing or wrong-version harness names its install
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from openforge.harnesses import claw_agent
 from openforge.harnesses.base import HarnessNotInstalled
@@ -24,6 +27,7 @@ from openforge.harnesses.fingerprint import (
 from openforge.harnesses.launching import TaskTool
 from openforge.harnesses.probe import SOLUTIONS, probe
 from openforge.sandboxes import SandboxSpec, create_backend
+from openforge.store.schemas import CallRecord, CallStatus
 
 from .conftest import require
 
@@ -145,3 +149,91 @@ def test_stabilise_drops_the_host_os_from_a_user_agent_but_not_the_version() -> 
     assert stabilise("claude-cli/2.1.197 (external, sdk-cli)") == (
         "claude-cli/2.1.197 (external, sdk-cli)"
     )
+
+
+# The shared fixtures lie beside the checkout (../shared); the repo keeps its own copy too.
+_FIXTURE_DIRS = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "harness-requests",
+    Path(__file__).resolve().parents[1] / "dialects" / "fixtures",
+)
+# The date each recorded body was made on, as the harness printed it.
+_RECORDED = datetime.date(2026, 11, 30)
+
+
+def _date_forms(day: datetime.date) -> list[str]:
+    """``day`` in every form harnesses print a date in (the fixtures use the first two)."""
+    return [
+        day.isoformat(),
+        f"{day:%B} {day.year}",
+        f"{day:%B} {day.day}, {day.year}",
+        f"{day.day} {day:%B} {day.year}",
+        f"{day:%A}, {day:%B} {day.day}, {day.year}",
+        f"{day:%a}, {day:%d} {day:%b} {day.year} 17:24:50 GMT",
+        f"{day:%m}/{day:%d}/{day.year}",
+        f"{day:%d}.{day:%m}.{day.year}",
+        f"{day:%b} {day.day}, {day.year} at 9:05 PM",
+        f"{day.isoformat()}T17:24:50.123Z",
+    ]
+
+
+def _fixture_call(name: str, text: str) -> CallRecord:
+    dialect = "anthropic" if ".messages." in name else "openai_responses"
+    return CallRecord(
+        id="c", rollout_id="r", seq=0, dialect=dialect, status=CallStatus.OK,
+        raw_request=text.encode(), harness={"user-agent": "probe"},
+    )  # fmt: skip
+
+
+def _with_forms(text: str, day: datetime.date) -> str:
+    """The recorded body with every date form of the recording day at its end of text, and
+    the recorded dates replaced by ``day``'s."""
+    old, new = _date_forms(_RECORDED), _date_forms(day)
+    for o, n in zip(old[:2], new[:2], strict=True):
+        assert o in text or o == old[1]  # the fixtures hold the ISO date; Claude Code the month
+        text = text.replace(o, n)
+    # Every other form, inside the system text where a harness would print it.
+    extra = " ".join(new[2:]) + " 3 days ago, in 5 minutes"
+    return text.replace("Today's date is", f"{extra}. Today's date is", 1).replace(
+        "<current_date>", f"<current_date>{extra} ", 1
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["claude-code-2.1.197.messages.first-call.json", "codex-0.171.0.responses.first-call.json"],
+)
+@pytest.mark.parametrize(
+    "day",
+    [datetime.date(2026, 12, 1), datetime.date(2027, 2, 28), datetime.date(2031, 5, 4),
+     datetime.date(2026, 9, 9)],
+)  # fmt: skip
+def test_fingerprint_of_a_recorded_body_does_not_change_with_the_date(
+    name: str, day: datetime.date
+) -> None:
+    path = next((d / name for d in _FIXTURE_DIRS if (d / name).is_file()), None)
+    assert path is not None, f"recorded fixture {name} is in none of {_FIXTURE_DIRS}"
+    text = path.read_text()
+    assert _RECORDED.isoformat() in text
+    base = fingerprint("h", "1", [_fixture_call(name, _with_forms(text, _RECORDED))])
+    other = fingerprint("h", "1", [_fixture_call(name, _with_forms(text, day))])
+    assert other["hash"] == base["hash"], compare(base, other)
+    # And the forms really were there: without normalising, the text differs.
+    assert _with_forms(text, day) != _with_forms(text, _RECORDED)
+
+
+@given(
+    st.dates(datetime.date(1990, 1, 1), datetime.date(2099, 12, 31)),
+    st.dates(datetime.date(1990, 1, 1), datetime.date(2099, 12, 31)),
+    st.integers(0, 9),
+)
+def test_every_date_form_stabilises_alike(a: datetime.date, b: datetime.date, form: int) -> None:
+    line = "Context: the date is {}. The rest stays."
+    assert stabilise(line.format(_date_forms(a)[form])) == stabilise(
+        line.format(_date_forms(b)[form])
+    )
+    assert "The rest stays." in stabilise(line.format(_date_forms(a)[form]))
+
+
+def test_stabilise_leaves_words_that_only_look_like_dates() -> None:
+    text = "May I help? Sun shines. version 1.2.3, claude-haiku-4-5-20251001, cron 30 14 * * *"
+    assert stabilise(text) == text

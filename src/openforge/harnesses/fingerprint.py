@@ -42,6 +42,19 @@ ENDPOINTS = {
 _INFO = ("prompt_tokens", "prompt_chars", "status")
 # Headers whose values change per run; their presence is kept, their value is not.
 _VOLATILE_HEADERS = ("session", "request-id", "window-id", "turn-metadata", "conversation")
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?:19|20)\d{2}"
+_WEEKDAY = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
+_WEEKDAY_ABBR = r"(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\.?"
+_UNIT = r"(?:second|sec|minute|min|hour|hr|day|week|month|year)s?"
+# Order matters: whole timestamps before their parts, dates before the weekday that names
+# them. Every form a harness may print the run's date or time in (ISO, RFC 2822, "December
+# 1, 2026", "1 December 2026", "December 2026", numeric, weekdays, clock times, "3 days ago")
+# becomes a placeholder, so a fingerprint does not change with the day it is recorded on.
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
@@ -54,14 +67,23 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
         ),
         "<date>",
     ),
-    (re.compile(r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b"), "<weekday>"),
+    (re.compile(rf"\b{_YEAR}/[01]?\d/[0-3]?\d\b"), "<date>"),
+    (re.compile(rf"\b[0-3]?\d[/.][0-3]?\d[/.]{_YEAR}\b"), "<date>"),
+    (re.compile(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"), "<date>"),
+    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH},? {_YEAR}\b"), "<date>"),
+    (re.compile(rf"\b{_MONTH},? {_YEAR}\b"), "<date>"),
+    (re.compile(rf"\b{_MONTH} {_DAY}\b(?=,? (?:at )?\d{{1,2}}:\d{{2}})"), "<date>"),
     (
         re.compile(
-            r"\b(?:January|February|March|April|May|June|July|August|September|October|"
-            r"November|December) \d{1,2}, \d{4}\b"
+            r"\b[0-2]?\d:[0-5]\d(?::[0-5]\d(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\.?)?"
+            r"(?:\s?(?:UTC|GMT|Z|[A-Z]{1,3}T|[+-]\d{2}:?\d{2}))?(?![\w:])"
         ),
-        "<date>",
+        "<time>",
     ),
+    (re.compile(rf"\b{_WEEKDAY}\b"), "<weekday>"),
+    (re.compile(rf"\b{_WEEKDAY_ABBR},? (?=<date>|\d)"), "<weekday> "),
+    (re.compile(rf"\b\d+ {_UNIT} ago\b"), "<relative>"),
+    (re.compile(rf"\bin \d+ {_UNIT}\b"), "<relative>"),
     (re.compile(r"\b(Linux|Darwin) \d+\.\d+[\w.+-]*"), r"\1 <kernel>"),
     # A user-agent's "(OS VERSION; ARCH)" after "product/version" (Codex: "codex_exec/0.171.0
     # (Debian 12.0.0; x86_64)") names the host's distribution, not the harness: drop the OS,
