@@ -26,7 +26,7 @@ _AREAS = (
     "openforge.traces.command",
     "openforge.rollouts.command",
     "openforge.sandboxes.command",
-    "openforge.harnesses.command",
+    "openforge.probing.command",
     "openforge.training.command",
 )
 

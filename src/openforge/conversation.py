@@ -29,6 +29,7 @@ __all__ = [
     "ToolChoice",
     "ToolSpec",
     "Usage",
+    "assistant_message",
 ]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -151,6 +152,20 @@ class Completion:
     model: str = ""
     # The stop string that ended generation, when one did (Anthropic reports it back).
     stop_sequence: str | None = None
+
+    def message(self) -> Message:
+        """The assistant turn this answer becomes in the conversation's history."""
+        return assistant_message(self.text, self.tool_calls, self.reasoning)
+
+
+def assistant_message(text: str, tool_calls: list[ToolCall], reasoning: str | None) -> Message:
+    """An assistant turn as histories hold it: no empty text part, its own list of calls."""
+    return Message(
+        role="assistant",
+        content=[TextPart(text)] if text else [],
+        tool_calls=list(tool_calls),
+        reasoning=reasoning,
+    )
 
 
 # Stream events: one internal event model, rendered per dialect at the edge.

@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from openforge.harnesses.fingerprint import compare, fingerprint, load_fingerprint
-from openforge.harnesses.probe import SOLUTIONS, WRONG, ProbeRun, probe
 from openforge.harnesses.registry import get_harness
+from openforge.probing.probe import SOLUTIONS, WRONG, ProbeRun, probe
 from openforge.store.schemas import CallStatus
 
 from .conftest import require

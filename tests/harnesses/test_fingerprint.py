@@ -25,7 +25,7 @@ from openforge.harnesses.fingerprint import (
     stabilise,
 )
 from openforge.harnesses.launching import TaskTool
-from openforge.harnesses.probe import SOLUTIONS, probe
+from openforge.probing.probe import SOLUTIONS, probe
 from openforge.sandboxes import SandboxSpec, create_backend
 from openforge.store.schemas import CallRecord, CallStatus
 

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from openforge.harnesses.probe import tool_reply
 from openforge.harnesses.registry import get_harness
+from openforge.probing.probe import tool_reply
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task, TaskError, TaskTool
 from openforge.tasks.native import load_native
@@ -86,7 +86,7 @@ def test_a_bad_tool_entry_names_its_field(tmp_path: Path, entry: str, field: str
 
 @pytest.mark.parametrize("name", ["claw", "mini-swe-agent"])
 async def test_declared_tool_reaches_the_harness_and_is_used(name: str, tmp_path: Path) -> None:
-    from openforge.harnesses.probe import probe
+    from openforge.probing.probe import probe
 
     require(name)
     task = _load(_task_dir(tmp_path / "glossary"))

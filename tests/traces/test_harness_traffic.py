@@ -1,7 +1,7 @@
 """Real harness traffic: rollouts recorded by the gateway, exported to both sample forms.
 
 Claude Code and Codex run through the real orchestrator, bubblewrap sandbox and an
-in-process gateway (scripted engine, SQLite store) via ``harnesses.probe``; their recorded
+in-process gateway (scripted engine, SQLite store) via ``probing.probe``; their recorded
 calls must give the same sampled tokens in ``per_call`` and ``merged`` form, train each
 sampled token exactly once, and export to veRL and SFT. A history edit must fork: OpenClaw
 does it on every call (it moves its injected internal-context turn to the end of history),
@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 from openforge.cli import app
 from openforge.engines.scripted import ScriptedEngine, ScriptedReply, load_script
 from openforge.gateway.server import Gateway
-from openforge.harnesses.probe import SOLUTIONS, ProbeRun, probe
 from openforge.harnesses.registry import get_harness
 from openforge.models.registry import DEFAULT_MODEL, models_dir
+from openforge.probing.probe import SOLUTIONS, ProbeRun, probe
 from openforge.rendering.renderer import Renderer
 from openforge.rendering.tokenizer import load_tokenizer
 from openforge.store.schemas import CallRecord, CallStatus, Rollout, RolloutStatus

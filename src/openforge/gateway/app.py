@@ -1,12 +1,11 @@
 """The gateway's ASGI app: thin routes over :class:`CallService` and :class:`AdminApi`.
 
 Model routes exist at the root (key in ``Authorization``/``x-api-key``) and under
-``/r/<key>`` (key in the path, for harnesses that can only set a base URL)::
+``/r/<key>`` (key in the path, for harnesses that can only set a base URL). Each dialect in
+:data:`openforge.dialects.catalog.DIALECTS` declares its own routes (today
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and Anthropic's
+``/v1/messages/count_tokens``); besides them::
 
-    POST /v1/chat/completions        OpenAI Chat Completions
-    POST /v1/responses               OpenAI Responses
-    POST /v1/messages[?beta=true]    Anthropic Messages
-    POST /v1/messages/count_tokens   Anthropic token counting
     GET  /v1/models                  the served model (OpenAI and Anthropic list shapes)
     HEAD /, GET /health              liveness
 """
@@ -25,13 +24,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from openforge.dialects.dialect import TokenCounting
 from openforge.dialects.errors import ApiError
 from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.admin import AdminApi
 from openforge.gateway.control import Control
-from openforge.gateway.dialects import DialectSpec, load_dialects
 from openforge.gateway.prompting import Prompting
-from openforge.gateway.service import CallService, read_body, send_full
+from openforge.gateway.service import CallService, ServedDialect, read_body, send_full
 from openforge.store.base import Store
 
 __all__ = ["GatewayApp", "GatewayConfig", "build_app"]
@@ -49,12 +48,12 @@ class GatewayConfig:
 class _ModelEndpoint:
     """A raw ASGI endpoint for one dialect (no Request object on the hot path)."""
 
-    def __init__(self, service: CallService, spec: DialectSpec) -> None:
-        self.service, self.spec = service, spec
+    def __init__(self, service: CallService, served: ServedDialect) -> None:
+        self.service, self.served = service, served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = scope.get("path_params", {}).get("key")
-        await self.service.serve(self.spec, key, scope, receive, send)
+        await self.service.serve(self.served, key, scope, receive, send)
 
 
 class GatewayApp:
@@ -88,21 +87,21 @@ class GatewayApp:
 
 
 class _CountTokens:
-    """``POST /v1/messages/count_tokens`` → ``{"input_tokens": n}``."""
+    """A dialect's token-counting endpoint (Anthropic's ``{"input_tokens": n}``)."""
 
-    def __init__(self, service: CallService, spec: DialectSpec, parse: Any, render: Any) -> None:
-        self.service, self.spec, self.parse, self.render = service, spec, parse, render
+    def __init__(self, service: CallService, served: ServedDialect, counting: TokenCounting):
+        self.service, self.served, self.counting = service, served, counting
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             body = await read_body(receive, self.service.max_body_bytes)
             await self.service.authorize(scope, scope.get("path_params", {}).get("key"))
-            conversation = self.parse(body)
+            conversation = self.counting.parse(body)
             n = self.service.prompting.count_tokens(conversation)
         except ApiError as err:
-            await send_full(send, *self.spec.render_error(err))
+            await send_full(send, *self.served.dialect.render_error(err))
             return
-        await send_full(send, 200, self.render(n))
+        await send_full(send, 200, self.counting.render(n))
 
 
 def _models_body(name: str) -> bytes:
@@ -143,24 +142,13 @@ def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) 
         return Response(models, media_type="application/json")
 
     model_routes: list[BaseRoute] = []
-    dialects = load_dialects()
-    paths = {
-        "openai_chat": "/v1/chat/completions",
-        "openai_responses": "/v1/responses",
-        "anthropic": "/v1/messages",
-    }
-    for name, spec in dialects.items():
-        model_routes.append(Route(paths[name], _ModelEndpoint(service, spec), methods=["POST"]))
-    if "anthropic" in dialects:
-        from openforge.dialects import anthropic
-
-        count = _CountTokens(
-            service,
-            dialects["anthropic"],
-            anthropic.parse_count_tokens_request,
-            anthropic.render_count_tokens,
-        )
-        model_routes.append(Route("/v1/messages/count_tokens", count, methods=["POST"]))
+    for served in service.dialects:
+        endpoint = _ModelEndpoint(service, served)
+        model_routes.append(Route(served.dialect.path, endpoint, methods=["POST"]))
+        counting = served.dialect.token_counting
+        if counting is not None:
+            count = _CountTokens(service, served, counting)
+            model_routes.append(Route(counting.path, count, methods=["POST"]))
     model_routes.append(Route("/v1/models", list_models, methods=["GET"]))
     model_routes.append(Route("/models", list_models, methods=["GET"]))
     routes: list[BaseRoute] = [

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openforge.store.base import Store
 from openforge.store.schemas import Rollout
+
+if TYPE_CHECKING:
+    from openforge.rendering.history import RolloutHistory
 
 __all__ = ["Control", "RolloutState"]
 
@@ -25,10 +28,9 @@ class RolloutState:
 
     rollout: Rollout
     next_seq: int
-    # Rendering history (the renderer's own object), kept between calls of the rollout.
-    history: Any = None
+    # Rendering history, kept between calls of the rollout (made by its first render).
+    history: RolloutHistory | None = None
     calls: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
     # Set when the rollout already had calls when this gateway first saw it (a restart):
     # its history and stored responses are rebuilt from the store before its next call.
     restore: bool = False

@@ -9,23 +9,24 @@ the answer to the history once the call is recorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from openforge.conversation import (
     Completion,
     CompletionDelta,
     Conversation,
     FinishReason,
-    Message,
-    TextPart,
     Usage,
 )
 from openforge.dialects.errors import ApiError
+from openforge.dialects.ids import new_id
 from openforge.gateway.control import RolloutState
-from openforge.gateway.dialects import new_id
 from openforge.store.schemas import CallRecord, CallStatus
+
+if TYPE_CHECKING:  # rendering imports its tokenizer stack lazily; only the types here
+    from openforge.rendering.history import RenderedPrompt
+    from openforge.rendering.parsing import StreamParser
 
 __all__ = ["CallParser", "Prompting", "Rendered"]
 
@@ -33,9 +34,9 @@ __all__ = ["CallParser", "Prompting", "Rendered"]
 @dataclass(slots=True)
 class Rendered:
     ids: list[int]
+    prompt: RenderedPrompt  # needed to record the answer in the rollout's history
     fork: bool = False
     info: dict[str, Any] = field(default_factory=dict)
-    prompt: Any = None  # rendering's RenderedPrompt, needed to record the answer
 
 
 class CallParser:
@@ -43,16 +44,16 @@ class CallParser:
 
     __slots__ = ("_inner",)
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: StreamParser) -> None:
         self._inner = inner
 
     def feed(self, ids: list[int]) -> list[CompletionDelta]:
         """Deltas made certain by ``ids``."""
-        return cast(list[CompletionDelta], self._inner.feed(ids))
+        return self._inner.feed(ids)
 
     def flush(self) -> list[CompletionDelta]:
         """Deltas held back until the end of output."""
-        return cast(list[CompletionDelta], self._inner.flush())
+        return self._inner.flush()
 
     def finish(
         self,
@@ -89,16 +90,8 @@ class Prompting:
 
         self.tokenizer = load_tokenizer(model_dir)
         self.renderer = Renderer(self.tokenizer)
-        table = getattr(self.tokenizer, "_bytes", None)
-        self._token_text: Callable[[int], str] = (
-            (lambda i: table[i].decode("utf-8", "replace") if 0 <= i < len(table) else "")
-            if table is not None
-            else (lambda i: self.tokenizer.decode([i]))
-        )
-
-    def token_text(self, token_id: int) -> str:
-        """One token's text (for logprobs in answers)."""
-        return self._token_text(token_id)
+        # One token's text, for logprobs in answers.
+        self.token_text = self.tokenizer.token_text
 
     def render(self, conversation: Conversation, state: RolloutState) -> Rendered:
         """Prompt ids for ``conversation``, extending the rollout's history where it can."""
@@ -119,7 +112,7 @@ class Prompting:
             info["images_omitted"] = prompt.images
         if prompt.parent is not None:
             info["parent"] = prompt.parent
-        return Rendered(prompt.ids, prompt.fork, info, prompt)
+        return Rendered(prompt.ids, prompt, prompt.fork, info)
 
     def parser(self, conversation: Conversation, tool_prefix: str) -> CallParser:
         """A fresh parser whose tool calls get ids in the dialect's style."""
@@ -127,13 +120,8 @@ class Prompting:
 
     def commit(self, state: RolloutState, rendered: Rendered, completion: Completion) -> None:
         """Remember the answer so the next call renders it from its exact ids."""
-        message = Message(
-            role="assistant",
-            content=[TextPart(completion.text)] if completion.text else [],
-            tool_calls=list(completion.tool_calls),
-            reasoning=completion.reasoning,
-        )
-        state.history.record(rendered.prompt, completion.output_ids, message)
+        assert state.history is not None  # render() made it
+        state.history.record(rendered.prompt, completion.output_ids, completion.message())
 
     def restore(self, state: RolloutState, calls: list[CallRecord]) -> tuple[int, int]:
         """Rebuild a rollout's history from its stored calls (after a gateway restart).

@@ -21,6 +21,7 @@ from openforge.conversation import (
     ToolCall,
     ToolChoice,
     ToolSpec,
+    assistant_message,
 )
 
 __all__ = ["answer_message", "conversation_from_json", "message_from_json"]
@@ -80,10 +81,5 @@ def conversation_from_json(d: dict[str, Any]) -> Conversation:
 
 def answer_message(completion: dict[str, Any]) -> Message:
     """The assistant message a stored completion parsed to (as the history records it)."""
-    text = completion.get("text") or ""
-    return Message(
-        role="assistant",
-        content=[TextPart(text)] if text else [],
-        tool_calls=_calls(completion.get("tool_calls")),
-        reasoning=completion.get("reasoning"),
-    )
+    text, reasoning = completion.get("text") or "", completion.get("reasoning")
+    return assistant_message(text, _calls(completion.get("tool_calls")), reasoning)

@@ -16,21 +16,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from openforge.conversation import (
-    Completion,
-    CompletionDelta,
-    Conversation,
-    Message,
-    TextPart,
-)
+from openforge.conversation import Completion, CompletionDelta, Conversation
+from openforge.dialects.catalog import DIALECTS
 from openforge.dialects.context import ResponseContext
+from openforge.dialects.dialect import ConversationState, Dialect
 from openforge.dialects.errors import ApiError
+from openforge.dialects.ids import new_id
 from openforge.engines.base import (
     Engine,
     EngineError,
@@ -39,7 +35,6 @@ from openforge.engines.base import (
     TextEngine,
 )
 from openforge.gateway.control import Control, RolloutState
-from openforge.gateway.dialects import DialectSpec, new_id
 from openforge.gateway.identity import harness_identity, rollout_key
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
@@ -49,18 +44,25 @@ from openforge.gateway.teacher import completion_deltas, first_completion, teach
 from openforge.store.base import Store, StoreError
 from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
 
-__all__ = ["CallService", "ModelCall"]
+__all__ = ["CallService", "ServedDialect"]
 
 _JSON = [(b"content-type", b"application/json")]
-_MAX_STORED_RESPONSES = 10_000
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServedDialect:
+    """A wire format as this gateway serves it: its declaration and its state."""
+
+    dialect: Dialect
+    memory: ConversationState
 
 
 @dataclass(slots=True)
 class _Call:
     """One call in flight: its inputs and what it produced so far (read by the recorder)."""
 
-    spec: DialectSpec
+    served: ServedDialect
     body: bytes
     scope: Scope
     state: RolloutState
@@ -84,18 +86,6 @@ class _Call:
     rendered: Rendered | None = None
     response_id: str | None = None
     stop_guard: StopGuard | None = None  # streaming with stop strings
-
-
-class ModelCall:
-    """The ASGI response for one model call (what a route returns)."""
-
-    __slots__ = ("key", "service", "spec")
-
-    def __init__(self, service: CallService, spec: DialectSpec, key: str | None) -> None:
-        self.service, self.spec, self.key = service, spec, key
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.service.serve(self.spec, self.key, scope, receive, send)
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:
@@ -159,9 +149,8 @@ class CallService:
         self.engine_kind = info.kind
         self.served_model = info.model
         self.context_length = info.context_length
-        # Responses kept for ``previous_response_id``: id -> the conversation including
-        # the answer. Bounded; an evicted id gets a clear 404.
-        self.responses: OrderedDict[str, Conversation] = OrderedDict()
+        # Every wire format, each with the state it keeps between calls.
+        self.dialects = tuple(ServedDialect(d, d.new_state(self._stored_answer)) for d in DIALECTS)
 
     async def authorize(self, scope: Scope, path_key: str | None) -> Rollout:
         """The rollout a call belongs to; ApiError for unknown keys or closed rollouts."""
@@ -178,7 +167,12 @@ class CallService:
         return rollout
 
     async def serve(
-        self, spec: DialectSpec, path_key: str | None, scope: Scope, receive: Receive, send: Send
+        self,
+        served: ServedDialect,
+        path_key: str | None,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         """Answer one model call on the raw ASGI channel."""
         t0 = time.perf_counter()
@@ -186,12 +180,12 @@ class CallService:
             body = await read_body(receive, self.max_body_bytes)
             rollout = await self.authorize(scope, path_key)
         except ApiError as err:
-            await send_full(send, *spec.render_error(err))
+            await send_full(send, *served.dialect.render_error(err))
             return
         state = await self.control.rollout_state(rollout)
         if state.restore:
             await self._restore(state)
-        call = _Call(spec, body, scope, state, state.next_seq, t0, time.time())
+        call = _Call(served, body, scope, state, state.next_seq, t0, time.time())
         state.next_seq += 1
         await self.control.admit()
         try:
@@ -213,11 +207,11 @@ class CallService:
             self.control.release()
 
     async def _answer(self, call: _Call, send: Send) -> None:
-        spec = call.spec
+        spec = call.served.dialect
         try:
             conversation = spec.parse(call.body)
             call.conversation = conversation
-            conversation = await self._resolve_previous(conversation)
+            conversation = await call.served.memory.resolve(conversation, call.state.rollout.id)
             call.conversation = conversation
             rendered = self.prompting.render(conversation, call.state)
             call.rendered = rendered
@@ -256,8 +250,9 @@ class CallService:
                     replayed,
                 )
 
-    async def _stored_response(self, response_id: str) -> Conversation | None:
-        """A Responses answer from the store (answered before a restart or evicted)."""
+    async def _stored_answer(self, rollout_id: str, response_id: str) -> Conversation | None:
+        """An answered conversation of ``rollout_id`` from the store (before a restart, or
+        evicted from a dialect's memory); None for another rollout's or an unknown id."""
         lookup = getattr(self.store, "call_by_response_id", None)
         if lookup is None:
             return None
@@ -265,43 +260,17 @@ class CallService:
             call = await lookup(response_id)
         except StoreError:
             return None
-        if call is None or call.status != CallStatus.OK or call.dialect != "openai_responses":
+        if call is None or call.rollout_id != rollout_id or call.status != CallStatus.OK:
             return None
         conversation = conversation_from_json(call.conversation)
         if conversation.metadata.get("store", True) is False:
             return None
-        messages = [*conversation.messages, answer_message(call.completion)]
-        return Conversation(messages=messages)
-
-    async def _resolve_previous(self, conversation: Conversation) -> Conversation:
-        previous = conversation.metadata.get("previous_response_id")
-        if not previous:
-            return conversation
-        stored = self.responses.get(previous) or await self._stored_response(previous)
-        if stored is None:
-            raise ApiError(
-                "not_found",
-                f"Previous response with id '{previous}' not found.",
-                "previous_response_id",
-            )
-        messages = [*stored.messages, *conversation.messages]
-        return Conversation(
-            messages=messages,
-            tools=conversation.tools,
-            tool_choice=conversation.tool_choice,
-            parallel_tool_calls=conversation.parallel_tool_calls,
-            params=conversation.params,
-            model=conversation.model,
-            stream=conversation.stream,
-            reasoning=conversation.reasoning,
-            ignored_tools=conversation.ignored_tools,
-            metadata=conversation.metadata,
-        )
+        return Conversation(messages=[*conversation.messages, answer_message(call.completion)])
 
     def _context(self, call: _Call, conversation: Conversation) -> ResponseContext:
         ctx = ResponseContext.for_request(
             conversation,
-            new_id(call.spec.response_prefix),
+            new_id(call.served.dialect.response_prefix),
             prompt_tokens=len(call.prompt_ids),
             token_text=self.prompting.token_text,
         )
@@ -312,7 +281,7 @@ class CallService:
         self, call: _Call, conversation: Conversation, engine: TextEngine, send: Send
     ) -> None:
         """Answer from a text engine (a teacher): see :mod:`openforge.gateway.teacher`."""
-        spec = call.spec
+        spec = call.served.dialect
         ctx = self._context(call, conversation)
         try:
             answer = await first_completion(engine.complete(conversation))
@@ -341,7 +310,7 @@ class CallService:
         )
 
     async def _generate(self, call: _Call, conversation: Conversation, send: Send) -> None:
-        spec = call.spec
+        spec = call.served.dialect
         params = conversation.params
         request = EngineRequest(
             prompt_ids=call.prompt_ids,
@@ -414,7 +383,7 @@ class CallService:
         if writer is None:
             await self._record(call)
             self._commit(call, conversation, completion, ctx)
-            await send_full(send, 200, call.spec.render_response(completion, ctx))
+            await send_full(send, 200, call.served.dialect.render_response(completion, ctx))
             return
         if call.stop_guard is not None:
             tail = call.stop_guard.filter(tail) + call.stop_guard.flush()
@@ -433,24 +402,15 @@ class CallService:
             encoder = writer.encoder
             await writer.finish(lambda: encoder.error(err))
         else:
-            await send_full(send, *call.spec.render_error(err))
+            await send_full(send, *call.served.dialect.render_error(err))
 
     def _commit(
         self, call: _Call, conversation: Conversation, completion: Completion, ctx: ResponseContext
     ) -> None:
         if call.rendered is not None:
             self.prompting.commit(call.state, call.rendered, completion)
-        if call.spec.name == "openai_responses" and conversation.metadata.get("store", True):
-            answer = Message(
-                role="assistant",
-                content=[TextPart(completion.text)] if completion.text else [],
-                tool_calls=list(completion.tool_calls),
-                reasoning=completion.reasoning,
-            )
-            stored = Conversation(messages=[*conversation.messages, answer])
-            self.responses[ctx.response_id] = stored
-            if len(self.responses) > _MAX_STORED_RESPONSES:
-                self.responses.popitem(last=False)
+        memory = call.served.memory
+        memory.remember(call.state.rollout.id, ctx.response_id, conversation, completion)
 
     async def _record(self, call: _Call) -> None:
         call.recorded = True
@@ -460,7 +420,7 @@ class CallService:
             id=new_id("call-"),
             rollout_id=call.state.rollout.id,
             seq=call.seq,
-            dialect=call.spec.name,
+            dialect=call.served.dialect.name,
             status=call.status,
             prompt_ids=call.prompt_ids,
             output_ids=call.output_ids,

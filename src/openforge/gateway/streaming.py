@@ -30,7 +30,7 @@ from openforge.conversation import (
     TextDelta,
     ToolCallArgumentsDelta,
 )
-from openforge.gateway.dialects import StreamEncoder
+from openforge.dialects.dialect import StreamEncoder
 
 __all__ = ["SSE_HEADERS", "StreamWriter", "coalesce"]
 

@@ -31,8 +31,8 @@ from openforge.conversation import (
     ToolCallStart,
     Usage,
 )
+from openforge.dialects.ids import new_id
 from openforge.engines.base import EngineError
-from openforge.gateway.dialects import new_id
 
 if TYPE_CHECKING:
     from openforge.rendering.renderer import Renderer

@@ -135,6 +135,17 @@ class Tokenizer:
         det = self.detokenizer()
         return det.feed(ids) + det.flush()
 
+    def token_text(self, token_id: int) -> str:
+        """One token's own text (for logprobs); special tokens and unknown ids give "".
+
+        From the byte table when the tokenizer has one (a list lookup: answers with
+        logprobs ask once per output token), else by decoding the id alone.
+        """
+        table = self._bytes
+        if table is not None:
+            return table[token_id].decode("utf-8", "replace") if 0 <= token_id < len(table) else ""
+        return self.decode([token_id])
+
     def detokenizer(self) -> Detokenizer:
         """A fresh incremental detokenizer."""
         if self._bytes is not None:

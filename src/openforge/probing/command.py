@@ -44,9 +44,9 @@ def _record(name: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
 
     from openforge.harnesses.base import HarnessError
     from openforge.harnesses.fingerprint import fingerprint
-    from openforge.harnesses.probe import SOLUTIONS, probe
     from openforge.harnesses.registry import get_harness
     from openforge.models.registry import ModelNotFound, resolve_model
+    from openforge.probing.probe import SOLUTIONS, probe
 
     try:
         harness = get_harness(name, **options)

@@ -1,0 +1,54 @@
+"""Stored responses: what ``previous_response_id`` refers to, scoped to the caller's rollout.
+
+A Responses request may carry only the new input and name the answer it continues. The
+gateway keeps the latest answered conversations in memory and falls back to the store (an
+answer given before a restart, or evicted); either way a lookup is keyed by the rollout the
+call belongs to, so one rollout can never continue, or read, another rollout's answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+
+from openforge.conversation import Completion, Conversation
+from openforge.dialects.dialect import StoredAnswer
+from openforge.dialects.errors import ApiError
+
+__all__ = ["StoredResponses"]
+
+
+class StoredResponses:
+    """The Responses API's state: answered conversations by (rollout, response id)."""
+
+    def __init__(self, stored: StoredAnswer, capacity: int = 10_000) -> None:
+        self._stored = stored
+        self._capacity = capacity
+        self._recent: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+
+    async def resolve(self, conversation: Conversation, rollout_id: str) -> Conversation:
+        """The stored conversation before ``conversation``'s own input; 404 if unknown."""
+        previous = conversation.metadata.get("previous_response_id")
+        if not previous:
+            return conversation
+        prior = self._recent.get((rollout_id, previous))
+        if prior is None:
+            prior = await self._stored(rollout_id, previous)
+        if prior is None:
+            raise ApiError(
+                "not_found",
+                f"Previous response with id '{previous}' not found.",
+                "previous_response_id",
+            )
+        return dataclasses.replace(conversation, messages=[*prior.messages, *conversation.messages])
+
+    def remember(
+        self, rollout_id: str, response_id: str, conversation: Conversation, completion: Completion
+    ) -> None:
+        """Keep the answered conversation unless the request said ``store: false``."""
+        if conversation.metadata.get("store", True) is False:
+            return
+        answered = Conversation(messages=[*conversation.messages, completion.message()])
+        self._recent[(rollout_id, response_id)] = answered
+        if len(self._recent) > self._capacity:
+            self._recent.popitem(last=False)

@@ -1,0 +1,82 @@
+"""The layering DESIGN.md draws, checked on the source: no package imports one above it.
+
+Imports are read with ``ast`` (module level and inside functions alike), so a lazy import
+cannot hide a dependency that points the wrong way.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "openforge"
+
+# (package, packages it must never import), as DESIGN.md states them.
+FORBIDDEN = {
+    "dialects": {"gateway", "engines", "store", "rendering"},
+    "rendering": {"gateway", "dialects", "engines", "store"},
+    "engines": {"dialects", "gateway"},
+    "rollouts": {"gateway"},  # the orchestrator talks to the gateway over HTTP
+    "store": {"gateway", "traces", "training"},
+}
+
+
+def _imports() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).parts
+        if "claw-mini" in rel:
+            continue
+        package = rel[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "openforge" and len(parts) > 1 and parts[1] != package:
+                    edges[package].add(parts[1])
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle between packages, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [*path, nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_no_import_cycle_between_packages() -> None:
+    edges = _imports()
+    assert _cycle(edges) is None, " -> ".join(_cycle(edges) or [])
+
+
+def test_no_package_imports_one_above_it() -> None:
+    edges = _imports()
+    wrong = {p: sorted(edges[p] & banned) for p, banned in FORBIDDEN.items() if edges[p] & banned}
+    assert not wrong, wrong
+
+
+def test_nothing_imports_the_cli() -> None:
+    assert not [p for p, deps in _imports().items() if "cli" in deps]
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
