@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
+import secrets
 import shutil
 import socket
 import statistics
@@ -144,9 +146,14 @@ def _run_child(mode: str, n: int, conc: int, gateway: str) -> dict[str, float]:
 def _start_gateway(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    port, admin_port = ports
+    # The orchestrator children inherit the token through the environment.
+    os.environ.setdefault("OPENFORGE_ADMIN_TOKEN", secrets.token_urlsafe(32))
     (tmp / "script.jsonl").write_text('{"text": "hello"}\n')
     proc = subprocess.Popen(
         [
@@ -162,11 +169,13 @@ def _start_gateway(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(tmp / "store.db"),
             "--port",
             str(port),
+            "--admin-port",
+            str(admin_port),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{admin_port}"  # what the orchestrator is given
     for _ in range(600):
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:

@@ -21,7 +21,7 @@ async def test_openai_sdk_gets_paris_and_recorded_logprobs_rescore(tmp_path: Pat
     model_dir = resolve_model("smollm2-135m")
     engine = LocalEngine("smollm2-135m")
     async with Gateway(engine, SqliteStore(tmp_path / "store.db"), model=model_dir) as gw:
-        async with httpx.AsyncClient() as admin:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as admin:
             made = await admin.post(gw.admin_url + "/rollouts", json={"task_id": "paris"})
             assert made.status_code == 201, made.text
             rollout: dict[str, Any] = made.json()
@@ -36,7 +36,7 @@ async def test_openai_sdk_gets_paris_and_recorded_logprobs_rescore(tmp_path: Pat
         finally:
             await client.close()
         assert "Paris" in (answer.choices[0].message.content or "")
-        async with httpx.AsyncClient() as admin:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as admin:
             got = await admin.get(
                 f"{gw.admin_url}/rollouts/{rollout['rollout_id']}", params={"tokens": 1}
             )
@@ -61,7 +61,7 @@ async def test_stop_sequences_are_cut_from_the_text_but_kept_in_the_trained_ids(
     engine = LocalEngine("smollm2-135m")
     question = [{"role": "user", "content": "What is the capital of France?"}]
     async with Gateway(engine, SqliteStore(tmp_path / "store.db"), model=model_dir) as gw:
-        async with httpx.AsyncClient() as admin:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as admin:
             made = await admin.post(gw.admin_url + "/rollouts", json={})
             rollout: dict[str, Any] = made.json()
         oai = openai.AsyncOpenAI(base_url=rollout["openai_base_url"], api_key="unused")
@@ -102,7 +102,7 @@ async def test_stop_sequences_are_cut_from_the_text_but_kept_in_the_trained_ids(
         finally:
             await oai.close()
             await claude.close()
-        async with httpx.AsyncClient() as admin:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as admin:
             got = await admin.get(
                 f"{gw.admin_url}/rollouts/{rollout['rollout_id']}", params={"tokens": 1}
             )

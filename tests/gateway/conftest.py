@@ -51,14 +51,14 @@ async def gateway(make_gateway: Callable[..., Gateway]) -> AsyncIterator[Gateway
 
 
 async def new_rollout(gw: Gateway, **body: Any) -> dict[str, Any]:
-    async with httpx.AsyncClient() as c:
+    async with httpx.AsyncClient(headers=gw.admin_headers) as c:
         r = await c.post(gw.admin_url + "/rollouts", json=body)
         assert r.status_code == 201, r.text
         return dict(r.json())
 
 
 async def rollout_calls(gw: Gateway, rollout_id: str) -> dict[str, Any]:
-    async with httpx.AsyncClient() as c:
+    async with httpx.AsyncClient(headers=gw.admin_headers) as c:
         r = await c.get(f"{gw.admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
         assert r.status_code == 200, r.text
         return dict(r.json())

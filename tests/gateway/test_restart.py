@@ -33,8 +33,8 @@ RESPONSES_TOOLS: list[Any] = [
 ]
 
 
-async def _calls(admin_url: str, rollout_id: str) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient() as c:
+async def _calls(admin_url: str, rollout_id: str, token: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as c:
         r = await c.get(f"{admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
         assert r.status_code == 200, r.text
         return list(r.json()["calls"])
@@ -52,7 +52,7 @@ async def test_rollouts_continue_token_exactly_after_a_restart(tmp_path: Path) -
     args += ["--store", str(tmp_path / "store.db")]
     proc = await GatewayProcess.start(args)
     try:
-        async with httpx.AsyncClient() as c:
+        async with httpx.AsyncClient(headers=proc.admin_headers) as c:
             chat = (await c.post(proc.admin_url + "/rollouts", json={})).json()
             resp = (await c.post(proc.admin_url + "/rollouts", json={})).json()
         async with openai.AsyncOpenAI(base_url=chat["openai_base_url"], api_key="x") as client:
@@ -84,8 +84,8 @@ async def test_rollouts_continue_token_exactly_after_a_restart(tmp_path: Path) -
                 tools=RESPONSES_TOOLS,
             )
         assert r2.status == "completed"
-        chat_calls = await _calls(proc.admin_url, chat["rollout_id"])
-        resp_calls = await _calls(proc.admin_url, resp["rollout_id"])
+        chat_calls = await _calls(proc.admin_url, chat["rollout_id"], proc.admin_token)
+        resp_calls = await _calls(proc.admin_url, resp["rollout_id"], proc.admin_token)
     finally:
         await proc.stop()
     assert [c["seq"] for c in chat_calls] == [0, 1]

@@ -174,7 +174,7 @@ async def test_unknown_key_and_closed_rollout(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
     import httpx
 
-    async with httpx.AsyncClient() as c:
+    async with httpx.AsyncClient(headers=gateway.admin_headers) as c:
         url = f"{gateway.admin_url}/rollouts/{r['rollout_id']}/finish"
         assert (await c.post(url, json={"status": "completed", "reward": 1.0})).status_code == 200
         assert (await c.post(url, json={"status": "completed", "reward": 1.0})).status_code == 200

@@ -106,8 +106,8 @@ def renderer() -> Renderer:
     return Renderer(load_tokenizer(MODEL))
 
 
-async def _calls(admin_url: str, rollout_id: str) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient() as c:
+async def _calls(admin_url: str, rollout_id: str, token: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as c:
         r = await c.get(f"{admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
         return list(r.json()["calls"])
 
@@ -123,7 +123,7 @@ async def test_teacher_calls_through_the_gateway(tmp_path: Path, renderer: Rende
             env={"OPENAI_API_KEY": "sk-upstream"},
         )
         try:
-            async with httpx.AsyncClient() as c:
+            async with httpx.AsyncClient(headers=proc.admin_headers) as c:
                 ro = (await c.post(proc.admin_url + "/rollouts", json={})).json()
                 ant = (await c.post(proc.admin_url + "/rollouts", json={})).json()
             client = openai.AsyncOpenAI(base_url=ro["openai_base_url"], api_key="x", max_retries=0)
@@ -165,7 +165,7 @@ async def test_teacher_calls_through_the_gateway(tmp_path: Path, renderer: Rende
                 assert final.stop_reason == "tool_use"
                 assert [b.type for b in final.content] == ["text", "tool_use"]
                 assert final.content[1].id.startswith("toolu_")  # type: ignore[union-attr]
-            calls = await _calls(proc.admin_url, ro["rollout_id"])
+            calls = await _calls(proc.admin_url, ro["rollout_id"], proc.admin_token)
         finally:
             await proc.stop()
 

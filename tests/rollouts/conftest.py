@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -19,6 +20,11 @@ MODEL = models_dir() / DEFAULT_MODEL
 OPENFORGE = str(Path(sys.executable).parent / "openforge")
 
 
+def admin_headers() -> dict[str, str]:
+    """The admin header for the session's gateway (its token is in the environment)."""
+    return {"Authorization": f"Bearer {os.environ['OPENFORGE_ADMIN_TOKEN']}"}
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as s:
@@ -29,14 +35,19 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``openforge gateway --engine scripted`` whose every reply is the text ``hello``."""
+    """``openforge gateway --engine scripted`` whose every reply is the text ``hello``; yields
+    its admin listener's URL (what ``--gateway`` takes). Its admin token is in
+    ``$OPENFORGE_ADMIN_TOKEN`` for the session, where the orchestrator and CLI read it."""
     if not MODEL.is_dir():
         pytest.fail(f"the SmolLM2 model directory {MODEL} is missing: the setup script pulls it")
     d = tmp_path_factory.mktemp("gateway")
     script = d / "script.jsonl"
     script.write_text('{"text": "hello"}\n')
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "OPENFORGE_ADMIN_TOKEN"}
+    port, admin_port = free_port(), free_port()
+    token = secrets.token_urlsafe(32)
+    saved = os.environ.get("OPENFORGE_ADMIN_TOKEN")
+    os.environ["OPENFORGE_ADMIN_TOKEN"] = token
+    env = dict(os.environ)
     log = (d / "gateway.log").open("wb")
     proc = subprocess.Popen(
         [
@@ -52,12 +63,14 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             str(d / "store.db"),
             "--port",
             str(port),
+            "--admin-port",
+            str(admin_port),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{admin_port}"
     try:
         for _ in range(600):
             if proc.poll() is not None:
@@ -69,6 +82,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
+        if saved is None:
+            del os.environ["OPENFORGE_ADMIN_TOKEN"]
+        else:
+            os.environ["OPENFORGE_ADMIN_TOKEN"] = saved
         proc.terminate()
         proc.wait(timeout=30)
         log.close()

@@ -14,7 +14,7 @@ import pytest
 
 from openforge.rollouts import pass_at_k, pass_hat_k
 
-from .conftest import OPENFORGE
+from .conftest import OPENFORGE, admin_headers
 from .test_orchestrator import _processes_with
 
 pytestmark = pytest.mark.slow
@@ -149,7 +149,11 @@ async def test_ctrl_c_leaves_no_process_or_sandbox_behind(gateway: str, tmp_path
     assert list(sandboxes.iterdir()) == []
     assert not (tmp_path / "run" / "results.jsonl").exists()
     run_id = orjson.loads((tmp_path / "run" / "run.json").read_bytes())["run_id"]
-    listed = httpx.get(f"{gateway}/admin/rollouts", params={"group_id": f"{run_id}/pass"}).json()
+    listed = httpx.get(
+        f"{gateway}/admin/rollouts",
+        params={"group_id": f"{run_id}/pass"},
+        headers=admin_headers(),
+    ).json()
     assert [r["status"] for r in listed["rollouts"]] == ["infra_error"] * 2
 
 

@@ -14,6 +14,8 @@ from openforge.rollouts import RolloutConfig, load_results, run_rollouts
 from openforge.sandboxes import create_backend
 from openforge.tasks import Task, load_tasks
 
+from .conftest import admin_headers
+
 # Calls the gateway once (OpenAI Chat) and writes the model's reply to hello.txt.
 CALL_AND_WRITE = (
     'curl -sf "$OPENAI_BASE_URL/chat/completions" -H "Authorization: Bearer $OPENAI_API_KEY" '
@@ -63,7 +65,8 @@ def config(
 
 
 def admin(gateway: str, rollout_id: str) -> dict[str, object]:
-    data: dict[str, object] = httpx.get(f"{gateway}/admin/rollouts/{rollout_id}").json()
+    url = f"{gateway}/admin/rollouts/{rollout_id}"
+    data: dict[str, object] = httpx.get(url, headers=admin_headers()).json()
     return data
 
 
@@ -139,7 +142,9 @@ async def test_sandbox_creation_failure_is_infra_error_after_retries(
         await backend.close()
     assert (res.status, res.reward, res.attempts) == ("infra_error", None, 3)
     assert "sandbox create" in str(res.error)
-    listed = httpx.get(f"{gateway}/admin/rollouts", params={"group_id": res.group_id}).json()
+    listed = httpx.get(
+        f"{gateway}/admin/rollouts", params={"group_id": res.group_id}, headers=admin_headers()
+    ).json()
     assert [r["status"] for r in listed["rollouts"]] == ["infra_error"] * 3
 
 

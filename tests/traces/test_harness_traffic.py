@@ -212,7 +212,7 @@ async def _edited_rollout(work: Path) -> str:
 
     engine = ScriptedEngine(load_script(script), char_by_char, model=MODEL)
     async with Gateway(engine, SqliteStore(work / "store.db"), model=MODEL) as gw:
-        async with httpx.AsyncClient() as c:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as c:
             r = await c.post(gw.admin_url + "/rollouts", json={"task_id": "t", "group_id": "g"})
             rollout = r.json()
         client = openai.AsyncOpenAI(base_url=rollout["openai_base_url"], api_key="unused")
@@ -232,7 +232,7 @@ async def _edited_rollout(work: Path) -> str:
             await client.chat.completions.create(model="m", messages=msgs)
         finally:
             await client.close()
-        async with httpx.AsyncClient() as c:
+        async with httpx.AsyncClient(headers=gw.admin_headers) as c:
             done = await c.post(
                 f"{gw.admin_url}/rollouts/{rollout['rollout_id']}/finish",
                 json={"status": "completed", "reward": 1.0},

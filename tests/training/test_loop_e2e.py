@@ -73,12 +73,13 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
         warmups.append(len(e.metrics.read()))
 
     async with gateway as gw:
-        async with open_session(cfg, gw.url, store_path) as env:
+        cfg = dataclasses.replace(cfg, admin_token=gw.admin_token)
+        async with open_session(cfg, gw.control_url, store_path) as env:
             summary = await run_loop(cfg, env, warmup=warmup)
             calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
         # a restart with one more step resumes from the checkpoint of step 2
         more = dataclasses.replace(cfg, steps=3)
-        async with open_session(more, gw.url, store_path) as env:
+        async with open_session(more, gw.control_url, store_path) as env:
             assert env.trainer.version == 0  # fresh trainer until the loop resumes
             resumed = await run_loop(more, env, evaluate_edges=False, warmup=warmup)
             status = await env.sync.status()

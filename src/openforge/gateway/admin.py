@@ -12,8 +12,11 @@
     POST /admin/weights                 {version, path?} → {paused, in_flight, weight_version}
     GET  /admin/status                  → {paused, in_flight, weight_version, engine}
 
-With ``OPENFORGE_ADMIN_TOKEN`` set, every admin request needs
-``Authorization: Bearer <token>``. Errors are ``{"error": {"type", "message"}}``.
+Served on the admin listener only (never where harnesses reach). Every request needs
+``Authorization: Bearer <token>``: the token is always in force (``openforge gateway``
+generates and stores one when none is configured). Minted base URLs start with the
+gateway's public URL (``--public-url``, else the model listener's bound address), never with
+what a request's ``Host`` header says. Errors are ``{"error": {"type", "message"}}``.
 """
 
 from __future__ import annotations
@@ -113,14 +116,14 @@ class AdminApi:
         store: Store,
         engine: Engine | TextEngine,
         control: Control,
-        admin_token: str | None = None,
-        public_url: str | None = None,
+        admin_token: str,
+        public_url: str,
     ) -> None:
         self.store = store
         self.engine = engine
         self.control = control
-        self.admin_token = admin_token
-        self.public_url = public_url.rstrip("/") if public_url else None
+        self._expected = f"Bearer {admin_token}".encode()
+        self.public_url = public_url.rstrip("/")
 
     def routes(self) -> list[Route]:
         """The Starlette routes under ``/admin``."""
@@ -138,10 +141,9 @@ class AdminApi:
 
     def _handle(self, fn: Any) -> Any:
         async def endpoint(request: Request) -> Response:
-            if self.admin_token is not None:
-                got = request.headers.get("authorization", "")
-                if not hmac.compare_digest(got.encode(), f"Bearer {self.admin_token}".encode()):
-                    return _error(401, "authentication", "admin API needs the admin bearer token")
+            got = request.headers.get("authorization", "")
+            if not hmac.compare_digest(got.encode(), self._expected):
+                return _error(401, "authentication", "admin API needs the admin bearer token")
             try:
                 return await fn(request)  # type: ignore[no-any-return]
             except _AdminError as exc:
@@ -153,11 +155,6 @@ class AdminApi:
 
         return endpoint
 
-    def _base(self, request: Request) -> str:
-        if self.public_url:
-            return self.public_url
-        return str(request.base_url).rstrip("/")
-
     async def create(self, request: Request) -> Response:
         body = await _body(request)
         metadata = body.get("metadata") or {}
@@ -168,7 +165,7 @@ class AdminApi:
             group_id=_opt_str(body, "group_id"),
             metadata=metadata,
         )
-        base = f"{self._base(request)}/r/{rollout.key}"
+        base = f"{self.public_url}/r/{rollout.key}"
         return _json(
             {
                 "rollout_id": rollout.id,

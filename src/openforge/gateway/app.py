@@ -1,4 +1,9 @@
-"""The gateway's ASGI app: thin routes over :class:`CallService` and :class:`AdminApi`.
+"""The gateway's two ASGI apps: model calls and admin, served on separate listeners.
+
+The model app (thin routes over :class:`CallService`) is what harnesses reach; it has no
+admin route at all, so an agent whose sandbox can reach only the model listener cannot list,
+mint or finish rollouts whatever it sends. The admin app (:class:`AdminApi`) listens on its
+own socket, for the orchestrator and trainer, and always requires the admin token.
 
 Model routes exist at the root (key in ``Authorization``/``x-api-key``) and under
 ``/r/<key>`` (key in the path, for harnesses that can only set a base URL). Each dialect in
@@ -7,7 +12,7 @@ Model routes exist at the root (key in ``Authorization``/``x-api-key``) and unde
 ``/v1/messages/count_tokens``); besides them::
 
     GET  /v1/models                  the served model (OpenAI and Anthropic list shapes)
-    HEAD /, GET /health              liveness
+    HEAD /, GET /health              liveness (both listeners)
 """
 
 from __future__ import annotations
@@ -33,16 +38,20 @@ from openforge.gateway.prompting import Prompting
 from openforge.gateway.service import CallService, ServedDialect, read_body, send_full
 from openforge.store.base import Store
 
-__all__ = ["GatewayApp", "GatewayConfig", "build_app"]
+__all__ = ["GatewayApp", "GatewayApps", "GatewayConfig", "build_apps"]
 
 
 @dataclass(slots=True)
 class GatewayConfig:
     model: str  # the model directory whose tokenizer and template render prompts
+    admin_token: str  # always enforced on the admin listener
+    public_url: str  # the root URL harnesses reach (minted base URLs start with it)
     allow_anonymous: bool = False
-    admin_token: str | None = None
-    public_url: str | None = None  # the root URL harnesses reach; default: the request's
     max_body_bytes: int = 64 << 20
+
+    def __post_init__(self) -> None:
+        if not self.admin_token:
+            raise ValueError("the admin token must not be empty")
 
 
 class _ModelEndpoint:
@@ -68,7 +77,6 @@ class GatewayApp:
 
     def __init__(self, app: Starlette, endpoints: dict[str, Any]) -> None:
         self.app = app
-        self.state = app.state
         self._endpoints = endpoints
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -120,8 +128,18 @@ def _models_body(name: str) -> bytes:
     )
 
 
-def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> GatewayApp:
-    """The gateway app over ``engine`` and ``store``."""
+@dataclass(frozen=True, slots=True)
+class GatewayApps:
+    """What a gateway serves: ``model`` for harnesses, ``admin`` on its own listener."""
+
+    model: GatewayApp
+    admin: Starlette
+    service: CallService
+    control: Control
+
+
+def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> GatewayApps:
+    """The model and admin apps over ``engine`` and ``store``."""
     control = Control(store, weight_version=engine.info().weight_version)
     prompting = Prompting(config.model)
     service = CallService(
@@ -154,20 +172,25 @@ def build_app(engine: Engine | TextEngine, store: Store, config: GatewayConfig) 
     routes: list[BaseRoute] = [
         Route("/", health, methods=["GET", "HEAD"]),
         Route("/health", health, methods=["GET", "HEAD"]),
-        *admin.routes(),
         *model_routes,
     ]
     for route in model_routes:
         assert isinstance(route, Route)
         routes.append(Route("/r/{key}" + route.path, route.endpoint, methods=route.methods))
     routes.append(Route("/r/{key}", health, methods=["GET", "HEAD"]))
-    app = Starlette(routes=routes)
-    app.state.service = service
-    app.state.control = control
-    app.state.admin = admin
     fast = {
         r.path: r.endpoint
         for r in model_routes
         if isinstance(r, Route) and r.methods and "POST" in r.methods
     }
-    return GatewayApp(app, fast)
+    admin_routes: list[BaseRoute] = [
+        Route("/", health, methods=["GET", "HEAD"]),
+        Route("/health", health, methods=["GET", "HEAD"]),
+        *admin.routes(),
+    ]
+    return GatewayApps(
+        model=GatewayApp(Starlette(routes=routes), fast),
+        admin=Starlette(routes=admin_routes),
+        service=service,
+        control=control,
+    )

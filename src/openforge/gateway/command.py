@@ -27,8 +27,15 @@ def gateway(
     script: Annotated[
         Path | None, typer.Option(help="JSONL replies for --engine scripted.")
     ] = None,
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port of the model API (harnesses).")] = 8000,
+    host: Annotated[str, typer.Option(help="Interface the model API binds.")] = "127.0.0.1",
+    admin_port: Annotated[
+        int | None,
+        typer.Option(help="TCP port of the admin API (orchestrator, trainer); default PORT+1."),
+    ] = None,
+    admin_host: Annotated[
+        str, typer.Option(help="Interface the admin API binds (keep it off sandboxes' reach).")
+    ] = "127.0.0.1",
     allow_anonymous: Annotated[
         bool, typer.Option(help="Serve keyless calls under an anonymous rollout.")
     ] = False,
@@ -42,7 +49,8 @@ def gateway(
         int | None, typer.Option(help="Refuse prompts longer than this many tokens.")
     ] = None,
     public_url: Annotated[
-        str | None, typer.Option(help="Root URL harnesses reach (default: as requested).")
+        str | None,
+        typer.Option(help="Root URL harnesses reach (default: the model API's bound address)."),
     ] = None,
     served_model: Annotated[
         str, typer.Option(help="Model name the engine server knows (vllm, sglang, upstream).")
@@ -56,7 +64,8 @@ def gateway(
     model_dir = resolve_model_dir(model, _fail)
     eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail, served_model)
 
-    from openforge.gateway.server import serve
+    from openforge.gateway.server import Gateway, serve
+    from openforge.home import admin_token_path, ensure_admin_token
     from openforge.store.base import StoreError
     from openforge.store.sqlite import SqliteStore
 
@@ -65,16 +74,34 @@ def gateway(
     except StoreError as exc:
         _fail(str(exc))
         return
+    try:
+        # Always a token: $OPENFORGE_ADMIN_TOKEN, else one generated once and kept 0600.
+        token = ensure_admin_token()
+    except OSError as exc:
+        _fail(f"cannot create the admin token file {admin_token_path()}: {exc}")
+        return
+    where = "$OPENFORGE_ADMIN_TOKEN" if os.environ.get("OPENFORGE_ADMIN_TOKEN") else None
+
+    def ready(gw: Gateway) -> None:
+        typer.echo(f"openforge gateway: model API on {gw.url}", err=True)
+        typer.echo(
+            f"openforge gateway: admin API on {gw.control_url} (give this URL to "
+            f"--gateway; token in {where or admin_token_path()})",
+            err=True,
+        )
+
     serve(
         eng,
         st,
         model=model_dir,
+        admin_token=token,
         host=host,
         port=port,
+        admin_host=admin_host,
+        admin_port=(port + 1 if port else 0) if admin_port is None else admin_port,
         allow_anonymous=allow_anonymous,
-        admin_token=os.environ.get("OPENFORGE_ADMIN_TOKEN") or None,
         public_url=public_url,
-        on_ready=lambda u: typer.echo(f"openforge gateway: serving {u}", err=True),
+        on_ready=ready,
     )
 
 

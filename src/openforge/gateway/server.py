@@ -1,16 +1,20 @@
 """Starting a gateway: in-process (:class:`Gateway`) or as a child (:class:`GatewayProcess`).
 
-In-process, for tests and the orchestrator's embedded mode::
+Every gateway has two listeners: the model listener (``url``) that harnesses reach, and
+the admin listener (``control_url``; its API under ``admin_url``) for the orchestrator and
+trainer, which always requires ``admin_token``. In-process, for tests and embedding::
 
     async with Gateway(engine, store, model=path, allow_anonymous=True) as gw:
-        gw.url          # http://127.0.0.1:<port>
-        gw.admin_url    # gw.url + "/admin"
+        gw.url          # http://127.0.0.1:<port>: the model API
+        gw.control_url  # http://127.0.0.1:<admin port>: what the orchestrator is given
+        gw.admin_url    # gw.control_url + "/admin"
+        gw.admin_headers  # {"Authorization": "Bearer <token>"}
 
 As a subprocess (the orchestrator and trainer keep the gateway off their own loop)::
 
     proc = await GatewayProcess.start(["--engine", "scripted", "--script", "s.jsonl",
                                        "--model", path, "--store", "s.db"])
-    proc.url; await proc.stop()
+    proc.url; proc.control_url; await proc.stop()
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import asyncio
 import contextlib
 import gc
 import os
+import secrets
 import signal
 import socket
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,7 +37,7 @@ import httpx
 import uvicorn
 
 from openforge.engines.base import Engine, TextEngine
-from openforge.gateway.app import GatewayConfig, build_app
+from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.store.base import Store
 
 __all__ = ["Gateway", "GatewayProcess", "bind_socket", "serve"]
@@ -71,8 +76,18 @@ class _Server(uvicorn.Server):
         yield
 
 
+def _url(host: str, port: int) -> str:
+    # A wildcard bind is reachable at loopback from this machine; a public URL for other
+    # machines is the operator's to give (--public-url).
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class Gateway:
-    """A gateway served by uvicorn on the running event loop."""
+    """A gateway served by uvicorn on the running event loop, on two listeners."""
 
     def __init__(
         self,
@@ -82,6 +97,8 @@ class Gateway:
         model: str | Path,
         host: str = "127.0.0.1",
         port: int = 0,
+        admin_host: str = "127.0.0.1",
+        admin_port: int = 0,
         allow_anonymous: bool = False,
         admin_token: str | None = None,
         public_url: str | None = None,
@@ -90,28 +107,37 @@ class Gateway:
         self.engine = engine
         self.store = store
         self.host = host
-        self.config = GatewayConfig(
-            model=str(model),
-            allow_anonymous=allow_anonymous,
-            admin_token=admin_token,
-            public_url=public_url,
-        )
-        self.app = build_app(engine, store, self.config)
         self._sock = bind_socket(host, port)
         self.port: int = self._sock.getsockname()[1]
-        self._server = _Server(_uvicorn_config(self.app, log_level))
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        """The gateway's root URL."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        self._admin_sock = bind_socket(admin_host, admin_port)
+        self.admin_port: int = self._admin_sock.getsockname()[1]
+        self.url = _url(host, self.port)
+        self.control_url = _url(admin_host, self.admin_port)
+        # Never None: without a configured token the admin listener gets a random one
+        # that only this process (and whoever it hands ``admin_token`` to) knows.
+        self.admin_token = admin_token or secrets.token_urlsafe(32)
+        self.config = GatewayConfig(
+            model=str(model),
+            admin_token=self.admin_token,
+            public_url=(public_url or self.url).rstrip("/"),
+            allow_anonymous=allow_anonymous,
+        )
+        self.apps = build_apps(engine, store, self.config)
+        self._servers = (
+            _Server(_uvicorn_config(self.apps.model, log_level)),
+            _Server(_uvicorn_config(self.apps.admin, log_level)),
+        )
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def admin_url(self) -> str:
-        """The admin API's root URL."""
-        return self.url + "/admin"
+        """The admin API's root URL (on the admin listener)."""
+        return self.control_url + "/admin"
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header every admin request carries."""
+        return {"Authorization": f"Bearer {self.admin_token}"}
 
     async def start(self) -> Gateway:
         """Start serving; returns once the socket accepts requests."""
@@ -122,21 +148,25 @@ class Gateway:
         # "Performance"; bench/gateway_heap.py).
         gc.collect()
         gc.freeze()
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()  # raises the startup error
-            await asyncio.sleep(0.005)
+        for server, sock in zip(self._servers, (self._sock, self._admin_sock), strict=True):
+            task = asyncio.create_task(server.serve(sockets=[sock]))
+            self._tasks.append(task)
+            while not server.started:
+                if task.done():
+                    task.result()  # raises the startup error
+                await asyncio.sleep(0.005)
         return self
 
     async def stop(self) -> None:
         """Stop accepting, let open requests end, close the engine and the store."""
-        if self._task is not None:
-            self._server.should_exit = True
+        for server in self._servers:
+            server.should_exit = True
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._tasks.clear()
         self._sock.close()
+        self._admin_sock.close()
         await self.engine.close()
         await self.store.close()
 
@@ -157,14 +187,16 @@ def serve(
     store: Store,
     *,
     model: str | Path,
+    admin_token: str,
     host: str = "127.0.0.1",
     port: int = 8000,
+    admin_host: str = "127.0.0.1",
+    admin_port: int = 8001,
     allow_anonymous: bool = False,
-    admin_token: str | None = None,
     public_url: str | None = None,
-    on_ready: Any = None,
+    on_ready: Callable[[Gateway], None] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(url)`` runs once bound."""
+    """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound."""
     import uvloop
 
     async def main() -> None:
@@ -174,6 +206,8 @@ def serve(
             model=model,
             host=host,
             port=port,
+            admin_host=admin_host,
+            admin_port=admin_port,
             allow_anonymous=allow_anonymous,
             admin_token=admin_token,
             public_url=public_url,
@@ -181,7 +215,7 @@ def serve(
         )
         await gateway.start()
         if on_ready is not None:
-            on_ready(gateway.url)
+            on_ready(gateway)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -194,13 +228,25 @@ def serve(
     uvloop.run(main())
 
 
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 class GatewayProcess:
     """``openforge gateway …`` in a child process; :meth:`start` waits until it answers."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, url: str, control_url: str, admin_token: str
+    ) -> None:
         self.proc = proc
         self.url = url
-        self.admin_url = url + "/admin"
+        self.control_url = control_url
+        self.admin_url = control_url + "/admin"
+        self.admin_token = admin_token
+        self.admin_headers = {"Authorization": f"Bearer {admin_token}"}
 
     @classmethod
     async def start(
@@ -210,28 +256,34 @@ class GatewayProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         timeout_s: float = 120.0,
+        admin_port: int | None = None,
     ) -> GatewayProcess:
-        """Run ``openforge gateway ARGS --host HOST --port PORT`` (a free port if None)."""
-        if port is None:
-            with socket.socket() as s:
-                s.bind((host, 0))
-                port = s.getsockname()[1]
+        """Run ``openforge gateway ARGS --host HOST --port PORT --admin-port P`` (free ports
+        if None), with a fresh admin token unless ``env`` names one."""
+        port = _free_port(host) if port is None else port
+        admin_port = _free_port("127.0.0.1") if admin_port is None else admin_port
+        env = dict(env or {})
+        token = env.setdefault("OPENFORGE_ADMIN_TOKEN", secrets.token_urlsafe(32))
         argv = [sys.executable, "-m", "openforge.gateway", *args, "--host", host]
-        argv += ["--port", str(port)]
-        proc = await asyncio.create_subprocess_exec(*argv, env={**os.environ, **(env or {})})
-        url = f"http://{host}:{port}"
+        argv += ["--port", str(port), "--admin-port", str(admin_port)]
+        proc = await asyncio.create_subprocess_exec(*argv, env={**os.environ, **env})
+        url, control_url = _url(host, port), _url("127.0.0.1", admin_port)
         deadline = time.monotonic() + timeout_s
         async with httpx.AsyncClient() as client:
-            while True:
-                if proc.returncode is not None:
-                    raise RuntimeError(f"gateway exited with {proc.returncode} before answering")
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(url + "/health", timeout=1.0)).status_code == 200:
-                        return cls(proc, url)
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    raise RuntimeError(f"gateway at {url} did not answer in {timeout_s}s")
-                await asyncio.sleep(0.1)
+            for probe in (url, control_url):
+                while True:
+                    if proc.returncode is not None:
+                        raise RuntimeError(
+                            f"gateway exited with {proc.returncode} before answering"
+                        )
+                    with contextlib.suppress(httpx.TransportError):
+                        if (await client.get(probe + "/health", timeout=1.0)).status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        proc.kill()
+                        raise RuntimeError(f"gateway at {probe} did not answer in {timeout_s}s")
+                    await asyncio.sleep(0.1)
+        return cls(proc, url, control_url, token)
 
     async def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signal the gateway (SIGTERM: graceful) and wait for it to exit."""

@@ -112,7 +112,7 @@ async def probe(
         config = RolloutConfig(
             tasks=[task or hello_task()],
             harness=harness,
-            gateway_url=gw.url,
+            gateway_url=gw.control_url,
             n=1,
             concurrency=1,
             retries=0,
@@ -120,7 +120,7 @@ async def probe(
             out_dir=work / "run",
             backend_options={"root": work / "sandboxes"},
             metadata=metadata or {},
-            admin_token=None,
+            admin_token=gw.admin_token,
         )
         (result,) = await run_rollouts(config)
         rollout, calls = None, []

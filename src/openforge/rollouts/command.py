@@ -28,7 +28,13 @@ NOpt = Annotated[int, typer.Option("--n", min=1, help="Samples per task (the GRP
 ConcOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Rollouts at once.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="Sandbox backend.")]
 GatewayOpt = Annotated[
-    str, typer.Option("--gateway", help="Gateway root URL (http://127.0.0.1:PORT).")
+    str,
+    typer.Option(
+        "--gateway",
+        help="The gateway's admin API root, as `openforge gateway` prints it "
+        "(http://127.0.0.1:PORT+1); the admin token comes from $OPENFORGE_ADMIN_TOKEN or the "
+        "token file the gateway wrote.",
+    ),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (rerun to resume).")]
 ModelOpt = Annotated[str, typer.Option("--model", help="Model name the harness asks for.")]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openforge.harnesses.base import Harness
+from openforge.home import read_admin_token
 from openforge.sandboxes.base import SandboxBackend
 from openforge.tasks.model import Task
 
@@ -51,11 +51,14 @@ class RolloutResult:
 class RolloutConfig:
     """Everything one orchestrator run needs.
 
-    ``tasks`` is a list of loaded tasks or a path / bundled suite name for
-    :func:`openforge.tasks.load_tasks`. ``harness`` is an adapter or a registry name (with
-    ``harness_options``). ``gateway_url`` is the gateway's root as this host sees it.
-    With ``out_dir`` set, results go to ``out_dir/results.jsonl`` and a rerun skips the
-    ``(task_id, sample)`` pairs already there (``retry_infra`` reruns their infra errors).
+        ``tasks`` is a list of loaded tasks or a path / bundled suite name for
+        :func:`openforge.tasks.load_tasks`. ``harness`` is an adapter or a registry name (with
+        ``harness_options``). ``gateway_url`` is the root of the gateway's admin listener as this
+    host sees it (sandboxes get the model listener's address from each mint, never this one);
+    ``admin_token`` defaults to ``$OPENFORGE_ADMIN_TOKEN``, else the token ``openforge gateway``
+    stored for this user.
+        With ``out_dir`` set, results go to ``out_dir/results.jsonl`` and a rerun skips the
+        ``(task_id, sample)`` pairs already there (``retry_infra`` reruns their infra errors).
     """
 
     tasks: Sequence[Task] | str | Path
@@ -69,7 +72,7 @@ class RolloutConfig:
     model: str = "openforge"
     split: str | None = None
     out_dir: Path | str | None = None
-    admin_token: str | None = field(default_factory=lambda: os.environ.get("OPENFORGE_ADMIN_TOKEN"))
+    admin_token: str | None = field(default_factory=read_admin_token)
     retries: int = 2  # extra attempts after an infra error
     retry_backoff_s: float = 0.25
     retry_infra: bool = False

@@ -58,8 +58,15 @@ class _Infra(Exception):
     """An attempt failed for infrastructure reasons; retryable."""
 
 
-def _sandbox_base_url(minted: Minted, sandbox: Sandbox, gateway_url: str) -> str:
-    root = (sandbox.gateway_url or gateway_url).rstrip("/")
+def _model_origin(minted: Minted) -> str:
+    """The gateway's model listener, as the mint answered it: the only place a sandbox may
+    reach (the admin listener the orchestrator talks to is never given to a sandbox)."""
+    parts = urlsplit(minted.base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _sandbox_base_url(minted: Minted, sandbox: Sandbox) -> str:
+    root = (sandbox.gateway_url or _model_origin(minted)).rstrip("/")
     return root + urlsplit(minted.base_url).path
 
 
@@ -70,9 +77,7 @@ async def _agent(
     t0 = time.perf_counter()
     await box.put(task.workspace_bytes())
     await job.harness.check(box)
-    await job.harness.configure(
-        box, _sandbox_base_url(minted, box, job.gateway.url), minted.key, job.model
-    )
+    await job.harness.configure(box, _sandbox_base_url(minted, box), minted.key, job.model)
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
     launch = job.harness.command(task.instruction)
@@ -104,7 +109,7 @@ async def _attempt(
         pids=task.pids,
         disk_mb=task.disk_mb,
         network=task.network,
-        gateway_url=job.gateway.url,
+        gateway_url=_model_origin(minted),
         lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
         labels={"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id},
     )

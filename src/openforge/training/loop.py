@@ -61,7 +61,8 @@ _CKPT = re.compile(r"^step-(\d+)$")
 class LoopEnv:
     """Everything the loop talks to; :mod:`openforge.training.session` builds the real one."""
 
-    gateway_url: str
+    gateway_url: str  # the gateway's admin listener
+    admin_token: str | None
     store: Store
     run_rollouts: RunRollouts
     trainer: Trainer
@@ -127,7 +128,7 @@ def _rollout_config(
         backend=cfg.sandbox,
         split=split,
         out_dir=Path(cfg.run_dir) / "rollouts" / tag,
-        admin_token=cfg.admin_token,
+        admin_token=env.admin_token,
         metadata={"step": step, "phase": tag},
         **extra,
     )

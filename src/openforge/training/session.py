@@ -32,8 +32,9 @@ def save_config(cfg: TrainConfig, run_dir: Path) -> None:
 @contextlib.asynccontextmanager
 async def gateway_process(
     model_dir: Path, store: Path, admin_token: str | None = None, threads: int = 0
-) -> AsyncIterator[str]:
-    """``openforge gateway --engine local`` in a child process; yields its URL.
+) -> AsyncIterator[tuple[str, str]]:
+    """``openforge gateway --engine local`` in a child process; yields its admin listener's
+    URL and admin token (a fresh one unless ``admin_token`` is given).
 
     A child process keeps the engine's forward passes off the trainer's interpreter.
     ``threads`` > 0 caps its torch threads (``OMP_NUM_THREADS``).
@@ -46,7 +47,7 @@ async def gateway_process(
     args = ["--engine", "local", "--model", str(model_dir), "--store", str(store)]
     proc = await GatewayProcess.start(args, env=env, timeout_s=300.0)
     try:
-        yield proc.url
+        yield proc.control_url, proc.admin_token
     finally:
         await proc.stop()
 
@@ -78,8 +79,11 @@ async def open_session(
 ) -> AsyncIterator[LoopEnv]:
     """Everything :func:`~openforge.training.loop.run_loop` needs, torn down on exit.
 
-    ``gateway_url``/``store_path`` override the config (a test's in-process gateway).
+    ``gateway_url``/``store_path`` override the config (a test's in-process gateway: its
+    admin listener, with ``cfg.admin_token`` its token). A gateway given by URL is reached
+    with ``cfg.admin_token``, else ``$OPENFORGE_ADMIN_TOKEN``, else the stored token.
     """
+    from openforge.home import read_admin_token
     from openforge.models.registry import resolve_model
     from openforge.rollouts import run_rollouts
     from openforge.traces.source import open_store
@@ -97,20 +101,22 @@ async def open_session(
     eval_tasks = _load_split(cfg, cfg.eval_split, "eval_split")
     async with contextlib.AsyncExitStack() as stack:
         url = gateway_url or cfg.gateway_url
+        token = cfg.admin_token or read_admin_token()
         store_file = Path(store_path or cfg.store or run_dir / "store.db")
         if url is None:
-            url = await stack.enter_async_context(
-                gateway_process(model_dir, store_file, cfg.admin_token, cfg.threads)
-            )
+            spawned = gateway_process(model_dir, store_file, cfg.admin_token, cfg.threads)
+            started_url, token = await stack.enter_async_context(spawned)
+            url = started_url
         store = open_store(store_file)
         stack.push_async_callback(store.close)
         trainer = await asyncio.to_thread(Trainer, cfg, model_dir)
-        sync = WeightSync(url, run_dir / "weights", cfg.admin_token, keep=2)
+        sync = WeightSync(url, run_dir / "weights", token, keep=2)
         stack.push_async_callback(sync.close)
         metrics = MetricsWriter(run_dir)
         stack.callback(metrics.close)
         yield LoopEnv(
             gateway_url=url,
+            admin_token=token,
             store=store,
             run_rollouts=run_rollouts,
             trainer=trainer,

@@ -201,7 +201,8 @@ async def record_teacher(
                 config = RolloutConfig(
                     tasks=[task],
                     harness="claw",
-                    gateway_url=gw.url,
+                    gateway_url=gw.control_url,
+                    admin_token=gw.admin_token,
                     harness_options=dict(harness_options),
                     n=1,
                     concurrency=1,

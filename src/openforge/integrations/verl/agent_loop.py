@@ -4,7 +4,8 @@ veRL loads it from an ``agent_loop_config_path`` YAML (``configs/verl/agent_loop
 
     - name: openforge
       _target_: openforge.integrations.verl.agent_loop.OpenForgeAgentLoop
-      gateway_url: http://openforge-gateway:8000   # the gateway in front of veRL's servers
+      gateway_url: http://openforge-gateway:8001   # the admin listener of the gateway in
+                                                   # front of veRL's servers
       tasks: claw-mini
       harness: claw
       sandbox: kubernetes
@@ -30,6 +31,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from openforge.home import read_admin_token
 from openforge.integrations.verl.convert import (
     call_from_json,
     output_fields,
@@ -64,7 +66,7 @@ class OpenForgeAgentLoop(AgentLoopBase):  # type: ignore[misc]
         self.harness = harness
         self.sandbox = sandbox
         self.harness_options = dict(harness_options or {})
-        self.admin_token = admin_token or os.environ.get("OPENFORGE_ADMIN_TOKEN")
+        self.admin_token = admin_token or read_admin_token()
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
