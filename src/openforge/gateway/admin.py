@@ -5,7 +5,9 @@
     GET  /admin/rollouts?status=&group_id=   → {rollouts: [rollout, ...]}
     GET  /admin/rollouts/<id>[?tokens=1]     → rollout + {calls: [...]}
     POST /admin/rollouts/<id>/finish    {status, reward?, details?} → rollout
-         (the same finish again → 200; a conflicting one → 409)
+         (the same finish again → 200; a conflicting one → 409). It first refuses the
+         rollout's new calls and waits (bounded) for those in flight; any that end later
+         are recorded with status ``late``, never as the rollout's samples.
     POST /admin/pause[?wait=0]          → {paused, in_flight, weight_version}
          (returns once in-flight calls finished, unless wait=0)
     POST /admin/resume                  → {paused, in_flight, weight_version}
@@ -118,12 +120,15 @@ class AdminApi:
         control: Control,
         admin_token: str,
         public_url: str,
+        drain_s: float = 10.0,
     ) -> None:
         self.store = store
         self.engine = engine
         self.control = control
         self._expected = f"Bearer {admin_token}".encode()
         self.public_url = public_url.rstrip("/")
+        # How long a finish waits for the rollout's calls in flight (then they are late).
+        self.drain_s = drain_s
 
     def routes(self) -> list[Route]:
         """The Starlette routes under ``/admin``."""
@@ -213,8 +218,10 @@ class AdminApi:
         details = body.get("details")
         if details is not None and not isinstance(details, dict):
             raise _AdminError(400, "invalid_request", "'details' must be an object")
+        rollout_id = request.path_params["rollout_id"]
+        await self.control.close(rollout_id, self.drain_s)
         rollout = await self.store.finish_rollout(
-            request.path_params["rollout_id"],
+            rollout_id,
             status,
             None if reward is None else float(reward),
             details,

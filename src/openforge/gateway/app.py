@@ -48,6 +48,7 @@ class GatewayConfig:
     public_url: str  # the root URL harnesses reach (minted base URLs start with it)
     allow_anonymous: bool = False
     max_body_bytes: int = 64 << 20
+    finish_drain_s: float = 10.0  # a finish waits this long for the rollout's calls
 
     def __post_init__(self) -> None:
         if not self.admin_token:
@@ -150,7 +151,9 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         allow_anonymous=config.allow_anonymous,
         max_body_bytes=config.max_body_bytes,
     )
-    admin = AdminApi(store, engine, control, config.admin_token, config.public_url)
+    admin = AdminApi(
+        store, engine, control, config.admin_token, config.public_url, config.finish_drain_s
+    )
     models = _models_body(Path(engine.info().model).name or engine.info().model)
 
     async def health(request: Request) -> Response:

@@ -10,6 +10,7 @@ weights produced it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,21 @@ class RolloutState:
     # its history and stored responses are rebuilt from the store before its next call.
     restore: bool = False
     restore_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Calls of this rollout between authorisation and their record; set when it is finished.
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    def enter(self) -> None:
+        """A call of this rollout starts (pair with :meth:`leave`)."""
+        self.in_flight += 1
+        self.idle.clear()
+
+    def leave(self) -> None:
+        """A call of this rollout is over."""
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
 
 
 class Control:
@@ -103,6 +119,19 @@ class Control:
                 self._rollouts[rollout.id] = state
         self._seq_locks.pop(rollout.id, None)
         return state
+
+    async def close(self, rollout_id: str, timeout_s: float) -> int:
+        """Refuse the rollout's further calls and wait up to ``timeout_s`` for the ones in
+        flight to end; returns how many were still running (they will be recorded as
+        ``late``, never as the finished rollout's samples)."""
+        state = self._rollouts.get(rollout_id)
+        if state is None:
+            return 0
+        state.closed = True
+        if state.in_flight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.idle.wait(), timeout_s)
+        return state.in_flight
 
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""

@@ -103,6 +103,7 @@ class Gateway:
         admin_token: str | None = None,
         public_url: str | None = None,
         log_level: str = "warning",
+        finish_drain_s: float = 10.0,
     ) -> None:
         self.engine = engine
         self.store = store
@@ -121,6 +122,7 @@ class Gateway:
             admin_token=self.admin_token,
             public_url=(public_url or self.url).rstrip("/"),
             allow_anonymous=allow_anonymous,
+            finish_drain_s=finish_drain_s,
         )
         self.apps = build_apps(engine, store, self.config)
         self._servers = (

@@ -188,8 +188,17 @@ class CallService:
         call = _Call(served, body, scope, state, state.next_seq, t0, time.time())
         state.next_seq += 1
         await self.control.admit()
+        # Counted for the rollout's drain once past the pause gate: a call held there is
+        # refused below if its rollout was finished meanwhile, and need not be waited for.
+        state.enter()
         try:
             call.queued_s = time.perf_counter() - t0
+            if state.closed:  # finished while this call waited (at the pause gate)
+                closed = ApiError("permission", f"Rollout {rollout.id} is finished; no more calls.")
+                call.status, call.error = CallStatus.REJECTED, closed.message
+                await self._record(call)
+                await send_full(send, *served.dialect.render_error(closed))
+                return
             task = asyncio.create_task(self._answer(call, send))
             watcher = asyncio.create_task(_wait_disconnect(receive))
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -205,6 +214,7 @@ class CallService:
                     await self._record(call)
         finally:
             self.control.release()
+            state.leave()
 
     async def _answer(self, call: _Call, send: Send) -> None:
         spec = call.served.dialect
@@ -414,6 +424,9 @@ class CallService:
 
     async def _record(self, call: _Call) -> None:
         call.recorded = True
+        if call.state.closed and call.status == CallStatus.OK:
+            # Its rollout was finished while it ran: on the record, never a sample of it.
+            call.status = CallStatus.LATE
         completion = call.completion
         conv = call.conversation
         record = CallRecord(

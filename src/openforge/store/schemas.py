@@ -56,6 +56,9 @@ class CallStatus(enum.StrEnum):
     CLIENT_ABORTED = "client_aborted"  # the client went away mid-answer
     ENGINE_ERROR = "engine_error"  # the engine failed; the harness got an error
     REJECTED = "rejected"  # refused before generation (context too long, bad request)
+    # Answered after its rollout was finished (a call held past the finish's bounded drain):
+    # kept for the record, never a training sample of the finished rollout.
+    LATE = "late"
 
 
 @dataclass(slots=True)
