@@ -210,7 +210,7 @@ async def _edited_rollout(work: Path) -> str:
     def char_by_char(reply: ScriptedReply) -> list[int]:
         return [i for ch in reply.text for i in tok.encode(ch)] + [end_id]
 
-    engine = ScriptedEngine(load_script(script), char_by_char, model=MODEL)
+    engine = ScriptedEngine(load_script(script), char_by_char, model=str(MODEL))
     async with Gateway(engine, SqliteStore(work / "store.db"), model=MODEL) as gw:
         async with httpx.AsyncClient(headers=gw.admin_headers) as c:
             r = await c.post(gw.admin_url + "/rollouts", json={"task_id": "t", "group_id": "g"})

@@ -9,6 +9,8 @@ Exceptions::
             not_found         unknown model, response id or route (404)
             conflict          a repeat that contradicts an earlier request (409)
             context_length    prompt (+ max tokens) exceeds the model's context (400)
+            request_too_large the body is over the gateway's limit (413)
+            request_timeout   the body did not arrive in time (408)
             overloaded        engine unavailable or draining; the client should retry (503 / 529)
             internal          anything else: a bug or an engine failure (500)
 
@@ -25,7 +27,7 @@ from typing import Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["ApiError", "ErrorKind", "decode_body"]
+__all__ = ["MAX_DEPTH", "ApiError", "ErrorKind", "decode_body"]
 
 ErrorKind = Literal[
     "invalid_request",
@@ -34,12 +36,35 @@ ErrorKind = Literal[
     "not_found",
     "conflict",
     "context_length",
+    "request_too_large",
+    "request_timeout",
     "overloaded",
     "internal",
 ]
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
+
+# Requests nest JSON at most this deep. Real bodies stay far below (Claude Code's tool schemas
+# reach ~12); the bound keeps every accepted request storable: orjson parses 1,024 levels
+# but serialises only 254, and the store serialises the canonical conversation.
+MAX_DEPTH = 128
+_SERIALISER_DEPTH = 254
+
+
+def _too_deep(body: bytes, value: object) -> bool:
+    """Whether ``value`` (parsed from ``body``) nests deeper than :data:`MAX_DEPTH`."""
+    if body.count(b"{") + body.count(b"[") <= MAX_DEPTH:
+        return False  # cannot nest deeper than it has brackets
+    # orjson's serialiser, in C, refuses past its own depth: wrapped in the difference, the
+    # value serialises exactly when it nests at most MAX_DEPTH deep.
+    for _ in range(_SERIALISER_DEPTH - MAX_DEPTH):
+        value = [value]
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return True
+    return False
 
 
 class ApiError(Exception):
@@ -117,6 +142,10 @@ def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = fro
         ) from None
     if not isinstance(raw, dict):
         raise ApiError("invalid_request", "The request body must be a JSON object.", None)
+    if _too_deep(body, raw):
+        raise ApiError(
+            "invalid_request", f"The request body nests JSON deeper than {MAX_DEPTH} levels."
+        )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -21,7 +21,7 @@ log = logging.getLogger("openforge.dialects.ignored")
 class WireIn(BaseModel):
     """A request-side model: unknown fields are kept in ``model_extra`` and logged."""
 
-    model_config = ConfigDict(extra="allow", frozen=False, protected_namespaces=())
+    model_config = ConfigDict(extra="allow", frozen=False, protected_namespaces=(), strict=True)
 
     @model_validator(mode="after")
     def _log_ignored(self) -> Any:

@@ -23,6 +23,7 @@ what a request's ``Host`` header says. Errors are ``{"error": {"type", "message"
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from dataclasses import asdict
 from typing import Any
@@ -34,6 +35,7 @@ from starlette.routing import Route
 
 from openforge.engines.base import Engine, TextEngine, UpdatableEngine
 from openforge.gateway.control import Control
+from openforge.gateway.limits import Limits
 from openforge.store.base import RolloutConflict, RolloutNotFound, Store
 from openforge.store.schemas import TERMINAL, CallRecord, Rollout, RolloutStatus
 
@@ -90,8 +92,22 @@ def _call_json(call: CallRecord, tokens: bool) -> dict[str, Any]:
     return out
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+async def _body(request: Request, limits: Limits) -> dict[str, Any]:
+    """The JSON object of an admin request, read within the admin body limit and deadline."""
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limits.max_admin_body_bytes:
+                    raise _AdminError(
+                        413, "request_too_large",
+                        f"an admin body may have at most {limits.max_admin_body_bytes} bytes",
+                    )  # fmt: skip
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _AdminError(408, "request_timeout", "the body did not arrive in time") from None
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
@@ -121,6 +137,7 @@ class AdminApi:
         admin_token: str,
         public_url: str,
         drain_s: float = 10.0,
+        limits: Limits | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -129,6 +146,7 @@ class AdminApi:
         self.public_url = public_url.rstrip("/")
         # How long a finish waits for the rollout's calls in flight (then they are late).
         self.drain_s = drain_s
+        self.limits = limits or Limits()
 
     def routes(self) -> list[Route]:
         """The Starlette routes under ``/admin``."""
@@ -161,7 +179,7 @@ class AdminApi:
         return endpoint
 
     async def create(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await _body(request, self.limits)
         metadata = body.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise _AdminError(400, "invalid_request", "'metadata' must be an object")
@@ -203,7 +221,7 @@ class AdminApi:
         return _json(out)
 
     async def finish(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await _body(request, self.limits)
         try:
             status = RolloutStatus(str(body.get("status")))
         except ValueError:
@@ -247,7 +265,7 @@ class AdminApi:
         return _json(self._status())
 
     async def weights(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await _body(request, self.limits)
         version = body.get("version")
         if not isinstance(version, str | int) or isinstance(version, bool) or version == "":
             raise _AdminError(400, "invalid_request", "'version' (string) is required")

@@ -18,12 +18,14 @@ Model routes exist at the root (key in ``Authorization``/``x-api-key``) and unde
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -33,12 +35,14 @@ from openforge.dialects.dialect import TokenCounting
 from openforge.dialects.errors import ApiError
 from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.admin import AdminApi
+from openforge.gateway.connections import generic_error
 from openforge.gateway.control import Control
+from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import Prompting
 from openforge.gateway.service import CallService, ServedDialect, read_body, send_full
 from openforge.store.base import Store
 
-__all__ = ["GatewayApp", "GatewayApps", "GatewayConfig", "build_apps"]
+__all__ = ["GatewayApp", "GatewayApps", "GatewayConfig", "Limits", "build_apps"]
 
 
 @dataclass(slots=True)
@@ -47,8 +51,8 @@ class GatewayConfig:
     admin_token: str  # always enforced on the admin listener
     public_url: str  # the root URL harnesses reach (minted base URLs start with it)
     allow_anonymous: bool = False
-    max_body_bytes: int = 64 << 20
     finish_drain_s: float = 10.0  # a finish waits this long for the rollout's calls
+    limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
         if not self.admin_token:
@@ -103,7 +107,8 @@ class _CountTokens:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            body = await read_body(receive, self.service.max_body_bytes)
+            limits = self.service.limits
+            body = await read_body(receive, limits.max_body_bytes, limits.body_timeout_s)
             await self.service.authorize(scope, scope.get("path_params", {}).get("key"))
             conversation = self.counting.parse(body)
             n = self.service.prompting.count_tokens(conversation)
@@ -129,6 +134,43 @@ def _models_body(name: str) -> bytes:
     )
 
 
+def _model_error(dialects: tuple[ServedDialect, ...], request: Request, exc: Exception) -> Response:
+    """404/405 on the model listener, in the shape of the dialect whose route it was near
+    (a GET on Anthropic's route gets Anthropic's envelope); elsewhere one both SDKs read."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    path = request.url.path
+    if path.startswith("/r/"):
+        path = "/" + path[3:].partition("/")[2]
+    if status == 405:
+        message = f"Method {request.method} is not allowed on {path}."
+    else:
+        message = f"Unknown route {path}."
+    for served in dialects:
+        if path.startswith(served.dialect.path):
+            err = ApiError("invalid_request" if status == 405 else "not_found", message)
+            _, body = served.dialect.render_error(err)
+            return Response(body, status, media_type="application/json")
+    kind = "invalid_request_error" if status == 405 else "not_found_error"
+    return Response(generic_error(kind, message), status, media_type="application/json")
+
+
+def _admin_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(status, "error")
+    message = f"{request.method} {request.url.path}: " + (
+        exc.detail if isinstance(exc, HTTPException) else "internal error"
+    )
+    body = orjson.dumps({"error": {"type": kind, "message": message}})
+    return Response(body, status, media_type="application/json")
+
+
+def _http_errors(
+    render: Callable[[Request, Exception], Response],
+) -> dict[Any, Callable[[Request, Exception], Response]]:
+    """Starlette's own 404 and 405 (plain text by default) rendered as JSON."""
+    return {404: render, 405: render}
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayApps:
     """What a gateway serves: ``model`` for harnesses, ``admin`` on its own listener."""
@@ -149,10 +191,16 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         control,
         prompting,
         allow_anonymous=config.allow_anonymous,
-        max_body_bytes=config.max_body_bytes,
+        limits=config.limits,
     )
     admin = AdminApi(
-        store, engine, control, config.admin_token, config.public_url, config.finish_drain_s
+        store,
+        engine,
+        control,
+        config.admin_token,
+        config.public_url,
+        config.finish_drain_s,
+        config.limits,
     )
     models = _models_body(Path(engine.info().model).name or engine.info().model)
 
@@ -191,9 +239,11 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         Route("/health", health, methods=["GET", "HEAD"]),
         *admin.routes(),
     ]
+    model_errors = _http_errors(lambda r, e: _model_error(service.dialects, r, e))
+    admin_errors = _http_errors(_admin_error)
     return GatewayApps(
-        model=GatewayApp(Starlette(routes=routes), fast),
-        admin=Starlette(routes=admin_routes),
+        model=GatewayApp(Starlette(routes=routes, exception_handlers=model_errors), fast),
+        admin=Starlette(routes=admin_routes, exception_handlers=admin_errors),
         service=service,
         control=control,
     )

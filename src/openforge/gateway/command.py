@@ -52,6 +52,15 @@ def gateway(
         str | None,
         typer.Option(help="Root URL harnesses reach (default: the model API's bound address)."),
     ] = None,
+    max_body_mb: Annotated[
+        float, typer.Option(help="Largest model-call body accepted (admin bodies: 1 MB).")
+    ] = 64.0,
+    header_timeout: Annotated[
+        float, typer.Option(help="Seconds a request's line and headers may take.")
+    ] = 30.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request's body may take.")] = (
+        120.0
+    ),
     served_model: Annotated[
         str, typer.Option(help="Model name the engine server knows (vllm, sglang, upstream).")
     ] = "",
@@ -64,6 +73,7 @@ def gateway(
     model_dir = resolve_model_dir(model, _fail)
     eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail, served_model)
 
+    from openforge.gateway.limits import Limits
     from openforge.gateway.server import Gateway, serve
     from openforge.home import admin_token_path, ensure_admin_token
     from openforge.store.base import StoreError
@@ -102,6 +112,11 @@ def gateway(
         allow_anonymous=allow_anonymous,
         public_url=public_url,
         on_ready=ready,
+        limits=Limits(
+            max_body_bytes=int(max_body_mb * (1 << 20)),
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
+        ),
     )
 
 

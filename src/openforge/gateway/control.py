@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from openforge.gateway.heap import release_free_memory
 from openforge.store.base import Store
 from openforge.store.schemas import Rollout
 
@@ -40,6 +41,9 @@ class RolloutState:
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    # Held while the history is rendered against or extended (renders may run on threads).
+    render_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    large_calls: int = 0  # calls with bodies past Limits.offload_bytes
 
     def enter(self) -> None:
         """A call of this rollout starts (pair with :meth:`leave`)."""
@@ -135,7 +139,9 @@ class Control:
 
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""
-        self._rollouts.pop(rollout_id, None)
+        state = self._rollouts.pop(rollout_id, None)
+        if state is not None and state.large_calls:
+            release_free_memory()  # its history held those large calls' text and ids
 
     async def anonymous(self) -> Rollout:
         """The rollout that keyless calls are recorded under (``--allow-anonymous``)."""

@@ -38,9 +38,11 @@ import uvicorn
 
 from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.app import GatewayConfig, build_apps
+from openforge.gateway.connections import guarded_protocol
+from openforge.gateway.limits import Limits
 from openforge.store.base import Store
 
-__all__ = ["Gateway", "GatewayProcess", "bind_socket", "serve"]
+__all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -54,10 +56,10 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
+def _uvicorn_config(app: Any, log_level: str, header_timeout_s: float) -> uvicorn.Config:
     return uvicorn.Config(
         app,
-        http="httptools",
+        http=guarded_protocol(header_timeout_s),
         loop="uvloop",
         lifespan="off",
         log_level=log_level,
@@ -104,6 +106,7 @@ class Gateway:
         public_url: str | None = None,
         log_level: str = "warning",
         finish_drain_s: float = 10.0,
+        limits: Limits | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
@@ -123,11 +126,13 @@ class Gateway:
             public_url=(public_url or self.url).rstrip("/"),
             allow_anonymous=allow_anonymous,
             finish_drain_s=finish_drain_s,
+            limits=limits or Limits(),
         )
         self.apps = build_apps(engine, store, self.config)
+        head_s = self.config.limits.header_timeout_s
         self._servers = (
-            _Server(_uvicorn_config(self.apps.model, log_level)),
-            _Server(_uvicorn_config(self.apps.admin, log_level)),
+            _Server(_uvicorn_config(self.apps.model, log_level, head_s)),
+            _Server(_uvicorn_config(self.apps.admin, log_level, head_s)),
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -197,6 +202,7 @@ def serve(
     allow_anonymous: bool = False,
     public_url: str | None = None,
     on_ready: Callable[[Gateway], None] | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound."""
     import uvloop
@@ -214,6 +220,7 @@ def serve(
             admin_token=admin_token,
             public_url=public_url,
             log_level="info",
+            limits=limits,
         )
         await gateway.start()
         if on_ready is not None:

@@ -35,7 +35,9 @@ from openforge.engines.base import (
     TextEngine,
 )
 from openforge.gateway.control import Control, RolloutState
+from openforge.gateway.heap import release_free_memory
 from openforge.gateway.identity import harness_identity, rollout_key
+from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
 from openforge.gateway.stops import StopGuard, cut_at_stop
@@ -48,6 +50,10 @@ __all__ = ["CallService", "ServedDialect"]
 
 _JSON = [(b"content-type", b"application/json")]
 _log = logging.getLogger(__name__)
+# What a client is told when its answer could not be recorded (it may retry).
+_UNRECORDED = ApiError(
+    "internal", "The gateway could not record this call (its store failed); please retry."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,21 +94,28 @@ class _Call:
     stop_guard: StopGuard | None = None  # streaming with stop strings
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The request body; ApiError past ``limit`` bytes."""
+async def read_body(receive: Receive, limit: int, timeout_s: float) -> bytes:
+    """The request body; ApiError past ``limit`` bytes or when it takes over ``timeout_s``
+    (a client trickling its body would otherwise hold the connection and its buffer)."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise asyncio.CancelledError
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise ApiError("invalid_request", f"The request body exceeds {limit} bytes.")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise asyncio.CancelledError
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError("request_too_large", f"The request body exceeds {limit} bytes.")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ApiError(
+            "request_timeout", f"The request body did not arrive within {timeout_s:g} s."
+        ) from None
 
 
 async def send_full(send: Send, status: int, body: bytes, headers: list[Any] = _JSON) -> None:
@@ -134,7 +147,7 @@ class CallService:
         control: Control,
         prompting: Prompting,
         allow_anonymous: bool = False,
-        max_body_bytes: int = 64 << 20,
+        limits: Limits | None = None,
     ) -> None:
         self.engine = engine
         # A token engine is asked for ids; a text engine (a teacher API) for a Completion.
@@ -144,7 +157,7 @@ class CallService:
         self.control = control
         self.prompting = prompting
         self.allow_anonymous = allow_anonymous
-        self.max_body_bytes = max_body_bytes
+        self.limits = limits or Limits()
         info = engine.info()
         self.engine_kind = info.kind
         self.served_model = info.model
@@ -177,7 +190,7 @@ class CallService:
         """Answer one model call on the raw ASGI channel."""
         t0 = time.perf_counter()
         try:
-            body = await read_body(receive, self.max_body_bytes)
+            body = await read_body(receive, self.limits.max_body_bytes, self.limits.body_timeout_s)
             rollout = await self.authorize(scope, path_key)
         except ApiError as err:
             await send_full(send, *served.dialect.render_error(err))
@@ -215,15 +228,32 @@ class CallService:
         finally:
             self.control.release()
             state.leave()
+            if len(body) >= self.limits.offload_bytes:
+                state.large_calls += 1
+                # Once this frame is gone, so are the body and its parse: give them back.
+                asyncio.get_running_loop().call_soon(release_free_memory)
 
     async def _answer(self, call: _Call, send: Send) -> None:
         spec = call.served.dialect
+        # A very large body is decoded and rendered on a worker thread (the tokenizer lets
+        # go of the GIL), so the event loop keeps serving every other call meanwhile.
+        offload = len(call.body) >= self.limits.offload_bytes
         try:
-            conversation = spec.parse(call.body)
+            if offload:
+                conversation = await asyncio.to_thread(spec.parse, call.body)
+            else:
+                conversation = spec.parse(call.body)
             call.conversation = conversation
+            self._check_counts(conversation)
             conversation = await call.served.memory.resolve(conversation, call.state.rollout.id)
             call.conversation = conversation
-            rendered = self.prompting.render(conversation, call.state)
+            async with call.state.render_lock:  # a rollout's history renders one call at a time
+                if offload:
+                    rendered = await asyncio.to_thread(
+                        self.prompting.render, conversation, call.state
+                    )
+                else:
+                    rendered = self.prompting.render(conversation, call.state)
             call.rendered = rendered
             call.prompt_ids, call.fork = rendered.ids, rendered.fork
             call.render_info = rendered.info
@@ -238,6 +268,25 @@ class CallService:
             await self._teach(call, conversation, self.text_engine, send)
         else:
             await self._generate(call, conversation, send)
+
+    def _check_counts(self, conversation: Conversation) -> None:
+        """Refuse conversations past the gateway's tool and message limits (each costs
+        memory for the rollout's lifetime)."""
+        limits = self.limits
+        if len(conversation.tools) > limits.max_tools:
+            raise ApiError(
+                "invalid_request",
+                f"{len(conversation.tools)} tools exceed this gateway's limit of "
+                f"{limits.max_tools}.",
+                "tools",
+            )
+        if len(conversation.messages) > limits.max_messages:
+            raise ApiError(
+                "invalid_request",
+                f"{len(conversation.messages)} messages exceed this gateway's limit of "
+                f"{limits.max_messages}.",
+                "messages",
+            )
 
     async def _restore(self, state: RolloutState) -> None:
         """Rebuild a rollout's rendering history from the store (first call after a restart)."""
@@ -304,8 +353,10 @@ class CallService:
         )
         call.output_ids, call.completion = completion.output_ids, completion
         call.finish = completion.finish_reason
-        await self._record(call)
-        self._commit(call, conversation, completion, ctx)
+        if not await self._record(call):
+            await send_full(send, *spec.render_error(_UNRECORDED))
+            return
+        await self._commit(call, conversation, completion, ctx)
         if not conversation.stream:
             await send_full(send, 200, spec.render_response(completion, ctx))
             return
@@ -391,16 +442,21 @@ class CallService:
         call.completion = completion
         call.finish = completion.finish_reason
         if writer is None:
-            await self._record(call)
-            self._commit(call, conversation, completion, ctx)
+            if not await self._record(call):
+                await send_full(send, *call.served.dialect.render_error(_UNRECORDED))
+                return
+            await self._commit(call, conversation, completion, ctx)
             await send_full(send, 200, call.served.dialect.render_response(completion, ctx))
             return
         if call.stop_guard is not None:
             tail = call.stop_guard.filter(tail) + call.stop_guard.flush()
         writer.push_deltas(tail)
-        await self._record(call)  # the writer sends what is queued meanwhile
-        self._commit(call, conversation, completion, ctx)
+        recorded = await self._record(call)  # the writer sends what is queued meanwhile
         encoder = writer.encoder
+        if not recorded:  # the stream has started: the error goes in-band, no final event
+            await writer.finish(lambda: encoder.error(_UNRECORDED))
+            return
+        await self._commit(call, conversation, completion, ctx)
         await writer.finish(lambda: encoder.finish(completion))
 
     async def _fail(
@@ -414,15 +470,20 @@ class CallService:
         else:
             await send_full(send, *call.served.dialect.render_error(err))
 
-    def _commit(
+    async def _commit(
         self, call: _Call, conversation: Conversation, completion: Completion, ctx: ResponseContext
     ) -> None:
         if call.rendered is not None:
-            self.prompting.commit(call.state, call.rendered, completion)
+            async with call.state.render_lock:  # not while a worker thread renders
+                self.prompting.commit(call.state, call.rendered, completion)
         memory = call.served.memory
         memory.remember(call.state.rollout.id, ctx.response_id, conversation, completion)
 
-    async def _record(self, call: _Call) -> None:
+    async def _record(self, call: _Call) -> bool:
+        """Commit the call to the store; False (logged) when the store failed.
+
+        An answer is sent as a success only once its call is durable, so a failed record
+        turns the answer into an error in the dialect's shape (in-band once streaming)."""
         call.recorded = True
         if call.state.closed and call.status == CallStatus.OK:
             # Its rollout was finished while it ran: on the record, never a sample of it.
@@ -456,4 +517,9 @@ class CallService:
             total_s=time.perf_counter() - call.t0,
             response_id=call.response_id,
         )
-        await self.store.record_call(record)
+        try:
+            await self.store.record_call(record)
+        except Exception as exc:  # any store failure (disk full, I/O, unencodable JSON)
+            _log.error("rollout %s call %d: not recorded: %r", record.rollout_id, call.seq, exc)
+            return False
+        return True

@@ -15,6 +15,7 @@ so a call that continues the previous one extends its prompt + output exactly.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
@@ -44,20 +45,26 @@ class RenderError(ValueError):
 
 
 class _LRU:
+    """A bounded cache shared by every rollout. Locked: the gateway renders very large
+    requests on worker threads while others render on its event loop."""
+
     def __init__(self, size: int) -> None:
         self.size = size
         self._d: OrderedDict[Hashable, list[int]] = OrderedDict()
+        self.lock = threading.Lock()
 
     def get(self, key: Hashable) -> list[int] | None:
-        found = self._d.get(key)
-        if found is not None:
-            self._d.move_to_end(key)
-        return found
+        with self.lock:
+            found = self._d.get(key)
+            if found is not None:
+                self._d.move_to_end(key)
+            return found
 
     def put(self, key: Hashable, ids: list[int]) -> None:
-        self._d[key] = ids
-        if len(self._d) > self.size:
-            self._d.popitem(last=False)
+        with self.lock:
+            self._d[key] = ids
+            if len(self._d) > self.size:
+                self._d.popitem(last=False)
 
 
 def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
@@ -225,9 +232,10 @@ class Renderer:
         text = self._tools_text.get(key)
         if text is None:
             text = tools_section(conv.tools, conv.tool_choice)
-            self._tools_text[key] = text
-            if len(self._tools_text) > self._shared.size:
-                self._tools_text.popitem(last=False)
+            with self._shared.lock:
+                self._tools_text[key] = text
+                if len(self._tools_text) > self._shared.size:
+                    self._tools_text.popitem(last=False)
         return text
 
     def _system(self, conv: Conversation, segs: list[Segment], out: RenderedPrompt) -> int:

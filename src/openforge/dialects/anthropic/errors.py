@@ -21,6 +21,8 @@ STATUS: dict[ErrorKind, tuple[int, str]] = {
     # Anthropic documents no 409 type; the SDKs key ConflictError on the status.
     "conflict": (409, "invalid_request_error"),
     "context_length": (400, "invalid_request_error"),
+    "request_too_large": (413, "request_too_large"),
+    "request_timeout": (408, "invalid_request_error"),
     "overloaded": (529, "overloaded_error"),
     "internal": (500, "api_error"),
 }

@@ -23,6 +23,8 @@ STATUS: dict[ErrorKind, tuple[int, str, str | None]] = {
     "not_found": (404, "invalid_request_error", "not_found"),
     "conflict": (409, "invalid_request_error", "conflict"),
     "context_length": (400, "invalid_request_error", "context_length_exceeded"),
+    "request_too_large": (413, "invalid_request_error", "request_too_large"),
+    "request_timeout": (408, "invalid_request_error", "request_timeout"),
     "overloaded": (503, "server_error", "server_is_overloaded"),
     "internal": (500, "server_error", "server_error"),
 }
