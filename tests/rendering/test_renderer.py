@@ -280,3 +280,16 @@ def test_default_system_prompt_when_none_given(renderer: Renderer) -> None:
         [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
     )
     assert ids == renderer.tokenizer.encode_template(hf)
+
+
+def test_long_texts_encode_to_the_same_ids_off_the_gil(renderer: Renderer) -> None:
+    """Past the length where encoding gives up the GIL (encode_batch), ids are unchanged."""
+    from openforge.rendering import tokenizer as tk
+
+    text = "".join(f"line {i}: <|im_start|> ünïcode and words {i * 7}\n" for i in range(3000))
+    assert len(text) > tk._RELEASE_GIL_CHARS
+    tok = renderer.tokenizer
+    assert tok.encode(text) == list(tok._content.encode(text, add_special_tokens=False).ids)
+    assert tok.encode_template(text) == list(
+        tok._template.encode(text, add_special_tokens=False).ids
+    )

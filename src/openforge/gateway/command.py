@@ -61,6 +61,9 @@ def gateway(
     body_timeout: Annotated[float, typer.Option(help="Seconds a request's body may take.")] = (
         120.0
     ),
+    offload_mb: Annotated[
+        float, typer.Option(help="Bodies this large are parsed and rendered off the event loop.")
+    ] = 1.0,
     served_model: Annotated[
         str, typer.Option(help="Model name the engine server knows (vllm, sglang, upstream).")
     ] = "",
@@ -116,6 +119,7 @@ def gateway(
             max_body_bytes=int(max_body_mb * (1 << 20)),
             header_timeout_s=header_timeout,
             body_timeout_s=body_timeout,
+            offload_bytes=int(offload_mb * (1 << 20)),
         ),
     )
 

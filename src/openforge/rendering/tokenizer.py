@@ -92,6 +92,18 @@ class _WindowDetokenizer:
         return str(after[len(before) :])
 
 
+# Texts at least this long are encoded through ``encode_batch``, which gives up the GIL while
+# it runs (plain ``encode`` holds it: a 10 MB tool log held every other thread for seconds).
+# Same pipeline, same ids; for short texts the batch call's overhead is not worth it.
+_RELEASE_GIL_CHARS = 65_536
+
+
+def _encode(tok: RustTokenizer, text: str) -> list[int]:
+    if len(text) >= _RELEASE_GIL_CHARS:
+        return list(tok.encode_batch([text], add_special_tokens=False)[0].ids)
+    return list(tok.encode(text, add_special_tokens=False).ids)
+
+
 @dataclass(eq=False)
 class Tokenizer:
     """A loaded fast tokenizer plus what rendering needs to know about the model."""
@@ -119,11 +131,11 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Encode message content: special-token text is treated as plain text."""
-        return list(self._content.encode(text, add_special_tokens=False).ids)
+        return _encode(self._content, text)
 
     def encode_template(self, text: str) -> list[int]:
         """Encode template output, where special-token text means the special token."""
-        return list(self._template.encode(text, add_special_tokens=False).ids)
+        return _encode(self._template, text)
 
     def token_id(self, text: str) -> int | None:
         """The id of a single (usually special) token, or None."""
