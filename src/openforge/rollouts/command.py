@@ -79,6 +79,7 @@ def _run(
     import orjson
     from rich.console import Console
     from rich.live import Live
+    from rich.markup import escape
 
     from openforge.harnesses.base import HarnessError
     from openforge.rollouts.config import RolloutConfig
@@ -93,10 +94,10 @@ def _run(
         raise typer.BadParameter("must be train or test", param_hint="--split")
     loaded = load_tasks(tasks, split)
     for err in loaded.errors:
-        console.print(f"[yellow]skipping task[/] {err}")
+        console.print(f"[yellow]skipping task[/] {escape(str(err))}")
     if not loaded.tasks:
         where = f"{tasks} (split {split})" if split else tasks
-        console.print(f"[red]no tasks to run in {where}[/]")
+        console.print(f"[red]no tasks to run in {escape(where)}[/]")
         raise typer.Exit(2)
     previous = len(load_results(out)) if out.is_dir() else 0
     live = LiveCounts(total=len(loaded.tasks) * n, skipped=previous)
@@ -120,7 +121,7 @@ def _run(
             on_start=live.started,
         )
     except ValueError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     try:
         with Live(live, console=console, refresh_per_second=4, transient=not console.is_terminal):
@@ -131,7 +132,7 @@ def _run(
         )
         raise typer.Exit(130) from None
     except (HarnessError, SandboxError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     summary = summarize(results, ks)
     (out / "summary.json").write_bytes(
@@ -141,7 +142,7 @@ def _run(
     if not table_console.is_terminal:
         table_console = Console(width=200)  # a pipe or file: don't squeeze the columns
     print_summary(table_console, summary, ks)
-    console.print(f"results: {out / 'results.jsonl'}")
+    console.print(f"results: {out / 'results.jsonl'}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

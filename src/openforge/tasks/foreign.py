@@ -27,10 +27,23 @@ from typing import Any
 
 import yaml
 
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, collect_dir, inside
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, check_keys, collect_dir, inside
 from openforge.tasks.native import ID_RE, number, string_list
 
 __all__ = ["load_claweval", "load_harbor", "load_qwenclawbench", "load_terminal_bench"]
+
+_HARBOR_TOP = (
+    "schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
+    "solution", "source", "steps", "artifacts", "multi_step_reward_strategy",
+)  # fmt: skip
+_HARBOR_TABLES = {
+    "agent": ("timeout_sec", "user", "network_mode", "allowed_hosts"),
+    "verifier": ("timeout_sec", "env", "user", "network_mode", "allowed_hosts", "environment_mode",
+                 "environment"),
+    "environment": ("build_timeout_sec", "docker_image", "cpus", "memory_mb", "storage_mb", "gpus",
+                    "gpu_types", "allow_internet", "network_mode", "allowed_hosts", "mcp_servers",
+                    "env", "skills_dir", "healthcheck", "memory", "storage", "workdir", "os"),
+}  # fmt: skip
 
 _TESTS_WRAPPER = """\
 d="$OPENFORGE_VERIFY_DIR"
@@ -118,15 +131,19 @@ def load_harbor(root: Path) -> Task:
         raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
     md = root / "instruction.md"
     if not md.is_file():
-        raise TaskError(md, "instruction.md", "missing")
+        raise TaskError(root, "instruction.md", "missing: a Harbor task needs instruction.md")
+    if not (root / "tests" / "test.sh").is_file():
+        raise TaskError(root, "tests/test.sh", "missing: a Harbor task needs tests/test.sh")
     name = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
     task_id = _check_id(file, "task.name", (name or root.name).replace("/", "-"))
     task = _test_task(root, task_id, md.read_text(encoding="utf-8"), "tests/test.sh")
     task.format = "harbor"
+    check_keys(file, data, _HARBOR_TOP)
     agent, verifier, env = (data.get(k, {}) for k in ("agent", "verifier", "environment"))
     for key, table in (("agent", agent), ("verifier", verifier), ("environment", env)):
         if not isinstance(table, dict):
             raise TaskError(file, key, "must be a table")
+        check_keys(file, table, _HARBOR_TABLES[key], f"{key}.")
     task.timeout_s = number(file, agent, "timeout_sec", 600.0, "agent.") or 600.0
     task.verify_timeout_s = number(file, verifier, "timeout_sec", 600.0, "verifier.") or 600.0
     task.cpu = number(file, env, "cpus", None, "environment.")

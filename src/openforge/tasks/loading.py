@@ -48,16 +48,32 @@ def _is_task_dir(d: Path) -> bool:
     return (d / "task.toml").is_file() or (d / "task.yaml").is_file()
 
 
+# Tables and directories only a Harbor task has; a task.toml with one of them (and no
+# native ``id``) is read as Harbor, so its loader can say which Harbor file is missing.
+_HARBOR_KEYS = frozenset(
+    ("schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
+     "solution", "steps", "source", "artifacts", "multi_step_reward_strategy")
+)  # fmt: skip
+
+
+def _toml_kind(d: Path) -> str:
+    """``native`` or ``harbor`` for a directory holding a task.toml."""
+    try:
+        data = tomllib.loads((d / "task.toml").read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError:
+        return "native"  # the native loader reports the syntax error
+    if "id" in data:
+        return "native"
+    harbor_dirs = any((d / sub).is_dir() for sub in ("tests", "environment", "steps"))
+    if harbor_dirs or (d / "instruction.md").is_file() or _HARBOR_KEYS & data.keys():
+        return "harbor"
+    return "native"  # says that ``id`` is missing
+
+
 def load_task_dir(d: Path) -> Task:
     """Load one task directory, choosing its loader by the files it holds."""
     if (d / "task.toml").is_file():
-        try:
-            native = "id" in tomllib.loads((d / "task.toml").read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError:
-            native = True  # the native loader reports the syntax error
-        if not native and (d / "instruction.md").is_file() and (d / "tests").is_dir():
-            return load_harbor(d)
-        return load_native(d)
+        return load_harbor(d) if _toml_kind(d) == "harbor" else load_native(d)
     if (d / "grader.py").is_file():
         return load_claweval(d)
     return load_terminal_bench(d)

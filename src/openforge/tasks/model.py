@@ -7,13 +7,23 @@ Exceptions::
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from openforge.sandboxes.base import NetworkPolicy
 
-__all__ = ["VERIFY_DIR", "Task", "TaskError", "TaskTool", "collect_dir", "inside"]
+__all__ = [
+    "VERIFY_DIR",
+    "Task",
+    "TaskError",
+    "TaskTool",
+    "check_keys",
+    "collect_dir",
+    "inside",
+]
 
 # Where the verifier's files are put in the sandbox (relative to the workdir), after the
 # agent has stopped, so the agent can neither read nor pre-empt them.
@@ -125,3 +135,20 @@ def collect_dir(root: Path, sub: str, field_name: str) -> dict[str, Path]:
             if p.is_file():
                 out[p.relative_to(base).as_posix()] = p
     return out
+
+
+def check_keys(
+    file: Path, table: Mapping[str, object], known: Collection[str], prefix: str = ""
+) -> None:
+    """Refuse a key of ``table`` that is not in ``known``, naming the closest known one.
+
+    A misspelled key (``timout``, ``[verfy]``) would otherwise be ignored and its default
+    used without a word; ``prefix`` is the table's dotted path (``"verify."``).
+    """
+    for key in table:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
+        choices = ", ".join(sorted(known))
+        raise TaskError(file, prefix + key, f"unknown key{hint} (known keys: {choices})")

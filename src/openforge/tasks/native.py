@@ -34,7 +34,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskTool, collect_dir
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskTool, check_keys, collect_dir
 
 __all__ = ["ID_RE", "load_native", "number", "string_list"]
 
@@ -42,6 +42,14 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 _NETWORKS = ("none", "gateway", "open")
 _SPLITS = ("train", "test")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# Every key task.toml may hold, per table: anything else is a TaskError naming the closest.
+_TOP_KEYS = (
+    "id", "instruction", "timeout", "split", "tags", "image", "network", "resources", "verify",
+    "tools",
+)  # fmt: skip
+_RESOURCE_KEYS = ("cpu", "memory_mb", "pids", "disk_mb")
+_VERIFY_KEYS = ("command", "timeout")
+_TOOL_KEYS = ("name", "description", "usage")
 
 
 def number(
@@ -75,6 +83,7 @@ def _tools(file: Path, value: Any) -> tuple[TaskTool, ...]:
     for i, entry in enumerate(value):
         if not isinstance(entry, dict):
             raise TaskError(file, f"tools[{i}]", "must be a table with name, description, usage")
+        check_keys(file, entry, _TOOL_KEYS, f"tools[{i}].")
         fields: dict[str, str] = {}
         for key in ("name", "description", "usage"):
             got = entry.get(key)
@@ -106,6 +115,7 @@ def load_native(root: Path) -> Task:
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(file, "(file)", f"cannot be read: {exc}") from exc
 
+    check_keys(file, data, _TOP_KEYS)
     task_id = data.get("id")
     if not isinstance(task_id, str) or not ID_RE.match(task_id):
         raise TaskError(file, "id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
@@ -127,9 +137,11 @@ def load_native(root: Path) -> Task:
     resources = data.get("resources", {})
     if not isinstance(resources, dict):
         raise TaskError(file, "resources", "must be a table")
+    check_keys(file, resources, _RESOURCE_KEYS, "resources.")
     verify = data.get("verify", {})
     if not isinstance(verify, dict):
         raise TaskError(file, "verify", "must be a table")
+    check_keys(file, verify, _VERIFY_KEYS, "verify.")
 
     verify_files = collect_dir(root, "verify", "verify/")
     command = verify.get("command")
