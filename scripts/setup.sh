@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.."
 
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
-  # bubblewrap: the local sandbox backend; podman + runc: the container backend.
+  # bubblewrap: the local sandbox backend; podman + runc: the container backend;
+  # debootstrap: the local Debian base image task Dockerfiles build FROM (deploy/build-debian-base.sh).
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    bubblewrap podman runc uidmap slirp4netns >/dev/null
+    bubblewrap podman runc uidmap slirp4netns debootstrap >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

@@ -111,12 +111,15 @@ def test_harbor_terminal_bench_and_claweval_shapes(tmp_path: Path) -> None:
         "[environment]\ncpus = 1\nmemory_mb = 1024\n"
     )
     (h / "instruction.md").write_text("Make a file.\n")
+    (h / "environment").mkdir()
+    (h / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nWORKDIR /app\n")
     (h / "tests" / "test.sh").write_text("test -f made.txt\n")
     (h / "solution" / "solve.sh").write_text("touch made.txt\n")
     tb = tmp_path / "tb-task"
     (tb / "tests").mkdir(parents=True)
     (tb / "task.yaml").write_text("instruction: Say hi.\nmax_agent_timeout_sec: 90\n")
     (tb / "run-tests.sh").write_text("test -f hi.txt\n")
+    (tb / "Dockerfile").write_text("FROM debian:bookworm\n")
     ce = tmp_path / "ce-task"
     (ce / "workspace").mkdir(parents=True)
     (ce / "task.yaml").write_text("task_id: ce1\nprompt: Count.\ntimeout_seconds: 40\n")
@@ -126,6 +129,7 @@ def test_harbor_terminal_bench_and_claweval_shapes(tmp_path: Path) -> None:
     by = ts.by_id()
     assert by["harbor-task"].format == "harbor" and by["harbor-task"].timeout_s == 50.0
     assert by["harbor-task"].memory_mb == 1024 and "solve.sh" in by["harbor-task"].solution
+    assert by["harbor-task"].workdir == "/app"
     assert by["tb-task"].format == "terminal-bench" and by["tb-task"].timeout_s == 90.0
     assert by["ce1"].format == "claweval" and by["ce1"].timeout_s == 40.0
     assert f"{VERIFY_DIR}/run.py" in by["ce1"].verify_bytes()

@@ -42,6 +42,13 @@ SplitOpt = Annotated[str | None, typer.Option("--split", help="train or test (he
 RetriesOpt = Annotated[
     int, typer.Option("--retries", min=0, help="Extra attempts after an infra error.")
 ]
+InternetOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-task-internet",
+        help="Give tasks that ask for the internet (allow_internet) an open network.",
+    ),
+]
 RetryInfraOpt = Annotated[
     bool, typer.Option("--retry-infra", help="On resume, rerun rollouts that ended in infra_error.")
 ]
@@ -73,6 +80,7 @@ def _run(
     retries: int,
     retry_infra: bool,
     ks: list[int],
+    allow_task_internet: bool = False,
 ) -> None:
     import asyncio
 
@@ -95,6 +103,15 @@ def _run(
     loaded = load_tasks(tasks, split)
     for err in loaded.errors:
         console.print(f"[yellow]skipping task[/] {escape(str(err))}")
+    for task in loaded.tasks:
+        for note in task.notes:
+            console.print(f"note: {task.path}: {note}", markup=False)
+    asked = [t.id for t in loaded.tasks if t.wants_internet]
+    if asked:
+        how = "given an open network" if allow_task_internet else "kept gateway-only"
+        hint = "" if allow_task_internet else " (--allow-task-internet to allow)"
+        console.print(f"tasks asking for the internet, {how}{hint}: {', '.join(asked)}",
+                      markup=False)  # fmt: skip
     if not loaded.tasks:
         where = f"{tasks} (split {split})" if split else tasks
         console.print(f"[red]no tasks to run in {escape(where)}[/]")
@@ -116,6 +133,7 @@ def _run(
             out_dir=out,
             retries=retries,
             retry_infra=retry_infra,
+            allow_task_internet=allow_task_internet,
             handle_signals=True,
             on_result=live.finished,
             on_start=live.started,
@@ -162,6 +180,7 @@ def register(app: typer.Typer) -> None:
         split: SplitOpt = None,
         retries: RetriesOpt = 2,
         retry_infra: RetryInfraOpt = False,
+        allow_task_internet: InternetOpt = False,
     ) -> None:
         """Run every task × n through a harness in sandboxes, verify, and report rewards."""
         _run(
@@ -178,6 +197,7 @@ def register(app: typer.Typer) -> None:
             retries,
             retry_infra,
             [1],
+            allow_task_internet,
         )
 
     @app.command(name="eval")
@@ -198,6 +218,7 @@ def register(app: typer.Typer) -> None:
         split: SplitOpt = None,
         retries: RetriesOpt = 2,
         retry_infra: RetryInfraOpt = False,
+        allow_task_internet: InternetOpt = False,
     ) -> None:
         """Like ``rollout``, then report pass@k and pass^k per task and overall."""
         ks = sorted(set(k or [1, n]))
@@ -218,4 +239,5 @@ def register(app: typer.Typer) -> None:
             retries,
             retry_infra,
             ks,
+            allow_task_internet,
         )

@@ -77,6 +77,9 @@ class RolloutConfig:
     retry_backoff_s: float = 0.25
     retry_infra: bool = False
     workdir: str = "/workspace"
+    # Give tasks that ask for the internet (Harbor allow_internet) an open network; without
+    # it they keep the gateway-only network and the CLI names them.
+    allow_task_internet: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)  # added to every gateway rollout
     run_id: str | None = None  # default: the run dir's, or a fresh one
     handle_signals: bool = False  # SIGINT/SIGTERM cancel the run (the CLI sets this)

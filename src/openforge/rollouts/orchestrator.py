@@ -176,6 +176,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             retries=config.retries,
             retry_backoff_s=config.retry_backoff_s,
             metadata={**harness_meta, **config.metadata, "run_id": run_id},
+            allow_internet=config.allow_task_internet,
         )
 
     loop = asyncio.get_running_loop()

@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 from openforge.harnesses.base import ExplainsFailure, ExposesTaskTools, Harness, HarnessError
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
-from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
+from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
+from openforge.tasks.episode import Act, Turn, TurnOutcome, run_episode, sandbox_spec
 from openforge.tasks.model import Task
-from openforge.tasks.verify import VerifierError, run_verifier
+from openforge.tasks.verify import VerifierError
 
 __all__ = ["Attempt", "RolloutJob", "run_job"]
 
@@ -43,6 +44,7 @@ class RolloutJob:
     retries: int
     retry_backoff_s: float
     metadata: dict[str, Any]
+    allow_internet: bool = False  # honour tasks' allow_internet (else gateway-only)
 
 
 @dataclass(slots=True)
@@ -70,49 +72,55 @@ def _sandbox_base_url(minted: Minted, sandbox: Sandbox) -> str:
     return root + urlsplit(minted.base_url).path
 
 
-async def _agent(
-    task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt
-) -> tuple[str, int | None, str | None]:
-    """Set up and run the harness; return (status, exit code, error)."""
+async def _harness_act(
+    task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt, workdir: str
+) -> Act:
+    """Set the harness up once; return the turn that launches it on an instruction."""
     t0 = time.perf_counter()
-    await box.put(task.workspace_bytes())
     await job.harness.check(box)
     await job.harness.configure(box, _sandbox_base_url(minted, box), minted.key, job.model)
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
-    launch = job.harness.command(task.instruction)
-    t1 = time.perf_counter()
-    out.timings["setup"] = t1 - t0
-    res = await box.exec(
-        launch.argv, env=launch.env, cwd=launch.cwd, timeout=task.timeout_s, stdin=launch.stdin
-    )
-    out.timings["agent"] = time.perf_counter() - t1
-    out.agent_log = res.stdout[-_LOG_TAIL:] + (
-        b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b""
-    )
-    if res.timed_out:
-        return "timeout", None, f"harness ran past the task timeout ({task.timeout_s:g}s)"
-    if res.exit_code != 0:
-        return "agent_error", res.exit_code, f"harness exited with status {res.exit_code}"
-    return "completed", 0, None
+    out.timings["setup"] = time.perf_counter() - t0
+    env = task.environment.env if task.environment else {}
+
+    async def act(turn: Turn) -> TurnOutcome:
+        launch = job.harness.command(turn.instruction)
+        t1 = time.perf_counter()
+        try:
+            res = await box.exec(
+                launch.argv,
+                env={**env, **launch.env},
+                cwd=launch.cwd if task.workdir is None else workdir,
+                timeout=turn.timeout_s,
+                stdin=launch.stdin,
+            )
+        except _INFRA as exc:
+            raise _Infra(f"{type(exc).__name__}: {exc}") from exc
+        out.timings["agent"] = out.timings.get("agent", 0.0) + time.perf_counter() - t1
+        out.agent_log += res.stdout[-_LOG_TAIL:] + (
+            b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b""
+        )
+        if res.timed_out:
+            return TurnOutcome(
+                "timeout", None, f"harness ran past the task timeout ({turn.timeout_s:g}s)"
+            )
+        if res.exit_code != 0:
+            return TurnOutcome(
+                "agent_error", res.exit_code, f"harness exited with status {res.exit_code}"
+            )
+        return TurnOutcome()
+
+    return act
 
 
 async def _attempt(
     task: Task, job: RolloutJob, minted: Minted, out: Attempt, result: RolloutResult
 ) -> None:
     """Run one attempt in its own sandbox; fill ``result``; raise :class:`_Infra`."""
-    spec = SandboxSpec(
-        image=task.image,
-        workdir=job.workdir,
-        cpu=task.cpu,
-        memory_mb=task.memory_mb,
-        pids=task.pids,
-        disk_mb=task.disk_mb,
-        network=task.network,
-        gateway_url=_model_origin(minted),
-        lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
-        labels={"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id},
-    )
+    spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
+    spec.labels = {"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id}
+    workdir = spec.workdir
     t0 = time.perf_counter()
     try:
         box = await job.backend.create(spec)
@@ -121,28 +129,31 @@ async def _attempt(
     out.timings["create"] = time.perf_counter() - t0
     try:
         try:
-            status, code, error = await _agent(task, job, box, minted, out)
+            act = await _harness_act(task, job, box, minted, out, workdir)
         except _INFRA as exc:
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
-        with contextlib.suppress(*_INFRA):
-            out.transcript = await job.harness.collect(box)
-        if status == "agent_error" and isinstance(job.harness, ExplainsFailure):
-            reason = job.harness.failure_reason(out.transcript, out.agent_log)
-            error = f"{error}: {reason}" if reason else error
-        t1 = time.perf_counter()
         try:
-            verdict = await run_verifier(box, task, job.workdir)
+            episode = await run_episode(box, task, workdir, act)
         except VerifierError as exc:
             result.status, result.error = "infra_error", f"verifier: {exc}"
             result.verifier_output = exc.output
             return
         except _INFRA as exc:
             raise _Infra(f"verifier setup: {exc}") from exc
-        finally:
-            out.timings["verify"] = time.perf_counter() - t1
+        status, code, error = (
+            episode.outcome.status,
+            episode.outcome.exit_code,
+            episode.outcome.error,
+        )
+        with contextlib.suppress(*_INFRA):
+            out.transcript = await job.harness.collect(box)
+        if status == "agent_error" and isinstance(job.harness, ExplainsFailure):
+            reason = job.harness.failure_reason(out.transcript, out.agent_log)
+            error = f"{error}: {reason}" if reason else error
         result.status, result.agent_exit_code, result.error = status, code, error
-        result.reward, result.details = verdict.reward, verdict.details
-        result.verifier_output = verdict.output or None
+        result.reward, result.details = episode.reward, episode.details
+        result.verifier_output = episode.output or None
+        out.timings["verify"] = episode.verify_s
     finally:
         t2 = time.perf_counter()
         await asyncio.shield(box.close())

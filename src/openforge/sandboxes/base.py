@@ -21,6 +21,7 @@ __all__ = [
     "SandboxError",
     "SandboxSpec",
     "SandboxTimeout",
+    "TaskImage",
 ]
 
 # "none": no network at all; "gateway": only the gateway's address; "open": unrestricted.
@@ -37,9 +38,25 @@ class SandboxTimeout(SandboxError):
     """An exec ran past its timeout; all of its processes were killed."""
 
 
+@dataclass(frozen=True, slots=True)
+class TaskImage:
+    """A task's own image: built from ``dockerfile`` in ``context``, or the prebuilt ``image``.
+
+    The backend adds OpenForge's in-sandbox runtime (sandboxd) without touching the image.
+    Paths are the host's.
+    """
+
+    context: str | None = None
+    dockerfile: str | None = None
+    image: str | None = None
+    build_timeout_s: float = 600.0
+
+
 @dataclass(slots=True)
 class SandboxSpec:
     image: str | None = None  # container image (container and Kubernetes backends)
+    # The task's own environment (container backends); the local backend has none to build.
+    task_image: TaskImage | None = None
     workdir: str = "/workspace"
     env: dict[str, str] = field(default_factory=dict)
     cpu: float | None = None  # cores

@@ -8,11 +8,20 @@ sandboxd serves it on the container's ``127.0.0.1:PORT``; nothing else is reacha
 ``"open"`` the harness reaches the gateway through the engine's host alias: podman's
 slirp4netns with ``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 inside), docker's
 ``host-gateway``. The image is built offline by ``deploy/build-sandbox-image.sh``.
+
+A task that brings its own environment (``SandboxSpec.task_image``: Harbor's
+``environment/Dockerfile``, Terminal-Bench's Dockerfile) runs in the image built from it
+(``sandboxes/images.py``). Its image is not edited: podman mounts the sandbox image read-only
+at ``/opt/openforge/rt`` (``--mount type=image``) and starts sandboxd with that image's own
+dynamic loader, libraries and Python, so the task's image needs no Python at all, and the
+processes sandboxd starts see only the task's own system. ``$HOME`` is ``/home/sandbox``
+everywhere, as in the local backend, where the harness adapters put their files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import resource
 import secrets
 import shutil
@@ -22,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
+from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
 
 __all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside"]
@@ -31,6 +41,17 @@ SANDBOX_LABEL = "openforge.dev/sandbox"
 _SOCKET_DIR = "/run/openforge"
 # The host as seen from a container, per engine and network mode.
 _HOST_ALIAS = {"podman": "10.0.2.2", "docker": "host.docker.internal"}
+HOME = "/home/sandbox"
+# The sandbox image's rootfs inside a task's container, and how to start its Python there.
+_RT = "/opt/openforge/rt"
+_RT_ENTRY = [
+    f"{_RT}/usr/lib64/ld-linux-x86-64.so.2",
+    "--library-path", f"{_RT}/usr/lib/x86_64-linux-gnu:{_RT}/usr/lib",
+    f"{_RT}/usr/bin/python3.11", "-I", "-c",
+    # -I: no PYTHON* variable of the task's image reaches this interpreter (nor ours its).
+    f"import sys, runpy; sys.path[:0] = ['{_RT}/opt/openforge/site']; "
+    "runpy.run_module('openforge.sandboxes.sandboxd', run_name='__main__', alter_sys=True)",
+]  # fmt: skip
 
 
 def gateway_inside(url: str | None, host_alias: str) -> str | None:
@@ -68,6 +89,7 @@ class ContainerBackend:
         ready_timeout: float = 60.0,
         root: str | None = None,
         extra_args: list[str] | None = None,
+        base_images: dict[str, str] | None = None,
     ) -> None:
         if engine not in _HOST_ALIAS:
             raise SandboxError(f"container engine must be podman or docker, not {engine!r}")
@@ -84,6 +106,7 @@ class ContainerBackend:
             # The control socket lives under it; Unix socket paths are limited to 107 bytes.
             raise SandboxError(f"container backend root {self.root} is too long (max 80 chars)")
         self.extra_args = extra_args or []
+        self.builder = ImageBuilder(path, base_images, build_args=_ulimits())
         self._open: dict[str, RemoteSandbox] = {}
 
     async def _run(self, *args: str, check: bool = True) -> str:
@@ -117,8 +140,21 @@ class ContainerBackend:
             args += ["--pids-limit", str(spec.pids)]
         return args
 
+    async def _image(self, spec: SandboxSpec) -> list[str]:
+        """The image (and entry point) arguments: the sandbox image, or the task's own."""
+        if spec.task_image is None:
+            return [self.image]
+        if self.name != "podman":
+            raise SandboxError("a task's own image needs podman (docker has no image mounts)")
+        tag = await self.builder.ensure(spec.task_image)
+        return [
+            "--mount", f"type=image,source={self.image},destination={_RT}",
+            "--entrypoint", json.dumps(_RT_ENTRY), tag,
+        ]  # fmt: skip
+
     async def create(self, spec: SandboxSpec) -> RemoteSandbox:
         """Start a container running sandboxd and wait until it answers."""
+        image = await self._image(spec)
         relay = None
         if spec.network == "gateway" and spec.gateway_url:
             try:
@@ -134,10 +170,11 @@ class ContainerBackend:
         env = [f"--env={k}={v}" for k, v in spec.env.items()]
         args = [
             "run", "--detach", "--name", name, *labels, *env,
-            "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}",
+            "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}", "--env", f"HOME={HOME}",
             "--volume", f"{sockdir}:{_SOCKET_DIR}",
             *self._network(spec), *self._resources(spec), *self.extra_args,
-            self.image, "--workdir", spec.workdir, "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
+            *image, "--workdir", spec.workdir, "--home", HOME,
+            "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
         ]  # fmt: skip
         if spec.network == "gateway" and spec.gateway_url:
             relay = GatewayRelay(address, str(sockdir / "gateway.sock"))

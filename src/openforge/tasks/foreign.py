@@ -1,13 +1,7 @@
 """Loaders for other suites' task formats, each turned into a :class:`Task` with a verifier
-that prints OpenForge's ``{"reward": …, "details": …}`` line.
+that prints OpenForge's ``{"reward": …, "details": …}`` line (Harbor and Terminal-Bench:
+``tasks/harbor.py``).
 
-- **Harbor** (``task.toml`` + ``instruction.md`` + ``tests/test.sh`` + ``solution/solve.sh``):
-  ``[agent].timeout_sec``, ``[verifier].timeout_sec``, ``[environment]`` cpus/memory_mb/
-  storage_mb, ``[metadata].tags``. The reward is ``/logs/verifier/reward.txt`` (or
-  ``reward.json``'s ``reward``) when the test wrote one, else 1 if ``test.sh`` exited 0.
-- **Terminal-Bench** (``task.yaml`` with ``instruction`` + ``run-tests.sh`` or
-  ``tests/test.sh``, ``solution.sh``): ``max_agent_timeout_sec``, ``max_test_timeout_sec``;
-  reward 1 when the tests exit 0. ``$TEST_DIR`` points at the copied tests.
 - **ClawEval** (``task.yaml`` + ``grader.py``): ``id``/``task_id``, ``prompt``/``instruction``,
   ``timeout``/``timeout_seconds``, ``tags``; ``workspace/`` (or ``fixtures/``) is the
   workspace; ``grader.py`` defines ``grade(workspace_path[, transcript])`` returning a float or
@@ -21,51 +15,15 @@ that prints OpenForge's ``{"reward": …, "details": …}`` line.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, check_keys, collect_dir, inside
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, collect_dir, inside
 from openforge.tasks.native import ID_RE, number, string_list
 
-__all__ = ["load_claweval", "load_harbor", "load_qwenclawbench", "load_terminal_bench"]
-
-_HARBOR_TOP = (
-    "schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
-    "solution", "source", "steps", "artifacts", "multi_step_reward_strategy",
-)  # fmt: skip
-_HARBOR_TABLES = {
-    "agent": ("timeout_sec", "user", "network_mode", "allowed_hosts"),
-    "verifier": ("timeout_sec", "env", "user", "network_mode", "allowed_hosts", "environment_mode",
-                 "environment"),
-    "environment": ("build_timeout_sec", "docker_image", "cpus", "memory_mb", "storage_mb", "gpus",
-                    "gpu_types", "allow_internet", "network_mode", "allowed_hosts", "mcp_servers",
-                    "env", "skills_dir", "healthcheck", "memory", "storage", "workdir", "os"),
-}  # fmt: skip
-
-_TESTS_WRAPPER = """\
-d="$OPENFORGE_VERIFY_DIR"
-export TEST_DIR="$d/tests"
-mkdir -p /logs/verifier 2>/dev/null
-bash "$d/%s" >"$d/test.log" 2>&1
-rc=$?
-tail -c 4000 "$d/test.log" >&2
-for f in /logs/verifier/reward.txt "$d/reward.txt"; do
-  if [ -f "$f" ]; then
-    printf '{"reward": %%s, "details": {"exit_code": %%d}}\\n' "$(tr -d ' \\n' <"$f")" "$rc"
-    exit 0
-  fi
-done
-if [ -f /logs/verifier/reward.json ]; then
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); \
-print(json.dumps({"reward": r["reward"], "details": r}))' /logs/verifier/reward.json
-  exit 0
-fi
-if [ "$rc" -eq 0 ]; then r=1; else r=0; fi
-printf '{"reward": %%d, "details": {"exit_code": %%d}}\\n' "$r" "$rc"
-"""
+__all__ = ["load_claweval", "load_qwenclawbench"]
 
 _GRADER_WRAPPER = """\
 import importlib.util, inspect, json, os, sys
@@ -102,80 +60,6 @@ def _check_id(file: Path, field_name: str, value: Any) -> str:
     if not isinstance(value, str) or not ID_RE.match(value):
         raise TaskError(file, field_name, f"must be a string of [A-Za-z0-9._/-], got {value!r}")
     return value
-
-
-def _test_task(root: Path, task_id: str, instruction: str, entry: str) -> Task:
-    tests = {f"tests/{k}": v for k, v in collect_dir(root, "tests", "tests/").items()}
-    if entry not in tests:
-        extra = root / entry
-        if not extra.is_file():
-            raise TaskError(root, entry, "the test entry point is missing")
-        tests[entry] = inside(root, entry, root, entry)
-    return Task(
-        id=task_id,
-        instruction=instruction.strip(),
-        path=root,
-        verify=tests,
-        verify_extra={"run.sh": (_TESTS_WRAPPER % entry).encode()},
-        verify_command=f"sh {VERIFY_DIR}/run.sh",
-        solution=collect_dir(root, "solution", "solution/"),
-    )
-
-
-def load_harbor(root: Path) -> Task:
-    """Load a Harbor task directory."""
-    file = root / "task.toml"
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
-    md = root / "instruction.md"
-    if not md.is_file():
-        raise TaskError(root, "instruction.md", "missing: a Harbor task needs instruction.md")
-    if not (root / "tests" / "test.sh").is_file():
-        raise TaskError(root, "tests/test.sh", "missing: a Harbor task needs tests/test.sh")
-    name = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
-    task_id = _check_id(file, "task.name", (name or root.name).replace("/", "-"))
-    task = _test_task(root, task_id, md.read_text(encoding="utf-8"), "tests/test.sh")
-    task.format = "harbor"
-    check_keys(file, data, _HARBOR_TOP)
-    agent, verifier, env = (data.get(k, {}) for k in ("agent", "verifier", "environment"))
-    for key, table in (("agent", agent), ("verifier", verifier), ("environment", env)):
-        if not isinstance(table, dict):
-            raise TaskError(file, key, "must be a table")
-        check_keys(file, table, _HARBOR_TABLES[key], f"{key}.")
-    task.timeout_s = number(file, agent, "timeout_sec", 600.0, "agent.") or 600.0
-    task.verify_timeout_s = number(file, verifier, "timeout_sec", 600.0, "verifier.") or 600.0
-    task.cpu = number(file, env, "cpus", None, "environment.")
-    mem = number(file, env, "memory_mb", None, "environment.")
-    disk = number(file, env, "storage_mb", None, "environment.")
-    task.memory_mb = None if mem is None else int(mem)
-    task.disk_mb = None if disk is None else int(disk)
-    meta = data.get("metadata", {})
-    task.tags = string_list(
-        file, meta.get("tags") if isinstance(meta, dict) else None, "metadata.tags"
-    )
-    if env.get("allow_internet") is True:
-        task.network = "open"
-    return task
-
-
-def load_terminal_bench(root: Path) -> Task:
-    """Load a Terminal-Bench (``task.yaml`` + ``run-tests.sh``) task directory."""
-    file = root / "task.yaml"
-    data = _read_yaml(file)
-    instruction = data.get("instruction")
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise TaskError(file, "instruction", "missing or empty")
-    entry = "run-tests.sh" if (root / "run-tests.sh").is_file() else "tests/test.sh"
-    task = _test_task(root, _check_id(file, "(directory name)", root.name), instruction, entry)
-    task.format = "terminal-bench"
-    task.timeout_s = number(file, data, "max_agent_timeout_sec", 360.0) or 360.0
-    task.verify_timeout_s = number(file, data, "max_test_timeout_sec", 180.0) or 180.0
-    task.tags = string_list(file, data.get("tags"), "tags")
-    if (root / "solution.sh").is_file() and not task.solution:
-        task.solution = {"solve.sh": root / "solution.sh"}
-    return task
 
 
 def load_claweval(root: Path) -> Task:

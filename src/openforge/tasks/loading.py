@@ -9,12 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from openforge.tasks.drills import DRILL_SUITE, drill_suite
-from openforge.tasks.foreign import (
-    load_claweval,
-    load_harbor,
-    load_qwenclawbench,
-    load_terminal_bench,
-)
+from openforge.tasks.foreign import load_claweval, load_qwenclawbench
+from openforge.tasks.harbor import load_harbor, load_terminal_bench
 from openforge.tasks.model import Task, TaskError
 from openforge.tasks.native import load_native
 

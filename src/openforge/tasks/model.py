@@ -17,9 +17,13 @@ from openforge.sandboxes.base import NetworkPolicy
 
 __all__ = [
     "VERIFY_DIR",
+    "Healthcheck",
     "Task",
+    "TaskEnvironment",
     "TaskError",
+    "TaskStep",
     "TaskTool",
+    "TestsVerifier",
     "check_keys",
     "collect_dir",
     "inside",
@@ -56,6 +60,74 @@ class TaskTool:
     usage: str  # the shell command line, e.g. "python3 tools/lookup.py QUERY"
 
 
+@dataclass(frozen=True, slots=True)
+class Healthcheck:
+    """A command that must pass before the agent starts (``[environment.healthcheck]``)."""
+
+    command: str
+    interval_s: float = 5.0
+    timeout_s: float = 30.0
+    start_period_s: float = 0.0
+    retries: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnvironment:
+    """The environment a task brings: an image built from its own Dockerfile, or a named one.
+
+    ``context`` is the build context (Harbor's ``environment/``, Terminal-Bench's task dir);
+    ``dockerfile`` the file to build; ``image`` a prebuilt reference (``docker_image``) used
+    when there is nothing to build. ``workdir`` is where the agent starts and the tests look
+    (``[environment].workdir``, else the Dockerfile's last ``WORKDIR``); ``env`` is set for
+    the agent, the verifier and the oracle alike.
+    """
+
+    context: Path | None = None
+    dockerfile: Path | None = None
+    image: str | None = None
+    build_timeout_s: float = 600.0
+    workdir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    healthcheck: Healthcheck | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestsVerifier:
+    """Harbor's verifier contract (and Terminal-Bench's, with ``parser="pytest"``).
+
+    ``tests`` is copied to ``/tests``; ``bash /tests/<entry>`` runs in the agent's own
+    environment after the agent stopped, with ``env``; the reward is read from
+    ``/logs/verifier/reward.txt`` or ``reward.json`` (``parser="reward-file"``) or from the
+    pytest summary the tests printed (``parser="pytest"``, Terminal-Bench's ``parser_name``).
+    Several reward keys: ``reward_key`` picks one, else ``reward`` if present, else their mean.
+    """
+
+    tests: dict[str, Path]
+    entry: str = "test.sh"
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 600.0
+    parser: str = "reward-file"
+    reward_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStep:
+    """One step of a multi-step task: its own instruction, files, verifier and gate.
+
+    ``files`` go to the workdir before the step's agent starts (``setup.sh`` among them is
+    run there first); ``min_reward`` ends the episode after this step when the step's
+    reward (a float) or any named key (a dict) falls below it.
+    """
+
+    name: str
+    instruction: str
+    timeout_s: float
+    verifier: TestsVerifier
+    files: dict[str, Path] = field(default_factory=dict)
+    solution: dict[str, Path] = field(default_factory=dict)
+    min_reward: float | dict[str, float] | None = None
+
+
 @dataclass(slots=True)
 class Task:
     """One task, whatever format it came from.
@@ -88,6 +160,23 @@ class Task:
     solution: dict[str, Path] = field(default_factory=dict)
     # Task tools (commands in the workspace) the harness is told about before it starts.
     tools: tuple[TaskTool, ...] = ()
+    # Foreign suites' own environment and verifier contract (Harbor, Terminal-Bench).
+    environment: TaskEnvironment | None = None
+    tests: TestsVerifier | None = None
+    # Multi-step tasks: the steps in order and how their rewards roll up ("mean" | "final").
+    steps: tuple[TaskStep, ...] = ()
+    step_reward: str = "mean"
+    solution_env: dict[str, str] = field(default_factory=dict)
+    # The task asked for the open internet (Harbor ``allow_internet``); honoured only when
+    # the run allows it, and reported either way.
+    wants_internet: bool = False
+    # Things the loader accepted but does not act on, said out loud (e.g. ``artifacts``).
+    notes: tuple[str, ...] = ()
+
+    @property
+    def workdir(self) -> str | None:
+        """The task's own workdir, when its environment names one."""
+        return self.environment.workdir if self.environment else None
 
     def workspace_bytes(self) -> dict[str, bytes]:
         """The workspace's files, read now."""

@@ -1,0 +1,120 @@
+"""``openforge tasks check`` (the oracle check) and ``openforge images build``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+tasks_app = typer.Typer(help="Tasks: check that each task's verifier and reference agree.")
+images_app = typer.Typer(help="Task images: build (and push) each task's own environment.")
+
+TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite.")]
+BackendOpt = Annotated[str, typer.Option("--backend", help="Sandbox backend (local, podman).")]
+
+
+@tasks_app.command("check")
+def check(
+    tasks: TasksOpt,
+    backend: BackendOpt = "podman",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore cached verdicts.")] = False,
+) -> None:
+    """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
+
+    Exit status 1 when any task is quarantined.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from openforge.sandboxes import SandboxError, create_backend
+    from openforge.tasks.loading import load_tasks
+    from openforge.tasks.oracle import check_task
+
+    console = Console(soft_wrap=True)
+    loaded = load_tasks(tasks)
+    for err in loaded.errors:
+        console.print(f"[yellow]skipping task[/] {escape(str(err))}")
+    table = Table("task", "oracle", "no-op", "verdict", "reason")
+
+    async def go() -> int:
+        box_backend = create_backend(backend)
+        bad = 0
+        try:
+            for task in loaded.tasks:
+                res = await check_task(box_backend, task, use_cache=not no_cache)
+                bad += not res.ok
+                table.add_row(
+                    escape(task.id),
+                    "-" if res.oracle is None else f"{res.oracle:g}",
+                    "-" if res.noop is None else f"{res.noop:g}",
+                    ("ok" if res.ok else "[red]quarantined[/]")
+                    + (" (cached)" if res.cached else ""),
+                    escape(res.reason),
+                )
+        finally:
+            await box_backend.close()
+        return bad
+
+    try:
+        bad = asyncio.run(go())
+    except SandboxError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    console.print(table)
+    raise typer.Exit(1 if bad else 0)
+
+
+@images_app.command("build")
+def build(
+    tasks: TasksOpt,
+    engine: Annotated[str, typer.Option("--engine", help="podman or docker")] = "podman",
+    push: Annotated[str | None, typer.Option("--push", help="Push to REGISTRY/…")] = None,
+) -> None:
+    """Build every task's own image (cached by content); print task id and image reference."""
+    import shutil
+
+    from openforge.sandboxes import SandboxError
+    from openforge.sandboxes.base import TaskImage
+    from openforge.sandboxes.images import ImageBuilder, push_image
+    from openforge.tasks.loading import load_tasks
+
+    path = shutil.which(engine)
+    if path is None:
+        typer.echo(f"openforge images build: {engine} is not installed", err=True)
+        raise typer.Exit(2)
+    builder = ImageBuilder(path)
+    loaded = load_tasks(tasks)
+    for err in loaded.errors:
+        typer.echo(f"skipping task {err}", err=True)
+
+    async def go() -> None:
+        for task in loaded.tasks:
+            env = task.environment
+            if env is None:
+                continue
+            image = TaskImage(
+                context=None if env.context is None else str(env.context),
+                dockerfile=None if env.dockerfile is None else str(env.dockerfile),
+                image=env.image,
+                build_timeout_s=env.build_timeout_s,
+            )
+            ref = await builder.ensure(image)
+            if push:
+                ref = await push_image(path, ref, push)
+            typer.echo(f"{task.id}\t{ref}")
+
+    try:
+        asyncio.run(go())
+    except SandboxError as exc:
+        typer.echo(f"openforge images build: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tasks`` and ``images`` to the ``openforge`` app."""
+    app.add_typer(tasks_app, name="tasks")
+    app.add_typer(images_app, name="images")

@@ -1,0 +1,166 @@
+"""One task's episode in one sandbox: workspace, healthcheck, each step's agent turn and verdict.
+
+The agent is a callback (:data:`Act`): the orchestrator's harness, the oracle (the task's
+reference solution) or a no-op, so a rollout and ``openforge tasks check`` run a task the
+same way. A single-step task is one turn and one verdict; a multi-step task (Harbor
+``[[steps]]``) puts each step's ``workdir/`` files in place, runs its ``setup.sh``, runs the
+agent on the step's instruction, verifies the step, stops early when ``min_reward`` is not
+met (or the agent failed), and rolls the step rewards up as the task says (``mean`` of the
+steps that ran, or the ``final`` one's).
+
+Exceptions: a failing healthcheck or step ``setup.sh`` is a :class:`VerifierError`-like
+:class:`EnvironmentFailed` (the rollout's ``infra_error``); verifier failures are
+:class:`~openforge.tasks.verify.VerifierError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openforge.sandboxes.base import Sandbox, SandboxSpec, TaskImage
+from openforge.tasks.model import Task, TaskStep
+from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
+
+__all__ = ["Act", "EnvironmentFailed", "Episode", "Turn", "TurnOutcome", "run_episode"]
+
+
+class EnvironmentFailed(VerifierError):
+    """The task's environment did not come up (healthcheck, a step's setup.sh)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one agent turn is asked to do (the whole task, or one step)."""
+
+    instruction: str
+    timeout_s: float
+    solution: dict[str, Path]  # the reference solution for this turn (the oracle runs it)
+    step: TaskStep | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How the agent's turn ended: ``completed``, ``agent_error`` or ``timeout``."""
+
+    status: str = "completed"
+    exit_code: int | None = 0
+    error: str | None = None
+
+
+Act = Callable[[Turn], Awaitable[TurnOutcome]]
+
+
+@dataclass(slots=True)
+class Episode:
+    """The agent's last outcome and the task's reward (per-step verdicts in ``details``)."""
+
+    outcome: TurnOutcome
+    reward: float
+    details: Any = None
+    output: str = ""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    verify_s: float = 0.0  # seconds spent in verifiers
+
+
+def sandbox_spec(
+    task: Task, workdir: str, gateway_url: str | None = None, internet: bool = False
+) -> SandboxSpec:
+    """The sandbox a task asks for: its own image, workdir, env and limits."""
+    image = None
+    if task.environment is not None:
+        e = task.environment
+        image = TaskImage(
+            context=None if e.context is None else str(e.context),
+            dockerfile=None if e.dockerfile is None else str(e.dockerfile),
+            image=e.image,
+            build_timeout_s=e.build_timeout_s,
+        )
+    network = task.network
+    if task.wants_internet and internet:
+        network = "open"
+    return SandboxSpec(
+        image=task.image,
+        task_image=image,
+        workdir=task.workdir or workdir,
+        env=dict(task.environment.env) if task.environment else {},
+        cpu=task.cpu,
+        memory_mb=task.memory_mb,
+        pids=task.pids,
+        disk_mb=task.disk_mb,
+        network=network,
+        gateway_url=gateway_url,
+        lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
+    )
+
+
+async def _healthcheck(box: Sandbox, task: Task, workdir: str) -> None:
+    check = task.environment.healthcheck if task.environment else None
+    if check is None:
+        return
+    await asyncio.sleep(check.start_period_s)
+    last = ""
+    for _ in range(check.retries):
+        res = await box.exec(["sh", "-c", check.command], cwd=workdir, timeout=check.timeout_s)
+        if res.exit_code == 0 and not res.timed_out:
+            return
+        last = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
+        await asyncio.sleep(check.interval_s)
+    raise EnvironmentFailed(f"healthcheck failed {check.retries} times: {check.command}", last)
+
+
+async def _step_setup(box: Sandbox, step: TaskStep, workdir: str, env: dict[str, str]) -> None:
+    await box.put({rel: p.read_bytes() for rel, p in step.files.items()})
+    if "setup.sh" not in step.files:
+        return
+    res = await box.exec(["bash", "setup.sh"], cwd=workdir, env=env, timeout=600)
+    if res.exit_code != 0:
+        out = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
+        raise EnvironmentFailed(f"step {step.name}: setup.sh exited {res.exit_code}", out)
+
+
+def _gate(step: TaskStep, verdict: VerifyResult) -> bool:
+    """True when the episode may go on after ``step``."""
+    if step.min_reward is None:
+        return True
+    if isinstance(step.min_reward, float):
+        return verdict.reward >= step.min_reward
+    rewards = verdict.details.get("rewards", {}) if isinstance(verdict.details, dict) else {}
+    return all(rewards.get(k, float("-inf")) >= v for k, v in step.min_reward.items())
+
+
+async def run_episode(box: Sandbox, task: Task, workdir: str, act: Act) -> Episode:
+    """Run ``task`` in ``box`` with ``act`` as the agent; verify; return the reward."""
+    await box.put(task.workspace_bytes())
+    await _healthcheck(box, task, workdir)
+    if not task.steps:
+        outcome = await act(Turn(task.instruction, task.timeout_s, task.solution))
+        t0 = time.perf_counter()
+        verdict = await run_verifier(box, task, workdir)
+        return Episode(
+            outcome, verdict.reward, verdict.details, verdict.output,
+            verify_s=time.perf_counter() - t0,
+        )  # fmt: skip
+    env = task.environment.env if task.environment else {}
+    ran: list[dict[str, Any]] = []
+    outcome = TurnOutcome()
+    output = ""
+    verify_s = 0.0
+    for step in task.steps:
+        await _step_setup(box, step, workdir, env)
+        outcome = await act(Turn(step.instruction, step.timeout_s, step.solution, step))
+        t0 = time.perf_counter()
+        verdict = await run_verifier(box, task, workdir, step)
+        verify_s += time.perf_counter() - t0
+        ran.append({"step": step.name, "reward": verdict.reward, "details": verdict.details})
+        output += f"--- step {step.name} ---\n{verdict.output}\n"
+        if outcome.status != "completed" or not _gate(step, verdict):
+            break
+    rewards = [s["reward"] for s in ran]
+    reward = rewards[-1] if task.step_reward == "final" else sum(rewards) / len(rewards)
+    details = {"steps": ran, "strategy": task.step_reward}
+    return Episode(outcome, reward, details, output[-8000:], ran, verify_s)

@@ -1,0 +1,402 @@
+"""Harbor tasks (and Terminal-Bench 1, their predecessor) in their own environments.
+
+Harbor (https://harborframework.com/docs/tasks)::
+
+    task.toml  instruction.md  environment/Dockerfile  tests/test.sh  solution/solve.sh
+    steps/<name>/{instruction.md, workdir/, tests/, solution/}     (multi-step, [[steps]])
+
+Every ``task.toml`` field is either honoured or refused with a :class:`TaskError` naming it;
+an unknown key is an error naming the closest known one. Refused: agent/verifier ``user``
+other than root, ``allowlist`` networks, a separate verifier environment, GPUs, non-Linux,
+``mcp_servers`` and ``skills_dir``. ``artifacts`` are accepted and noted (not collected).
+
+Terminal-Bench 1: ``task.yaml`` (``instruction``, ``parser_name: pytest``, timeouts),
+``Dockerfile`` (or the ``client`` service of ``docker-compose.yaml``), ``run-tests.sh`` and
+``tests/`` (copied to ``/tests``, ``$TEST_DIR``), ``solution.sh``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openforge.tasks.model import (
+    Healthcheck,
+    Task,
+    TaskEnvironment,
+    TaskError,
+    TaskStep,
+    TestsVerifier,
+    check_keys,
+    collect_dir,
+    inside,
+)
+from openforge.tasks.native import ID_RE, number, string_list
+
+__all__ = ["load_harbor", "load_terminal_bench"]
+
+_TOP = (
+    "schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
+    "solution", "source", "steps", "artifacts", "multi_step_reward_strategy",
+    "multi_step_reward_mode",
+)  # fmt: skip
+_TASK = ("name", "description", "authors", "keywords", "version")
+_AGENT = ("timeout_sec", "user", "network_mode", "allowed_hosts")
+_VERIFIER = (
+    "timeout_sec", "env", "user", "network_mode", "allowed_hosts", "environment_mode",
+    "environment",
+)  # fmt: skip
+_ENVIRONMENT = (
+    "build_timeout_sec", "docker_image", "cpus", "memory_mb", "storage_mb", "gpus", "gpu_types",
+    "allow_internet", "network_mode", "allowed_hosts", "mcp_servers", "env", "skills_dir",
+    "healthcheck", "memory", "storage", "workdir", "os",
+)  # fmt: skip
+_HEALTH = ("command", "interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec",
+           "retries")  # fmt: skip
+_STEP = ("name", "agent", "verifier", "min_reward", "healthcheck", "artifacts")
+_STEP_AGENT = ("timeout_sec", "user")
+_STEP_VERIFIER = ("timeout_sec", "env", "user", "environment_mode", "environment")
+_TB_KEYS = (
+    "instruction", "descriptions", "author_name", "author_email", "difficulty", "category", "tags",
+    "parser_name", "max_agent_timeout_sec", "max_test_timeout_sec", "run_tests_in_same_shell",
+    "disable_asciinema", "estimated_duration_sec", "expert_time_estimate_min",
+    "junior_time_estimate_min",
+)  # fmt: skip
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.I | re.M)
+_SIZE = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
+
+
+def _table(file: Path, data: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise TaskError(file, key, "must be a table")
+    check_keys(file, value, known, f"{key}.")
+    return value
+
+
+def _env(file: Path, value: Any, field_name: str) -> dict[str, str]:
+    """A ``{NAME: value}`` table with ``${VAR}`` / ``${VAR:-default}`` taken from this host."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TaskError(file, field_name, "must be a table of strings")
+    out: dict[str, str] = {}
+    for name, raw in value.items():
+        if not isinstance(raw, str | int | float) or isinstance(raw, bool):
+            raise TaskError(file, f"{field_name}.{name}", f"must be a string, got {raw!r}")
+
+        def sub(m: re.Match[str], name: str = name) -> str:
+            got = os.environ.get(m.group(1), m.group(2))
+            if got is None:
+                raise TaskError(file, f"{field_name}.{name}", f"${{{m.group(1)}}} is not set")
+            return got
+
+        out[str(name)] = _TEMPLATE.sub(sub, str(raw))
+    return out
+
+
+def _root_user(file: Path, table: dict[str, Any], field_name: str) -> None:
+    user = table.get("user")
+    if user not in (None, "root", 0):
+        raise TaskError(file, field_name, f"only root is supported, got {user!r}")
+
+
+def _size_mb(file: Path, env: dict[str, Any], key: str, legacy: str) -> int | None:
+    value = number(file, env, key, None, "environment.")
+    if value is not None or legacy not in env:
+        return None if value is None else int(value)
+    raw = str(env[legacy]).strip()
+    unit = _SIZE.get(raw[-1:].upper())
+    try:
+        return int(float(raw[:-1]) * unit) if unit is not None else int(raw)
+    except ValueError:
+        raise TaskError(
+            file, f"environment.{legacy}", f"must read like 4G or 512M, got {raw!r}"
+        ) from None
+
+
+def _refuse_unsupported(file: Path, env: dict[str, Any], verifier: dict[str, Any]) -> None:
+    if (env.get("gpus") or 0) > 0 or env.get("gpu_types"):
+        raise TaskError(file, "environment.gpus", "GPU environments are not supported")
+    if env.get("os", "linux") != "linux":
+        raise TaskError(file, "environment.os", f"only linux is supported, got {env['os']!r}")
+    if env.get("mcp_servers"):
+        raise TaskError(file, "environment.mcp_servers", "task MCP servers are not supported yet")
+    if env.get("skills_dir") is not None:
+        raise TaskError(file, "environment.skills_dir", "task skills are not supported yet")
+    for where, table in (("environment", env), ("verifier", verifier)):
+        if table.get("network_mode") == "allowlist" or table.get("allowed_hosts"):
+            raise TaskError(file, f"{where}.allowed_hosts", "allowlist networks are not supported")
+    if verifier.get("environment_mode") == "separate" or verifier.get("environment"):
+        raise TaskError(
+            file, "verifier.environment_mode", "a separate verifier environment is not supported"
+        )
+
+
+def _healthcheck(file: Path, value: Any, where: str) -> Healthcheck | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("command"), str):
+        raise TaskError(file, where, "must be a table with a command")
+    check_keys(file, value, _HEALTH, f"{where}.")
+    retries = number(file, value, "retries", 3, f"{where}.") or 3
+    return Healthcheck(
+        command=value["command"],
+        interval_s=number(file, value, "interval_sec", 5.0, f"{where}.") or 5.0,
+        timeout_s=number(file, value, "timeout_sec", 30.0, f"{where}.") or 30.0,
+        start_period_s=float(value.get("start_period_sec", 0.0)),
+        retries=int(retries),
+    )
+
+
+def dockerfile_workdir(dockerfile: Path) -> str | None:
+    """The last literal ``WORKDIR`` of a Dockerfile (where its tests expect to run), or None."""
+    if not dockerfile.is_file():
+        return None
+    found = [w for w in _WORKDIR.findall(dockerfile.read_text(errors="replace")) if "$" not in w]
+    return found[-1] if found else None
+
+
+def _environment(
+    file: Path, root: Path, env: dict[str, Any], context: Path, dockerfile: Path
+) -> TaskEnvironment:
+    image = env.get("docker_image")
+    if image is not None and not isinstance(image, str):
+        raise TaskError(file, "environment.docker_image", f"must be a string, got {image!r}")
+    workdir = env.get("workdir") or dockerfile_workdir(dockerfile)
+    if workdir is not None and (not isinstance(workdir, str) or not workdir.startswith("/")):
+        raise TaskError(file, "environment.workdir", f"must be an absolute path, got {workdir!r}")
+    has_build = dockerfile.is_file()
+    if not has_build and image is None:
+        raise TaskError(root, "environment/Dockerfile", "missing (or set environment.docker_image)")
+    return TaskEnvironment(
+        context=context if has_build else None,
+        dockerfile=dockerfile if has_build else None,
+        image=None if has_build else image,
+        build_timeout_s=number(file, env, "build_timeout_sec", 600.0, "environment.") or 600.0,
+        workdir=workdir,
+        env=_env(file, env.get("env"), "environment.env"),
+        healthcheck=_healthcheck(file, env.get("healthcheck"), "environment.healthcheck"),
+    )
+
+
+def _tests(root: Path, sub: str) -> dict[str, Path]:
+    return collect_dir(root, sub, f"{sub}/")
+
+
+def _min_reward(file: Path, value: Any, where: str) -> float | dict[str, float] | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, dict) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
+    ):
+        return {str(k): float(v) for k, v in value.items()}
+    raise TaskError(file, where, f"must be a number or a table of numbers, got {value!r}")
+
+
+def _steps(
+    file: Path, root: Path, data: dict[str, Any], agent_timeout: float, verifier: TestsVerifier
+) -> tuple[TaskStep, ...]:
+    raw = data.get("steps")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise TaskError(file, "steps", "must be a non-empty array of tables ([[steps]])")
+    shared = _tests(root, "tests")
+    out: list[TaskStep] = []
+    for i, entry in enumerate(raw):
+        where = f"steps[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise TaskError(file, where, "must be a table with a name")
+        check_keys(file, entry, _STEP, f"{where}.")
+        if entry.get("healthcheck") is not None:
+            raise TaskError(file, f"{where}.healthcheck", "per-step healthchecks are not supported")
+        name = entry["name"]
+        step_dir = inside(root, f"steps/{name}", file, f"{where}.name")
+        md = step_dir / "instruction.md"
+        if not md.is_file():
+            raise TaskError(root, f"steps/{name}/instruction.md", "missing")
+        agent = _table(file, entry, "agent", _STEP_AGENT)
+        ver = _table(file, entry, "verifier", _STEP_VERIFIER)
+        _root_user(file, agent, f"{where}.agent.user")
+        _root_user(file, ver, f"{where}.verifier.user")
+        if ver.get("environment_mode") == "separate" or ver.get("environment"):
+            raise TaskError(file, f"{where}.verifier.environment_mode", "not supported")
+        tests = {**shared, **_tests(step_dir, "tests")}
+        if "test.sh" not in tests:
+            raise TaskError(root, f"steps/{name}/tests/test.sh", "missing (and no tests/test.sh)")
+        step_verifier = TestsVerifier(
+            tests=tests,
+            env={**verifier.env, **_env(file, ver.get("env"), f"{where}.verifier.env")},
+            timeout_s=number(file, ver, "timeout_sec", verifier.timeout_s, f"{where}.verifier.")
+            or verifier.timeout_s,
+        )
+        out.append(
+            TaskStep(
+                name=name,
+                instruction=md.read_text(encoding="utf-8").strip(),
+                timeout_s=number(file, agent, "timeout_sec", agent_timeout, f"{where}.agent.")
+                or agent_timeout,
+                verifier=step_verifier,
+                files=collect_dir(step_dir, "workdir", f"steps/{name}/workdir/"),
+                solution=collect_dir(step_dir, "solution", f"steps/{name}/solution/"),
+                min_reward=_min_reward(file, entry.get("min_reward"), f"{where}.min_reward"),
+            )
+        )
+    return tuple(out)
+
+
+def load_harbor(root: Path) -> Task:
+    """Load a Harbor task directory (single- or multi-step)."""
+    file = root / "task.toml"
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
+    check_keys(file, data, _TOP)
+    info = _table(file, data, "task", _TASK)
+    agent = _table(file, data, "agent", _AGENT)
+    ver = _table(file, data, "verifier", _VERIFIER)
+    env = _table(file, data, "environment", _ENVIRONMENT)
+    solution = _table(file, data, "solution", ("env",))
+    meta = data.get("metadata", {})
+    if not isinstance(meta, dict):
+        raise TaskError(file, "metadata", "must be a table")
+    _root_user(file, agent, "agent.user")
+    _root_user(file, ver, "verifier.user")
+    _refuse_unsupported(file, env, ver)
+    multi = "steps" in data
+    md = root / "instruction.md"
+    if not multi and not md.is_file():
+        raise TaskError(root, "instruction.md", "missing: a Harbor task needs instruction.md")
+    if not multi and not (root / "tests" / "test.sh").is_file():
+        raise TaskError(root, "tests/test.sh", "missing: a Harbor task needs tests/test.sh")
+    task_id = str(info.get("name") or root.name).replace("/", "-")
+    if not ID_RE.match(task_id):
+        raise TaskError(file, "task.name", f"must be [A-Za-z0-9._/-], got {task_id!r}")
+    strategy = data.get("multi_step_reward_strategy", "mean")
+    if strategy not in ("mean", "final"):
+        raise TaskError(file, "multi_step_reward_strategy", f"must be mean or final: {strategy!r}")
+    agent_timeout = number(file, agent, "timeout_sec", 600.0, "agent.") or 600.0
+    verifier = TestsVerifier(
+        tests=_tests(root, "tests"),
+        env=_env(file, ver.get("env"), "verifier.env"),
+        timeout_s=number(file, ver, "timeout_sec", 600.0, "verifier.") or 600.0,
+    )
+    steps = _steps(file, root, data, agent_timeout, verifier)
+    tags = meta.get("tags", info.get("keywords"))
+    notes = tuple(
+        f"{key}: accepted but not collected" for key in ("artifacts",) if data.get(key)
+    ) + tuple(f"steps[{i}].artifacts: not collected" for i, s in enumerate(data.get("steps") or [])
+              if isinstance(s, dict) and s.get("artifacts"))  # fmt: skip
+    wants_internet = env.get("allow_internet") is True or env.get("network_mode") == "public"
+    cpus = number(file, env, "cpus", None, "environment.")
+    return Task(
+        id=task_id,
+        instruction="\n\n".join(s.instruction for s in steps) if multi else md.read_text().strip(),
+        path=root,
+        format="harbor",
+        timeout_s=sum(s.timeout_s for s in steps) if steps else agent_timeout,
+        verify_timeout_s=verifier.timeout_s,
+        cpu=cpus,
+        memory_mb=_size_mb(file, env, "memory_mb", "memory"),
+        disk_mb=_size_mb(file, env, "storage_mb", "storage"),
+        tags=string_list(file, tags, "metadata.tags"),
+        solution=collect_dir(root, "solution", "solution/"),
+        environment=_environment(
+            file, root, env, root / "environment", root / "environment" / "Dockerfile"
+        ),
+        tests=None if multi else verifier,
+        steps=steps,
+        step_reward=strategy,
+        solution_env=_env(file, solution.get("env"), "solution.env"),
+        wants_internet=wants_internet,
+        notes=notes,
+    )
+
+
+def _compose_build(root: Path, file: Path) -> tuple[Path, Path]:
+    """The build context and Dockerfile of a Terminal-Bench task (``client`` service)."""
+    compose = root / "docker-compose.yaml"
+    if not compose.is_file():
+        return root, root / "Dockerfile"
+    try:
+        spec = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise TaskError(compose, "(yaml)", f"not valid YAML: {exc}") from exc
+    services = spec.get("services") if isinstance(spec, dict) else None
+    if isinstance(services, dict) and len(services) > 1:
+        raise TaskError(compose, "services", "several services are not supported (only client)")
+    client = (services or {}).get("client", {}) if isinstance(services, dict) else {}
+    build = client.get("build", ".") if isinstance(client, dict) else "."
+    if isinstance(build, str):
+        build = {"context": build}
+    if not isinstance(build, dict):
+        raise TaskError(compose, "services.client.build", "must be a path or a table")
+    context = inside(root, str(build.get("context", ".")), compose, "services.client.build")
+    dockerfile = inside(context, str(build.get("dockerfile", "Dockerfile")), compose,
+                        "services.client.build.dockerfile")  # fmt: skip
+    return context, dockerfile
+
+
+def load_terminal_bench(root: Path) -> Task:
+    """Load a Terminal-Bench 1 task directory (``task.yaml`` + Dockerfile + run-tests.sh)."""
+    file = root / "task.yaml"
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise TaskError(file, "(yaml)", f"not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TaskError(file, "(yaml)", "must be a mapping")
+    check_keys(file, data, _TB_KEYS)
+    instruction = data.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise TaskError(file, "instruction", "missing or empty")
+    parser = data.get("parser_name", "pytest")
+    if parser != "pytest":
+        raise TaskError(file, "parser_name", f"only the pytest parser is supported, got {parser!r}")
+    if not ID_RE.match(root.name):
+        raise TaskError(root, "(directory name)", f"must be [A-Za-z0-9._/-], got {root.name!r}")
+    tests = {k: v for k, v in collect_dir(root, "tests", "tests/").items()}
+    if (root / "run-tests.sh").is_file():
+        tests["run-tests.sh"] = inside(root, "run-tests.sh", file, "run-tests.sh")
+    if "run-tests.sh" not in tests:
+        raise TaskError(root, "run-tests.sh", "missing: a Terminal-Bench task needs run-tests.sh")
+    context, dockerfile = _compose_build(root, file)
+    if not dockerfile.is_file():
+        raise TaskError(root, "Dockerfile", "missing: a Terminal-Bench task needs a Dockerfile")
+    timeout = number(file, data, "max_test_timeout_sec", 180.0) or 180.0
+    solution = collect_dir(root, "solution", "solution/")
+    if (root / "solution.sh").is_file():
+        solution = {"solve.sh": inside(root, "solution.sh", file, "solution.sh")}
+    return Task(
+        id=root.name,
+        instruction=instruction.strip(),
+        path=root,
+        format="terminal-bench",
+        timeout_s=number(file, data, "max_agent_timeout_sec", 360.0) or 360.0,
+        verify_timeout_s=timeout,
+        tags=string_list(file, data.get("tags"), "tags"),
+        solution=solution,
+        environment=TaskEnvironment(
+            context=context,
+            dockerfile=dockerfile,
+            workdir=dockerfile_workdir(dockerfile),
+            env={"TEST_DIR": "/tests"},
+        ),
+        tests=TestsVerifier(
+            tests=tests,
+            entry="run-tests.sh",
+            env={"TEST_DIR": "/tests"},
+            timeout_s=timeout,
+            parser="pytest",
+        ),
+    )

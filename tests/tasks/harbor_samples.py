@@ -1,0 +1,140 @@
+"""Hand-written tasks in Harbor's and Terminal-Bench 1's published layouts (none of theirs).
+
+Their Dockerfiles say ``FROM debian:bookworm``, as published tasks do; the tests map that to
+the local debootstrap image (``base_images``). Tasks that share an environment share its
+bytes, so they share one cached image.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BASE = "localhost/openforge-debian:bookworm"
+BASE_IMAGES = {"debian:bookworm": BASE, "ubuntu:24.04": BASE}
+
+PYTEST_DOCKERFILE = """\
+FROM debian:bookworm
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pytest \\
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY data.txt /app/data.txt
+"""
+BARE_DOCKERFILE = "FROM debian:bookworm\nWORKDIR /app\nCOPY data.txt /app/data.txt\n"
+DATA = "alpha\nbeta\ngamma\n"
+# Harbor's pytest template: the reward file says whether pytest passed.
+PYTEST_TEST_SH = """\
+#!/bin/bash
+cd /app || exit 1
+pytest -q /tests/test_count.py
+if [ $? -eq 0 ]; then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+TEST_COUNT_PY = """\
+from pathlib import Path
+
+def test_count():
+    assert Path("/app/count.txt").read_text().strip() == "3"
+"""
+SOLVE_COUNT = "#!/bin/bash\nwc -l < /app/data.txt > /app/count.txt\n"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def harbor_pytest(root: Path, name: str = "count-lines") -> Path:
+    """A single-step Harbor task whose tests need pytest (installed by its Dockerfile)."""
+    return _write(root / name, {
+        "task.toml": (
+            'schema_version = "1.1"\n[task]\nname = "samples/' + name + '"\n'
+            '[metadata]\ntags = ["files"]\n[agent]\ntimeout_sec = 60.0\n'
+            '[verifier]\ntimeout_sec = 60.0\nenv = { MARK = "v" }\n'
+            "[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\nmemory_mb = 512\n"
+            'env = { GREETING = "${OPENFORGE_SAMPLE_UNSET:-hello}" }\n'
+        ),
+        "instruction.md": "Write the number of lines of /app/data.txt to /app/count.txt.\n",
+        "environment/Dockerfile": PYTEST_DOCKERFILE,
+        "environment/data.txt": DATA,
+        "tests/test.sh": PYTEST_TEST_SH,
+        "tests/test_count.py": TEST_COUNT_PY,
+        "solution/solve.sh": SOLVE_COUNT,
+    })  # fmt: skip
+
+
+def harbor_multikey(root: Path) -> Path:
+    """A task whose verifier writes a reward.json with two keys (correctness, style)."""
+    test_sh = (
+        "#!/bin/bash\n"
+        'c=0; s=0\n[ "$(cat /app/count.txt 2>/dev/null)" = 3 ] && c=1\n'
+        "[ -f /app/NOTES.md ] && s=1\n"
+        'printf \'{"correctness": %s, "style": %s}\' $c $s > /logs/verifier/reward.json\n'
+    )
+    return _write(root / "multikey", {
+        "task.toml": "[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 60.0\n",
+        "instruction.md": "Count the lines of /app/data.txt into /app/count.txt; add NOTES.md.\n",
+        "environment/Dockerfile": PYTEST_DOCKERFILE,
+        "environment/data.txt": DATA,
+        "tests/test.sh": test_sh,
+        "solution/solve.sh": SOLVE_COUNT + "echo done > /app/NOTES.md\n",
+    })  # fmt: skip
+
+
+def harbor_steps(root: Path) -> Path:
+    """A two-step task: step one gates on reward 1; step two's setup.sh seeds a file."""
+    return _write(root / "two-steps", {
+        "task.toml": (
+            'multi_step_reward_strategy = "mean"\n[agent]\ntimeout_sec = 60.0\n'
+            '[[steps]]\nname = "one"\nmin_reward = 1.0\n[[steps]]\nname = "two"\n'
+            "[steps.verifier]\ntimeout_sec = 30.0\n"
+        ),
+        "environment/Dockerfile": PYTEST_DOCKERFILE,
+        "environment/data.txt": DATA,
+        "tests/test_count.py": TEST_COUNT_PY,
+        "steps/one/instruction.md": "Write the line count of /app/data.txt to /app/count.txt.\n",
+        "steps/one/tests/test.sh": PYTEST_TEST_SH,
+        "steps/one/solution/solve.sh": SOLVE_COUNT,
+        "steps/two/instruction.md": "Copy /app/seed.txt to /app/out.txt.\n",
+        "steps/two/workdir/setup.sh": "echo seeded > seed.txt\n",
+        "steps/two/tests/test.sh": (
+            "#!/bin/bash\nif cmp -s /app/seed.txt /app/out.txt; then r=1; else r=0; fi\n"
+            "echo $r > /logs/verifier/reward.txt\n"
+        ),
+        "steps/two/solution/solve.sh": "cp /app/seed.txt /app/out.txt\n",
+    })  # fmt: skip
+
+
+def harbor_broken(root: Path) -> Path:
+    """A verifier that cannot run in its environment: pytest is not installed there."""
+    return _write(root / "no-pytest", {
+        "task.toml": "[verifier]\ntimeout_sec = 60.0\n",
+        "instruction.md": "Write the number of lines of /app/data.txt to /app/count.txt.\n",
+        "environment/Dockerfile": BARE_DOCKERFILE,
+        "environment/data.txt": DATA,
+        "tests/test.sh": PYTEST_TEST_SH,
+        "tests/test_count.py": TEST_COUNT_PY,
+        "solution/solve.sh": SOLVE_COUNT,
+    })  # fmt: skip
+
+
+def terminal_bench(root: Path) -> Path:
+    """A Terminal-Bench 1 task: task.yaml, Dockerfile, run-tests.sh, tests/, solution.sh."""
+    return _write(root / "tb-count", {
+        "task.yaml": (
+            "instruction: |-\n  Write the number of lines of /app/data.txt to /app/count.txt.\n"
+            "difficulty: easy\ncategory: file-operations\ntags: [files]\nparser_name: pytest\n"
+            "max_agent_timeout_sec: 60.0\nmax_test_timeout_sec: 60.0\n"
+            "run_tests_in_same_shell: false\n"
+        ),
+        "Dockerfile": PYTEST_DOCKERFILE,
+        "data.txt": DATA,
+        "docker-compose.yaml": (
+            "services:\n  client:\n    build:\n      context: .\n      dockerfile: Dockerfile\n"
+            "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n"
+        ),
+        "run-tests.sh": "#!/bin/bash\npytest -rA $TEST_DIR/test_outputs.py\n",
+        "tests/test_outputs.py": TEST_COUNT_PY,
+        "solution.sh": SOLVE_COUNT,
+    })  # fmt: skip

@@ -1,0 +1,126 @@
+"""Harbor and Terminal-Bench tasks in their own images, built and run with real podman.
+
+Every task here is hand-written in the published layouts (``harbor_samples.py``); their
+Dockerfiles say ``FROM debian:bookworm`` and are built FROM the local debootstrap base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from openforge.sandboxes import create_backend
+from openforge.sandboxes.container import ContainerBackend
+from openforge.tasks import load_tasks
+from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.oracle import check_task
+from openforge.tasks.verify import VerifierError
+
+from . import harbor_samples as samples
+
+pytestmark = pytest.mark.slow
+# The container's memory limit: cgroup v2's file, else v1's (this machine's podman is v1).
+_MEMORY_MAX = (
+    "/sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+)
+
+
+@pytest.fixture
+async def podman(
+    podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[ContainerBackend]:
+    monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))  # a fresh verdict cache
+    backend = create_backend("podman", base_images=samples.BASE_IMAGES)
+    assert isinstance(backend, ContainerBackend)
+    yield backend
+    await backend.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [samples.harbor_pytest, samples.harbor_multikey, samples.harbor_steps, samples.terminal_bench],
+)
+async def test_oracle_scores_1_and_noop_scores_0(
+    podman: ContainerBackend, tmp_path: Path, make: object
+) -> None:
+    (task,) = load_tasks(make(tmp_path)).tasks  # type: ignore[operator]
+    result = await check_task(podman, task)
+    assert (result.ok, result.oracle, result.noop, result.reason) == (True, 1.0, 0.0, "")
+    again = await check_task(podman, task)
+    assert again.cached and again.ok
+
+
+async def test_verifier_that_cannot_run_is_infra_error_not_0(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    (task,) = load_tasks(samples.harbor_broken(tmp_path)).tasks
+    spec = sandbox_spec(task, "/workspace")
+    box = await podman.create(spec)
+    try:
+
+        async def noop(turn: Turn) -> TurnOutcome:
+            return TurnOutcome()
+
+        with pytest.raises(VerifierError, match="pytest: command not found"):
+            await run_episode(box, task, spec.workdir, noop)
+    finally:
+        await box.close()
+    result = await check_task(podman, task)
+    assert not result.ok and result.oracle is None and "could not run" in result.reason
+
+
+async def test_multikey_reward_json_keeps_every_key(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    (task,) = load_tasks(samples.harbor_multikey(tmp_path)).tasks
+    spec = sandbox_spec(task, "/workspace")
+    box = await podman.create(spec)
+    try:
+
+        async def half(turn: Turn) -> TurnOutcome:  # right count, no NOTES.md
+            await box.exec(["sh", "-c", "wc -l < data.txt > count.txt"], cwd=spec.workdir)
+            return TurnOutcome()
+
+        episode = await run_episode(box, task, spec.workdir, half)
+    finally:
+        await box.close()
+    assert episode.reward == 0.5
+    assert episode.details["rewards"] == {"correctness": 1.0, "style": 0.0}
+
+
+async def test_workdir_env_and_limits_reach_the_container(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    (task,) = load_tasks(samples.harbor_pytest(tmp_path)).tasks
+    spec = sandbox_spec(task, "/workspace")
+    assert spec.workdir == "/app" and spec.cpu == 1.0 and spec.memory_mb == 512
+    box = await podman.create(spec)
+    try:
+        res = await box.exec(["sh", "-c", f"pwd; echo $GREETING; cat {_MEMORY_MAX}; ls"])
+    finally:
+        await box.close()
+    pwd, greeting, memory, *files = res.stdout.decode().split()
+    assert (pwd, greeting, int(memory)) == ("/app", "hello", 512 * 1024 * 1024)
+    assert "data.txt" in files
+
+
+async def test_build_failure_and_verifier_timeout_are_infra_errors(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    bad = samples.harbor_pytest(tmp_path, "bad-build")
+    (bad / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nRUN exit 3\n")
+    slow = samples.harbor_pytest(tmp_path, "slow-verifier")
+    (slow / "tests" / "test.sh").write_text("sleep 30\necho 1 > /logs/verifier/reward.txt\n")
+    toml = (
+        (slow / "task.toml")
+        .read_text()
+        .replace("[verifier]\ntimeout_sec = 60.0", "[verifier]\ntimeout_sec = 2.0")
+    )
+    (slow / "task.toml").write_text(toml)
+    by = load_tasks(tmp_path).by_id()
+    built = await check_task(podman, by["samples-bad-build"])
+    assert not built.ok and "image build" in built.reason and "failed" in built.reason
+    timed = await check_task(podman, by["samples-slow-verifier"])
+    assert not timed.ok and "ran past 2s" in timed.reason
