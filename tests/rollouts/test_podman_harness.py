@@ -1,0 +1,47 @@
+"""Harnesses on the podman backend: the built-in claw agent on a claw-mini task, and a
+shell harness on a Harbor task in its own image (the gateway-only network included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openforge.rollouts import RolloutConfig, run_rollouts
+from openforge.tasks import load_tasks
+
+from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.slow
+
+
+async def test_claw_completes_a_claw_mini_task_in_a_container(
+    gateway: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    task = load_tasks("claw-mini").by_id()["hello-file"]
+    config = RolloutConfig(
+        tasks=[task], harness="claw", gateway_url=gateway, backend="podman",
+        out_dir=tmp_path / "run", retries=0,
+    )  # fmt: skip
+    (res,) = await run_rollouts(config)
+    # The scripted engine answers "hello" with no tool call: the agent ends, nothing written.
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+
+
+async def test_shell_harness_in_a_harbor_task_image(
+    gateway: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    tasks = load_tasks(samples.harbor_pytest(tmp_path / "suite")).tasks
+    tasks += load_tasks(samples.harbor_broken(tmp_path / "suite")).tasks
+    config = RolloutConfig(
+        tasks=tasks, harness="shell",
+        harness_options={"command": "wc -l < data.txt > count.txt"},
+        gateway_url=gateway, backend="podman",
+        backend_options={"base_images": samples.BASE_IMAGES},
+        out_dir=tmp_path / "run", retries=0,
+    )  # fmt: skip
+    by = {r.task_id: r for r in await run_rollouts(config)}
+    good, broken = by["samples-count-lines"], by["no-pytest"]
+    assert (good.status, good.reward) == ("completed", 1.0), good
+    assert (broken.status, broken.reward) == ("infra_error", None), broken
+    assert "pytest: command not found" in (broken.error or "")
