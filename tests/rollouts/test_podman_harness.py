@@ -9,7 +9,6 @@ import pytest
 
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.tasks import load_tasks
-
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,154 @@
+"""The Harbor and Terminal-Bench loaders and verifier semantics, without containers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from openforge.sandboxes.base import SandboxError, TaskImage
+from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
+from openforge.tasks import load_tasks
+from openforge.tasks.episode import sandbox_spec
+from openforge.tasks.verify import VerifierError, aggregate_rewards, parse_pytest_summary
+
+from . import harbor_samples as samples
+
+HEAD = '[task]\nname = "org/t"\n'
+
+
+def _harbor(tmp_path: Path, toml: str) -> Path:
+    d = samples.harbor_pytest(tmp_path, "t")
+    (d / "task.toml").write_text(toml)
+    return d
+
+
+def test_every_honoured_field_reaches_the_task(tmp_path: Path) -> None:
+    d = _harbor(
+        tmp_path,
+        HEAD + '[metadata]\ntags = ["a"]\n[agent]\ntimeout_sec = 30.0\nuser = "root"\n'
+        '[verifier]\ntimeout_sec = 20.0\nenv = { K = "v" }\n[solution]\nenv = { S = "s" }\n'
+        '[environment]\nbuild_timeout_sec = 99.0\ncpus = 2\nmemory = "1G"\nstorage = "2G"\n'
+        'workdir = "/srv"\nallow_internet = true\nenv = { E = "${OPENFORGE_T_UNSET:-dflt}" }\n'
+        '[environment.healthcheck]\ncommand = "true"\nretries = 2\n',
+    )
+    (task,) = load_tasks(d).tasks
+    assert task.id == "org-t" and task.tags == ("a",) and task.timeout_s == 30.0
+    assert task.tests is not None and task.tests.env == {"K": "v"} and task.tests.timeout_s == 20
+    assert task.solution_env == {"S": "s"} and task.cpu == 2.0
+    assert (task.memory_mb, task.disk_mb) == (1024, 2048)
+    env = task.environment
+    assert env is not None and env.workdir == "/srv" and env.env == {"E": "dflt"}
+    assert env.build_timeout_s == 99.0 and env.healthcheck and env.healthcheck.retries == 2
+    assert env.dockerfile == d / "environment" / "Dockerfile" and task.wants_internet
+    assert sandbox_spec(task, "/workspace").network == "gateway"
+    assert sandbox_spec(task, "/workspace", internet=True).network == "open"
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('[agent]\nuser = "agent"\n', "agent.user"),
+        ("[environment]\ngpus = 1\n", "environment.gpus"),
+        ('[environment]\nos = "windows"\n', "environment.os"),
+        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
+        ('[[environment.mcp_servers]]\nname = "m"\nurl = "http://x"\n', "environment.mcp_servers"),
+        ('[environment]\nallowed_hosts = ["pypi.org"]\n', "environment.allowed_hosts"),
+        ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
+        ('[environment]\nenv = { X = "${OPENFORGE_T_UNSET}" }\n', "environment.env.X"),
+        ('[environment]\nmemory = "lots"\n', "environment.memory"),
+        ('multi_step_reward_strategy = "max"\n', "multi_step_reward_strategy"),
+    ],
+)
+def test_unsupported_fields_are_refused_by_name(tmp_path: Path, toml: str, field: str) -> None:
+    assert "OPENFORGE_T_UNSET" not in os.environ
+    (err,) = load_tasks(_harbor(tmp_path, toml + HEAD)).errors
+    assert err.field == field, err
+
+
+def test_artifacts_are_noted_not_dropped(tmp_path: Path) -> None:
+    (task,) = load_tasks(_harbor(tmp_path, 'artifacts = ["/app/x"]\n' + HEAD)).tasks
+    assert task.notes == ("artifacts: accepted but not collected",)
+
+
+def test_docker_image_without_dockerfile(tmp_path: Path) -> None:
+    d = _harbor(tmp_path, HEAD + '[environment]\ndocker_image = "ubuntu:24.04"\n')
+    (d / "environment" / "Dockerfile").unlink()
+    (task,) = load_tasks(d).tasks
+    assert task.environment and task.environment.image == "ubuntu:24.04"
+    (d / "task.toml").write_text(HEAD)
+    (err,) = load_tasks(d).errors
+    assert err.field == "environment/Dockerfile"
+
+
+def test_multi_step_layout(tmp_path: Path) -> None:
+    (task,) = load_tasks(samples.harbor_steps(tmp_path)).tasks
+    one, two = task.steps
+    assert (one.name, one.min_reward, two.min_reward) == ("one", 1.0, None)
+    assert "test_count.py" in one.verifier.tests and "test.sh" in one.verifier.tests
+    assert "setup.sh" in two.files and "solve.sh" in two.solution
+    assert two.verifier.timeout_s == 30.0 and task.tests is None
+    (tmp_path / "two-steps" / "steps" / "two" / "instruction.md").unlink()
+    (err,) = load_tasks(tmp_path / "two-steps").errors
+    assert err.field == "steps/two/instruction.md"
+
+
+def test_terminal_bench_layout(tmp_path: Path) -> None:
+    d = samples.terminal_bench(tmp_path)
+    (task,) = load_tasks(d).tasks
+    assert task.format == "terminal-bench" and task.workdir == "/app"
+    assert task.tests and task.tests.parser == "pytest" and task.tests.entry == "run-tests.sh"
+    assert set(task.tests.tests) == {"run-tests.sh", "test_outputs.py"}
+    assert "solve.sh" in task.solution and task.environment
+    assert task.environment.dockerfile == d / "Dockerfile"
+    (d / "task.yaml").write_text("instruction: x\nparser_name: swebench\n")
+    (err,) = load_tasks(d).errors
+    assert err.field == "parser_name"
+    (d / "task.yaml").write_text("instruction: x\nmax_agent_timout_sec: 3\n")
+    (err,) = load_tasks(d).errors
+    assert err.field == "max_agent_timout_sec" and "'max_agent_timeout_sec'" in err.problem
+
+
+def test_reward_aggregation() -> None:
+    assert aggregate_rewards({"reward": 0.25, "x": 1.0}, None) == 0.25
+    assert aggregate_rewards({"correctness": 1.0, "performance": 0.5}, None) == 0.75
+    assert aggregate_rewards({"correctness": 1.0, "performance": 0.5}, "performance") == 0.5
+    with pytest.raises(VerifierError, match="no key"):
+        aggregate_rewards({"a": 1.0}, "b")
+
+
+def test_pytest_summary_parser() -> None:
+    out = (
+        b"....\n=== short test summary info ===\nPASSED tests/test_a.py::test_one\n"
+        b"FAILED tests/test_a.py::test_two - assert 1 == 2\n=== 1 failed, 1 passed ===\n"
+    )
+    assert parse_pytest_summary(out) == {
+        "tests/test_a.py::test_one": "PASSED",
+        "tests/test_a.py::test_two": "FAILED",
+    }
+    assert parse_pytest_summary(b"bash: pytest: command not found\n") == {}
+
+
+def test_base_image_substitution_and_content_tags(tmp_path: Path) -> None:
+    mapping = parse_base_images("ubuntu:24.04=localhost/deb, python:3.13-slim = localhost/py")
+    text = (
+        "FROM ubuntu:24.04 AS build\nRUN x\n"
+        "FROM --platform=linux/amd64 docker.io/library/python:3.13-slim\n"
+    )
+    assert substitute_bases(text, mapping) == (
+        "FROM localhost/deb AS build\nRUN x\nFROM --platform=linux/amd64 localhost/py\n"
+    )
+    with pytest.raises(SandboxError, match="FROM=LOCAL"):
+        parse_base_images("ubuntu")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(text)
+    (ctx / "a.txt").write_text("1")
+    image = TaskImage(context=str(ctx), dockerfile=str(ctx / "Dockerfile"))
+    builder = ImageBuilder("podman", mapping)
+    first = builder.tag(image)
+    assert first == builder.tag(image) and first.startswith("localhost/openforge-task:")
+    (ctx / "a.txt").write_text("2")
+    assert builder.tag(image) != first
+    assert ImageBuilder("podman", {}).tag(image) != builder.tag(image)
