@@ -11,11 +11,9 @@ slirp4netns with ``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 insid
 
 A task that brings its own environment (``SandboxSpec.task_image``: Harbor's
 ``environment/Dockerfile``, Terminal-Bench's Dockerfile) runs in the image built from it
-(``sandboxes/images.py``). Its image is not edited: podman mounts the sandbox image read-only
-at ``/opt/openforge/rt`` (``--mount type=image``) and starts sandboxd with that image's own
-dynamic loader, libraries and Python, so the task's image needs no Python at all, and the
-processes sandboxd starts see only the task's own system. ``$HOME`` is ``/home/sandbox``
-everywhere, as in the local backend, where the harness adapters put their files.
+(``sandboxes/images.py``), unedited, with sandboxd from the sandbox image mounted beside it
+(``sandboxes/runtime.py``). ``$HOME`` is ``/home/sandbox`` everywhere, as in the local backend,
+where the harness adapters put their files.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from openforge.sandboxes.base import SandboxError, SandboxSpec
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
+from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
 __all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside"]
 
@@ -41,17 +40,6 @@ SANDBOX_LABEL = "openforge.dev/sandbox"
 _SOCKET_DIR = "/run/openforge"
 # The host as seen from a container, per engine and network mode.
 _HOST_ALIAS = {"podman": "10.0.2.2", "docker": "host.docker.internal"}
-HOME = "/home/sandbox"
-# The sandbox image's rootfs inside a task's container, and how to start its Python there.
-_RT = "/opt/openforge/rt"
-_RT_ENTRY = [
-    f"{_RT}/usr/lib64/ld-linux-x86-64.so.2",
-    "--library-path", f"{_RT}/usr/lib/x86_64-linux-gnu:{_RT}/usr/lib",
-    f"{_RT}/usr/bin/python3.11", "-I", "-c",
-    # -I: no PYTHON* variable of the task's image reaches this interpreter (nor ours its).
-    f"import sys, runpy; sys.path[:0] = ['{_RT}/opt/openforge/site']; "
-    "runpy.run_module('openforge.sandboxes.sandboxd', run_name='__main__', alter_sys=True)",
-]  # fmt: skip
 
 
 def gateway_inside(url: str | None, host_alias: str) -> str | None:
@@ -148,8 +136,8 @@ class ContainerBackend:
             raise SandboxError("a task's own image needs podman (docker has no image mounts)")
         tag = await self.builder.ensure(spec.task_image)
         return [
-            "--mount", f"type=image,source={self.image},destination={_RT}",
-            "--entrypoint", json.dumps(_RT_ENTRY), tag,
+            "--mount", f"type=image,source={self.image},destination={RT_DIR}",
+            "--entrypoint", json.dumps(RT_ENTRYPOINT), tag,
         ]  # fmt: skip
 
     async def create(self, spec: SandboxSpec) -> RemoteSandbox:
@@ -170,10 +158,10 @@ class ContainerBackend:
         env = [f"--env={k}={v}" for k, v in spec.env.items()]
         args = [
             "run", "--detach", "--name", name, *labels, *env,
-            "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}", "--env", f"HOME={HOME}",
+            "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}", "--env", f"HOME={SANDBOX_HOME}",
             "--volume", f"{sockdir}:{_SOCKET_DIR}",
             *self._network(spec), *self._resources(spec), *self.extra_args,
-            *image, "--workdir", spec.workdir, "--home", HOME,
+            *image, "--workdir", spec.workdir, "--home", SANDBOX_HOME,
             "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
         ]  # fmt: skip
         if spec.network == "gateway" and spec.gateway_url:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
 from openforge.sandboxes.container import DEFAULT_IMAGE
+from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.k8s_pool import PooledPod, WarmPool
 from openforge.sandboxes.manifests import (
     LABEL_POOL,
@@ -138,8 +139,13 @@ class KubernetesBackend:
         warm_pool: int = 0,
         pool_spec: SandboxSpec | None = None,
         pool_max_age_s: float = 900.0,
+        task_registry: str | None = None,
+        base_images: dict[str, str] | None = None,
     ) -> None:
         self.namespace = namespace
+        # Where ``openforge images build --push REGISTRY`` put the tasks' own images.
+        self.task_registry = task_registry
+        self.task_images = ImageBuilder("podman", base_images)
         self.image = image
         self.context = context
         self.run_id = run_id or secrets.token_hex(4)
@@ -245,9 +251,11 @@ class KubernetesBackend:
         name = pod_name(rollout)
         token = secrets.token_urlsafe(32)
         lifetime = spec.lifetime_s or self.default_lifetime_s
+        image, runtime = self._images(spec)
         body = pod_manifest(
-            name, spec, image=spec.image or self.image, secret=f"{name}-token",
+            name, spec, image=image, secret=f"{name}-token",
             deadline_s=int(lifetime + self.verify_margin_s), owner=self.owner,
+            runtime_image=runtime,
         )  # fmt: skip
         self._creating.add(name)
         try:
@@ -264,6 +272,20 @@ class KubernetesBackend:
             await box.close()
             raise
         return box
+
+    def _images(self, spec: SandboxSpec) -> tuple[str, str | None]:
+        """The pod's image, and the sandbox image to mount beside a task's own image."""
+        if spec.task_image is None:
+            return spec.image or self.image, None
+        ref = self.task_images.tag(spec.task_image)
+        if spec.task_image.dockerfile is not None:
+            if self.task_registry is None:
+                raise SandboxError(
+                    "a task with its own Dockerfile needs its image in a registry: "
+                    "openforge images build --tasks … --push REGISTRY, then task_registry=REGISTRY"
+                )
+            ref = f"{self.task_registry.rstrip('/')}/{ref.rsplit('/', 1)[-1]}"
+        return ref, self.image
 
     def _box(
         self, name: str, client: SandboxdClient, spec: SandboxSpec, env: Any = None
@@ -299,7 +321,8 @@ class KubernetesBackend:
         pool = self.pool.spec if self.pool is not None else SandboxSpec()
         lifetime = spec.lifetime_s or self.default_lifetime_s
         return (
-            (spec.image or self.image) == (pool.image or self.image)
+            spec.task_image is None
+            and (spec.image or self.image) == (pool.image or self.image)
             and spec.workdir == pool.workdir
             and (spec.cpu, spec.memory_mb, spec.pids, spec.disk_mb)
             == (pool.cpu, pool.memory_mb, pool.pids, pool.disk_mb)

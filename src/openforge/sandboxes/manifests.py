@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from openforge.sandboxes.base import SandboxSpec
+from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
 __all__ = [
     "LABEL_POOL",
@@ -68,8 +69,14 @@ def pod_manifest(
     deadline_s: int,
     owner: Obj | None = None,
     service_account: str | None = None,
+    runtime_image: str | None = None,
 ) -> Obj:
-    """One sandbox pod running sandboxd, its token from ``secret``."""
+    """One sandbox pod running sandboxd, its token from ``secret``.
+
+    With ``runtime_image`` (the sandbox image), ``image`` is a task's own image: the sandbox
+    image is mounted read-only as an image volume (Kubernetes' ImageVolume feature) and
+    sandboxd runs from it (``sandboxes/runtime.py``).
+    """
     resources: Obj = {}
     if spec.cpu is not None:
         resources.setdefault("limits", {})["cpu"] = str(spec.cpu)
@@ -83,6 +90,7 @@ def pod_manifest(
     labels[LABEL_SANDBOX] = "true"
     labels[LABEL_COMPONENT] = "sandbox"
     env: list[Obj] = [{"name": k, "value": v} for k, v in spec.env.items()]
+    env.append({"name": "HOME", "value": SANDBOX_HOME})
     env.append(
         {
             "name": "OPENFORGE_SANDBOXD_TOKEN",
@@ -103,7 +111,14 @@ def pod_manifest(
                 "name": "sandbox",
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
-                "args": ["--port", str(SANDBOXD_PORT), "--workdir", spec.workdir],
+                "args": [
+                    "--port",
+                    str(SANDBOXD_PORT),
+                    "--workdir",
+                    spec.workdir,
+                    "--home",
+                    SANDBOX_HOME,
+                ],
                 "env": env,
                 "ports": [{"containerPort": SANDBOXD_PORT, "name": "sandboxd"}],
                 "resources": resources,
@@ -117,6 +132,18 @@ def pod_manifest(
     }
     if service_account:
         pod_spec["serviceAccountName"] = service_account
+    if runtime_image is not None:
+        container = pod_spec["containers"][0]
+        container["command"] = RT_ENTRYPOINT
+        container["volumeMounts"] = [
+            {"name": "openforge-rt", "mountPath": RT_DIR, "readOnly": True}
+        ]
+        pod_spec["volumes"] = [
+            {
+                "name": "openforge-rt",
+                "image": {"reference": runtime_image, "pullPolicy": "IfNotPresent"},
+            }
+        ]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 

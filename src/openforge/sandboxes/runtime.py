@@ -1,0 +1,24 @@
+"""OpenForge's in-sandbox runtime (sandboxd) inside a task's own image, left unedited.
+
+The sandbox image (``deploy/build-sandbox-image.sh``: a rootfs with Python 3.11 and sandboxd)
+is mounted read-only at :data:`RT_DIR` — podman's ``--mount type=image``, a Kubernetes image
+volume — and sandboxd is started with that rootfs's own dynamic loader and libraries, so the
+task's image needs no Python and no library of the right version, and the commands sandboxd
+runs see only the task's own system (no ``LD_LIBRARY_PATH`` or ``PYTHON*`` is set for them).
+"""
+
+from __future__ import annotations
+
+__all__ = ["RT_DIR", "RT_ENTRYPOINT", "SANDBOX_HOME"]
+
+# $HOME in every sandbox, as in the local backend: where harness adapters put their files.
+SANDBOX_HOME = "/home/sandbox"
+RT_DIR = "/opt/openforge/rt"
+RT_ENTRYPOINT = [
+    f"{RT_DIR}/usr/lib64/ld-linux-x86-64.so.2",  # x86-64 hosts (the sandbox image's arch)
+    "--library-path", f"{RT_DIR}/usr/lib/x86_64-linux-gnu:{RT_DIR}/usr/lib",
+    f"{RT_DIR}/usr/bin/python3.11", "-I", "-c",
+    # -I: no PYTHON* variable of the task's image reaches this interpreter.
+    f"import sys, runpy; sys.path[:0] = ['{RT_DIR}/opt/openforge/site']; "
+    "runpy.run_module('openforge.sandboxes.sandboxd', run_name='__main__', alter_sys=True)",
+]  # fmt: skip

@@ -1,0 +1,44 @@
+"""Kubernetes pods for tasks with their own images: pushed references and the runtime volume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes_validate import validate
+
+from openforge.sandboxes import SandboxError, SandboxSpec
+from openforge.sandboxes.base import TaskImage
+from openforge.sandboxes.kubernetes import KubernetesBackend
+from openforge.sandboxes.manifests import pod_manifest
+from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
+
+
+def _task_image(tmp_path: Path) -> TaskImage:
+    (tmp_path / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
+    return TaskImage(context=str(tmp_path), dockerfile=str(tmp_path / "Dockerfile"))
+
+
+def test_task_pod_mounts_the_runtime_and_validates(tmp_path: Path) -> None:
+    spec = SandboxSpec(workdir="/app", task_image=_task_image(tmp_path), env={"A": "b"})
+    pod = pod_manifest("of-x", spec, image="reg.example/openforge-task:abc", secret="s",
+                       deadline_s=60, runtime_image="reg.example/openforge-sandbox:1")  # fmt: skip
+    validate(yaml.safe_load(yaml.safe_dump(pod)), "1.33.0", strict=True)
+    (box,) = pod["spec"]["containers"]
+    assert box["command"] == RT_ENTRYPOINT and box["volumeMounts"][0]["mountPath"] == RT_DIR
+    assert box["args"][-4:] == ["--workdir", "/app", "--home", SANDBOX_HOME]
+    assert pod["spec"]["volumes"][0]["image"]["reference"] == "reg.example/openforge-sandbox:1"
+
+
+def test_backend_uses_pushed_references(tmp_path: Path) -> None:
+    image = _task_image(tmp_path)
+    backend = KubernetesBackend(task_registry="reg.example/of", image="reg.example/sb:1",
+                                api_client=object())  # fmt: skip
+    ref, runtime = backend._images(SandboxSpec(task_image=image))
+    assert ref.startswith("reg.example/of/openforge-task:") and runtime == "reg.example/sb:1"
+    assert ref.rsplit(":", 1)[1] == backend.task_images.tag(image).rsplit(":", 1)[1]
+    prebuilt = backend._images(SandboxSpec(task_image=TaskImage(image="ubuntu:24.04")))
+    assert prebuilt == ("ubuntu:24.04", "reg.example/sb:1")
+    with pytest.raises(SandboxError, match="--push REGISTRY"):
+        KubernetesBackend(api_client=object())._images(SandboxSpec(task_image=image))
