@@ -6,6 +6,7 @@ Dockerfiles say ``FROM debian:bookworm`` and are built FROM the local debootstra
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.container import ContainerBackend
+from openforge.sandboxes.images import base_images_from_env
 from openforge.tasks import load_tasks
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
 from openforge.tasks.oracle import check_task
@@ -32,7 +34,8 @@ async def podman(
     podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[ContainerBackend]:
     monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))  # a fresh verdict cache
-    backend = create_backend("podman", base_images=samples.BASE_IMAGES)
+    bases = {**base_images_from_env(), **samples.BASE_IMAGES}
+    backend = create_backend("podman", base_images=bases)
     assert isinstance(backend, ContainerBackend)
     yield backend
     await backend.close()
@@ -124,3 +127,17 @@ async def test_build_failure_and_verifier_timeout_are_infra_errors(
     assert not built.ok and "image build" in built.reason and "failed" in built.reason
     timed = await check_task(podman, by["samples-slow-verifier"])
     assert not timed.ok and "ran past 2s" in timed.reason
+
+
+async def test_a_real_checkout_loads_and_every_verdict_has_a_reason(
+    podman: ContainerBackend,
+) -> None:
+    """``OPENFORGE_HARBOR_TASKS``: a directory of published Harbor / Terminal-Bench tasks."""
+    where = os.environ.get("OPENFORGE_HARBOR_TASKS")
+    if not where:
+        pytest.skip("OPENFORGE_HARBOR_TASKS is not set: no published task checkout to run")
+    loaded = load_tasks(where)
+    assert loaded.tasks, loaded.errors
+    for task in loaded.tasks[:5]:
+        result = await check_task(podman, task, use_cache=False)
+        assert result.ok or result.reason, result
