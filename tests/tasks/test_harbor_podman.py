@@ -141,3 +141,20 @@ async def test_a_real_checkout_loads_and_every_verdict_has_a_reason(
     for task in loaded.tasks[:5]:
         result = await check_task(podman, task, use_cache=False)
         assert result.ok or result.reason, result
+
+
+async def test_training_leaves_quarantined_tasks_out(
+    podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openforge.training.config import TrainConfig
+    from openforge.training.session import _checked
+
+    monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENFORGE_BASE_IMAGES", "debian:bookworm=" + samples.BASE)
+    samples.harbor_pytest(tmp_path / "suite")
+    samples.harbor_broken(tmp_path / "suite")
+    tasks = load_tasks(tmp_path / "suite").tasks
+    kept = await _checked(TrainConfig(sandbox="podman"), tasks)
+    assert [t.id for t in kept] == ["samples-count-lines"]
+    unchecked = await _checked(TrainConfig(sandbox="podman", check_tasks=False), tasks)
+    assert len(unchecked) == 2

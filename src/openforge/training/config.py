@@ -93,6 +93,9 @@ class TrainConfig:
     eval_split: Literal["train", "test"] = "test"
     harness: str = "claw"
     sandbox: str = "local"
+    # Oracle-check tasks that bring their own environment (Harbor, Terminal-Bench) before
+    # training; quarantined ones are left out (false: train on every task, unchecked).
+    check_tasks: bool = True
     engine: Literal["local", "vllm", "sglang"] = "local"
     gateway_url: str | None = None  # null: start a gateway with the engine in a subprocess
     store: str | None = None  # the gateway's SQLite store; null: <run_dir>/store.db

@@ -71,6 +71,27 @@ def _load_split(cfg: TrainConfig, split: str, key: str) -> list[Any]:
     return tasks
 
 
+async def _checked(cfg: TrainConfig, tasks: list[Any]) -> list[Any]:
+    """``tasks`` without those the oracle check quarantines (tasks with their own image)."""
+    from openforge.sandboxes import create_backend
+    from openforge.tasks.oracle import check_task
+
+    own = [t for t in tasks if t.environment is not None]
+    if not cfg.check_tasks or not own:
+        return tasks
+    backend = create_backend(cfg.sandbox)
+    try:
+        bad = set()
+        for task in own:
+            result = await check_task(backend, task)
+            if not result.ok:
+                log.warning("task %s quarantined: %s", task.id, result.reason)
+                bad.add(task.id)
+    finally:
+        await backend.close()
+    return [t for t in tasks if t.id not in bad]
+
+
 @contextlib.asynccontextmanager
 async def open_session(
     cfg: TrainConfig,
@@ -97,8 +118,12 @@ async def open_session(
         model_dir = await asyncio.to_thread(resolve_model, cfg.model)
     except Exception as exc:
         raise ConfigError("model", str(exc), cfg.source) from None
-    train_tasks = _load_split(cfg, cfg.train_split, "train_split")
-    eval_tasks = _load_split(cfg, cfg.eval_split, "eval_split")
+    train_tasks = await _checked(cfg, _load_split(cfg, cfg.train_split, "train_split"))
+    eval_tasks = await _checked(cfg, _load_split(cfg, cfg.eval_split, "eval_split"))
+    if not train_tasks:
+        raise ConfigError(
+            "tasks", "every train task is quarantined by the oracle check", cfg.source
+        )
     async with contextlib.AsyncExitStack() as stack:
         url = gateway_url or cfg.gateway_url
         token = cfg.admin_token or read_admin_token()
