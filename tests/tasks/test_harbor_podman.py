@@ -7,6 +7,8 @@ Dockerfiles say ``FROM debian:bookworm`` and are built FROM the local debootstra
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -158,3 +160,22 @@ async def test_training_leaves_quarantined_tasks_out(
     assert [t.id for t in kept] == ["samples-count-lines"]
     unchecked = await _checked(TrainConfig(sandbox="podman", check_tasks=False), tasks)
     assert len(unchecked) == 2
+
+
+def test_cli_check_table_and_images_build(podman_images: dict[str, str], tmp_path: Path) -> None:
+    samples.harbor_pytest(tmp_path / "suite")
+    samples.harbor_broken(tmp_path / "suite")
+    env = {**os.environ, "OPENFORGE_HOME": str(tmp_path / "home"), "COLUMNS": "250",
+           "OPENFORGE_BASE_IMAGES": "debian:bookworm=" + samples.BASE}  # fmt: skip
+    cli = [str(Path(sys.executable).parent / "openforge")]
+    check = subprocess.run([*cli, "tasks", "check", "--tasks", str(tmp_path / "suite")],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    rows = {line.split("│")[1].strip(): line for line in check.stdout.splitlines() if "│" in line}
+    assert "ok" in rows["samples-count-lines"] and "quarantined" in rows["no-pytest"]
+    built = subprocess.run([*cli, "images", "build", "--tasks", str(tmp_path / "suite")],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    refs = dict(line.split("\t") for line in built.stdout.splitlines())
+    assert set(refs) == {"samples-count-lines", "no-pytest"}
+    assert all(r.startswith("localhost/openforge-task:") for r in refs.values())

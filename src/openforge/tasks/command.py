@@ -21,6 +21,9 @@ def check(
     tasks: TasksOpt,
     backend: BackendOpt = "podman",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore cached verdicts.")] = False,
+    allow_task_internet: Annotated[
+        bool, typer.Option("--allow-task-internet", help="Open network for tasks that ask.")
+    ] = False,
 ) -> None:
     """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
 
@@ -45,7 +48,9 @@ def check(
         bad = 0
         try:
             for task in loaded.tasks:
-                res = await check_task(box_backend, task, use_cache=not no_cache)
+                res = await check_task(
+                    box_backend, task, use_cache=not no_cache, internet=allow_task_internet
+                )
                 bad += not res.ok
                 table.add_row(
                     escape(task.id),
@@ -65,6 +70,10 @@ def check(
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     console.print(table)
+    asked = [t.id for t in loaded.tasks if t.wants_internet]
+    if asked:
+        how = "given an open network" if allow_task_internet else "checked without a network"
+        console.print(f"tasks asking for the internet ({how}): {', '.join(asked)}", markup=False)
     raise typer.Exit(1 if bad else 0)
 
 

@@ -95,9 +95,12 @@ async def _noop(turn: Turn) -> TurnOutcome:
     return TurnOutcome()
 
 
-async def _score(backend: SandboxBackend, task: Task, workdir: str, oracle: bool) -> float:
+async def _score(
+    backend: SandboxBackend, task: Task, workdir: str, oracle: bool, internet: bool
+) -> float:
     spec = sandbox_spec(task, workdir)
-    spec.network = "none"  # neither the oracle nor the no-op talks to a model
+    # Neither the oracle nor the no-op talks to a model; the internet only when allowed.
+    spec.network = "open" if internet and task.wants_internet else "none"
     box = await backend.create(spec)
     try:
         act = _solver(box, task, spec.workdir) if oracle else _noop
@@ -110,17 +113,24 @@ async def _score(backend: SandboxBackend, task: Task, workdir: str, oracle: bool
 
 
 async def check_task(
-    backend: SandboxBackend, task: Task, workdir: str = "/workspace", use_cache: bool = True
+    backend: SandboxBackend,
+    task: Task,
+    workdir: str = "/workspace",
+    use_cache: bool = True,
+    internet: bool = False,
 ) -> CheckResult:
-    """Run ``task``'s oracle and no-op episodes (or read the cached verdict)."""
-    cache = _cache_dir() / f"{task_hash(task)}.json"
+    """Run ``task``'s oracle and no-op episodes (or read the cached verdict).
+
+    ``internet`` gives a task that asks for it (``allow_internet``) an open network.
+    """
+    cache = _cache_dir() / f"{task_hash(task)}{'-net' if internet else ''}.json"
     if use_cache and cache.is_file():
         data = orjson.loads(cache.read_bytes())
         return CheckResult(**{**data, "cached": True})
     result = CheckResult(task.id, ok=False, oracle=None, noop=None)
     try:
-        result.oracle = await _score(backend, task, workdir, oracle=True)
-        result.noop = await _score(backend, task, workdir, oracle=False)
+        result.oracle = await _score(backend, task, workdir, True, internet)
+        result.noop = await _score(backend, task, workdir, False, internet)
     except (VerifierError, SandboxError, OSError) as exc:
         which = "oracle" if result.oracle is None else "no-op"
         result.reason = f"{which} could not run: {exc}"[:500]
@@ -140,7 +150,7 @@ async def check_task(
 
 async def check_tasks(
     backend: SandboxBackend, tasks: Sequence[Task], workdir: str = "/workspace",
-    use_cache: bool = True,
+    use_cache: bool = True, internet: bool = False,
 ) -> list[CheckResult]:  # fmt: skip
     """:func:`check_task` for each task, in order."""
-    return [await check_task(backend, t, workdir, use_cache) for t in tasks]
+    return [await check_task(backend, t, workdir, use_cache, internet) for t in tasks]
