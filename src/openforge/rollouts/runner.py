@@ -72,20 +72,31 @@ def _sandbox_base_url(minted: Minted, sandbox: Sandbox) -> str:
     return root + urlsplit(minted.base_url).path
 
 
-async def _harness_act(
-    task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt, workdir: str
-) -> Act:
-    """Set the harness up once; return the turn that launches it on an instruction."""
-    t0 = time.perf_counter()
+async def _setup(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> None:
     await job.harness.check(box)
     await job.harness.configure(box, _sandbox_base_url(minted, box), minted.key, job.model)
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
-    out.timings["setup"] = time.perf_counter() - t0
+
+
+def _harness_act(
+    task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt, workdir: str
+) -> Act:
+    """The agent turn: the harness, set up on the first turn (after the workspace is in
+    place), launched on each turn's instruction."""
     env = task.environment.env if task.environment else {}
+    ready: list[bool] = []
 
     async def act(turn: Turn) -> TurnOutcome:
-        launch = job.harness.command(turn.instruction)
+        t0 = time.perf_counter()
+        try:
+            if not ready:
+                await _setup(task, job, box, minted)
+                ready.append(True)
+                out.timings["setup"] = time.perf_counter() - t0
+            launch = job.harness.command(turn.instruction)
+        except _INFRA as exc:
+            raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         t1 = time.perf_counter()
         try:
             res = await box.exec(
@@ -128,10 +139,7 @@ async def _attempt(
         raise _Infra(f"sandbox create: {exc}") from exc
     out.timings["create"] = time.perf_counter() - t0
     try:
-        try:
-            act = await _harness_act(task, job, box, minted, out, workdir)
-        except _INFRA as exc:
-            raise _Infra(f"{type(exc).__name__}: {exc}") from exc
+        act = _harness_act(task, job, box, minted, out, workdir)
         try:
             episode = await run_episode(box, task, workdir, act)
         except VerifierError as exc:
@@ -139,7 +147,7 @@ async def _attempt(
             result.verifier_output = exc.output
             return
         except _INFRA as exc:
-            raise _Infra(f"verifier setup: {exc}") from exc
+            raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         status, code, error = (
             episode.outcome.status,
             episode.outcome.exit_code,
