@@ -5,7 +5,8 @@ Failure classes: an infra error (gateway, sandbox, harness setup) is retried up 
 crashes or prints garbage is ``infra_error`` at once (rerunning the agent would not fix it);
 a harness that runs past the task's timeout is ``timeout``; one that exits non-zero is
 ``agent_error``. Timeouts and agent errors are still verified: the reward says what the
-agent left behind.
+agent left behind. The task runs as an episode (``tasks/episode.py``): in its own image,
+workdir and env when it brings them, one harness launch per step for multi-step tasks.
 """
 
 from __future__ import annotations
