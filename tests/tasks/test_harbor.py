@@ -152,3 +152,16 @@ def test_base_image_substitution_and_content_tags(tmp_path: Path) -> None:
     (ctx / "a.txt").write_text("2")
     assert builder.tag(image) != first
     assert ImageBuilder("podman", {}).tag(image) != builder.tag(image)
+
+
+def test_compose_environments_and_keystroke_solutions_are_named(tmp_path: Path) -> None:
+    d = _harbor(tmp_path, HEAD)
+    (d / "environment" / "Dockerfile").unlink()
+    (d / "environment" / "docker-compose.yaml").write_text("services: {main: {build: .}}\n")
+    (err,) = load_tasks(d).errors
+    assert err.field == "environment/docker-compose.yaml" and "not supported" in err.problem
+    tb = samples.terminal_bench(tmp_path / "tb")
+    (tb / "solution.sh").unlink()
+    (tb / "solution.yaml").write_text("- command: echo hi\n")
+    (task,) = load_tasks(tb).tasks
+    assert task.solution == {} and "solution.yaml" in task.notes[0]

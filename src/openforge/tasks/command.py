@@ -24,6 +24,7 @@ def check(
     allow_task_internet: Annotated[
         bool, typer.Option("--allow-task-internet", help="Open network for tasks that ask.")
     ] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks at once.")] = 4,
 ) -> None:
     """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
 
@@ -35,34 +36,36 @@ def check(
 
     from openforge.sandboxes import SandboxError, create_backend
     from openforge.tasks.loading import load_tasks
-    from openforge.tasks.oracle import check_task
+    from openforge.tasks.oracle import check_tasks
 
     console = Console(soft_wrap=True)
     loaded = load_tasks(tasks)
     for err in loaded.errors:
         console.print(f"[yellow]skipping task[/] {escape(str(err))}")
+    for task in loaded.tasks:
+        for note in task.notes:
+            console.print(f"note: {task.path}: {note}", markup=False)
     table = Table("task", "oracle", "no-op", "verdict", "reason")
 
     async def go() -> int:
         box_backend = create_backend(backend)
-        bad = 0
         try:
-            for task in loaded.tasks:
-                res = await check_task(
-                    box_backend, task, use_cache=not no_cache, internet=allow_task_internet
-                )
-                bad += not res.ok
-                table.add_row(
-                    escape(task.id),
-                    "-" if res.oracle is None else f"{res.oracle:g}",
-                    "-" if res.noop is None else f"{res.noop:g}",
-                    ("ok" if res.ok else "[red]quarantined[/]")
-                    + (" (cached)" if res.cached else ""),
-                    escape(res.reason),
-                )
+            results = await check_tasks(
+                box_backend, loaded.tasks, use_cache=not no_cache,
+                internet=allow_task_internet, concurrency=concurrency,
+            )  # fmt: skip
         finally:
             await box_backend.close()
-        return bad
+        for res in results:
+            verdict = "ok" if res.ok else "[red]quarantined[/]"
+            table.add_row(
+                escape(res.task_id),
+                "-" if res.oracle is None else f"{res.oracle:g}",
+                "-" if res.noop is None else f"{res.noop:g}",
+                verdict + (" (cached)" if res.cached else ""),
+                escape(res.reason),
+            )
+        return sum(not r.ok for r in results)
 
     try:
         bad = asyncio.run(go())

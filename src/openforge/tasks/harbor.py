@@ -173,6 +173,13 @@ def _environment(
     if workdir is not None and (not isinstance(workdir, str) or not workdir.startswith("/")):
         raise TaskError(file, "environment.workdir", f"must be an absolute path, got {workdir!r}")
     has_build = dockerfile.is_file()
+    compose = [n for n in ("docker-compose.yaml", "docker-compose.yml") if (context / n).is_file()]
+    if compose and not has_build:
+        raise TaskError(
+            root,
+            f"environment/{compose[0]}",
+            "compose environments are not supported (a Dockerfile is)",
+        )
     if not has_build and image is None:
         raise TaskError(root, "environment/Dockerfile", "missing (or set environment.docker_image)")
     return TaskEnvironment(
@@ -377,6 +384,9 @@ def load_terminal_bench(root: Path) -> Task:
     solution = collect_dir(root, "solution", "solution/")
     if (root / "solution.sh").is_file():
         solution = {"solve.sh": inside(root, "solution.sh", file, "solution.sh")}
+    notes: tuple[str, ...] = ()
+    if not solution and (root / "solution.yaml").is_file():
+        notes = ("solution.yaml: terminal keystroke solutions are not run (only solution.sh)",)
     return Task(
         id=root.name,
         instruction=instruction.strip(),
@@ -399,4 +409,5 @@ def load_terminal_bench(root: Path) -> Task:
             timeout_s=timeout,
             parser="pytest",
         ),
+        notes=notes,
     )

@@ -12,6 +12,7 @@ quarantines the task too, with that reason. Verdicts are cached per task content
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Sequence
@@ -150,7 +151,16 @@ async def check_task(
 
 async def check_tasks(
     backend: SandboxBackend, tasks: Sequence[Task], workdir: str = "/workspace",
-    use_cache: bool = True, internet: bool = False,
+    use_cache: bool = True, internet: bool = False, concurrency: int = 4,
 ) -> list[CheckResult]:  # fmt: skip
-    """:func:`check_task` for each task, in order."""
-    return [await check_task(backend, t, workdir, use_cache, internet) for t in tasks]
+    """:func:`check_task` for each task, ``concurrency`` at a time; results in task order.
+
+    Tasks sharing an image build it once (the builder holds one lock per image).
+    """
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(task: Task) -> CheckResult:
+        async with gate:
+            return await check_task(backend, task, workdir, use_cache, internet)
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))
