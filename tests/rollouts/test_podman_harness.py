@@ -44,3 +44,17 @@ async def test_shell_harness_in_a_harbor_task_image(
     assert (good.status, good.reward) == ("completed", 1.0), good
     assert (broken.status, broken.reward) == ("infra_error", None), broken
     assert "pytest: command not found" in (broken.error or "")
+
+
+async def test_a_task_with_its_own_environment_on_the_local_backend_is_infra_error(
+    gateway: str, tmp_path: Path
+) -> None:
+    tasks = load_tasks(samples.harbor_pytest(tmp_path / "suite")).tasks
+    config = RolloutConfig(
+        tasks=tasks, harness="shell", harness_options={"command": "touch ran"},
+        gateway_url=gateway, backend_options={"root": tmp_path / "sandboxes"},
+        out_dir=tmp_path / "run", retries=2,
+    )  # fmt: skip
+    (res,) = await run_rollouts(config)
+    assert (res.status, res.reward, res.attempts) == ("infra_error", None, 1)
+    assert "--backend podman" in (res.error or "")

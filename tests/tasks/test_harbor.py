@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxError, TaskImage
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
 from openforge.tasks import load_tasks
-from openforge.tasks.episode import sandbox_spec
+from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.oracle import check_task
 from openforge.tasks.verify import VerifierError, aggregate_rewards, parse_pytest_summary
 
 from . import harbor_samples as samples
@@ -165,3 +167,30 @@ def test_compose_environments_and_keystroke_solutions_are_named(tmp_path: Path) 
     (tb / "solution.yaml").write_text("- command: echo hi\n")
     (task,) = load_tasks(tb).tasks
     assert task.solution == {} and "solution.yaml" in task.notes[0]
+
+
+async def test_on_the_local_backend_the_verifier_says_to_use_podman(
+    tmp_path: Path, backend: SandboxBackend
+) -> None:
+    (task,) = load_tasks(samples.harbor_pytest(tmp_path)).tasks
+    spec = sandbox_spec(task, "/workspace")
+    spec.workdir, spec.network = "/workspace", "none"  # the local backend's own workdir
+    box = await backend.create(spec)
+    try:
+
+        async def noop(turn: Turn) -> TurnOutcome:
+            return TurnOutcome()
+
+        with pytest.raises(VerifierError, match="--backend podman"):
+            await run_episode(box, task, spec.workdir, noop)
+    finally:
+        await box.close()
+
+
+async def test_oracle_check_on_the_local_backend_names_the_reason(
+    tmp_path: Path, backend: SandboxBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))
+    (task,) = load_tasks(samples.harbor_pytest(tmp_path)).tasks
+    result = await check_task(backend, task)
+    assert not result.ok and "--backend podman" in result.reason

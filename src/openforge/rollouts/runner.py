@@ -22,7 +22,14 @@ from openforge.harnesses.base import ExplainsFailure, ExposesTaskTools, Harness,
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
-from openforge.tasks.episode import Act, Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.episode import (
+    NEEDS_CONTAINER,
+    Act,
+    Turn,
+    TurnOutcome,
+    run_episode,
+    sandbox_spec,
+)
 from openforge.tasks.model import Task
 from openforge.tasks.verify import VerifierError
 
@@ -130,6 +137,10 @@ async def _attempt(
     task: Task, job: RolloutJob, minted: Minted, out: Attempt, result: RolloutResult
 ) -> None:
     """Run one attempt in its own sandbox; fill ``result``; raise :class:`_Infra`."""
+    if task.environment is not None and job.backend.name == "local":
+        result.status, result.error = "infra_error", NEEDS_CONTAINER
+        result.verifier_output = ""  # not retried: every attempt would end the same way
+        return
     spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
     spec.labels = {"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id}
     workdir = spec.workdir

@@ -29,6 +29,12 @@ from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
 __all__ = ["Act", "EnvironmentFailed", "Episode", "Turn", "TurnOutcome", "run_episode"]
 
 
+NEEDS_CONTAINER = (
+    "the task brings its own environment (image, /tests): run it on a container backend "
+    "(--backend podman); the local backend has none"
+)
+
+
 class EnvironmentFailed(VerifierError):
     """The task's environment did not come up (healthcheck, a step's setup.sh)."""
 

@@ -121,8 +121,10 @@ def _size_mb(file: Path, env: dict[str, Any], key: str, legacy: str) -> int | No
         ) from None
 
 
-def _refuse_unsupported(file: Path, env: dict[str, Any], verifier: dict[str, Any]) -> None:
-    if (env.get("gpus") or 0) > 0 or env.get("gpu_types"):
+def _refuse_unsupported(
+    file: Path, env: dict[str, Any], verifier: dict[str, Any], agent: dict[str, Any]
+) -> None:
+    if env.get("gpus") not in (None, 0) or env.get("gpu_types"):
         raise TaskError(file, "environment.gpus", "GPU environments are not supported")
     if env.get("os", "linux") != "linux":
         raise TaskError(file, "environment.os", f"only linux is supported, got {env['os']!r}")
@@ -130,7 +132,7 @@ def _refuse_unsupported(file: Path, env: dict[str, Any], verifier: dict[str, Any
         raise TaskError(file, "environment.mcp_servers", "task MCP servers are not supported yet")
     if env.get("skills_dir") is not None:
         raise TaskError(file, "environment.skills_dir", "task skills are not supported yet")
-    for where, table in (("environment", env), ("verifier", verifier)):
+    for where, table in (("environment", env), ("verifier", verifier), ("agent", agent)):
         if table.get("network_mode") == "allowlist" or table.get("allowed_hosts"):
             raise TaskError(file, f"{where}.allowed_hosts", "allowlist networks are not supported")
     if verifier.get("environment_mode") == "separate" or verifier.get("environment"):
@@ -279,7 +281,7 @@ def load_harbor(root: Path) -> Task:
         raise TaskError(file, "metadata", "must be a table")
     _root_user(file, agent, "agent.user")
     _root_user(file, ver, "verifier.user")
-    _refuse_unsupported(file, env, ver)
+    _refuse_unsupported(file, env, ver, agent)
     multi = "steps" in data
     md = root / "instruction.md"
     if not multi and not md.is_file():
@@ -299,16 +301,25 @@ def load_harbor(root: Path) -> Task:
         timeout_s=number(file, ver, "timeout_sec", 600.0, "verifier.") or 600.0,
     )
     steps = _steps(file, root, data, agent_timeout, verifier)
+    # [metadata] is free-form in Harbor: tags are read when they are a list of strings.
     tags = meta.get("tags", info.get("keywords"))
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        tags = None
     notes = tuple(
         f"{key}: accepted but not collected" for key in ("artifacts",) if data.get(key)
     ) + tuple(f"steps[{i}].artifacts: not collected" for i, s in enumerate(data.get("steps") or [])
               if isinstance(s, dict) and s.get("artifacts"))  # fmt: skip
-    wants_internet = env.get("allow_internet") is True or env.get("network_mode") == "public"
+    wants_internet = (
+        env.get("allow_internet") is True
+        or env.get("network_mode") == "public"
+        or agent.get("network_mode") == "public"
+    )
     cpus = number(file, env, "cpus", None, "environment.")
     return Task(
         id=task_id,
-        instruction="\n\n".join(s.instruction for s in steps) if multi else md.read_text().strip(),
+        instruction="\n\n".join(s.instruction for s in steps)
+        if multi
+        else md.read_text(encoding="utf-8").strip(),
         path=root,
         format="harbor",
         timeout_s=sum(s.timeout_s for s in steps) if steps else agent_timeout,

@@ -23,7 +23,14 @@ import orjson
 
 from openforge.home import openforge_home
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
-from openforge.tasks.episode import Act, Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.episode import (
+    NEEDS_CONTAINER,
+    Act,
+    Turn,
+    TurnOutcome,
+    run_episode,
+    sandbox_spec,
+)
 from openforge.tasks.model import Task
 from openforge.tasks.verify import VerifierError
 
@@ -99,6 +106,8 @@ async def _noop(turn: Turn) -> TurnOutcome:
 async def _score(
     backend: SandboxBackend, task: Task, workdir: str, oracle: bool, internet: bool
 ) -> float:
+    if task.environment is not None and backend.name == "local":
+        raise SandboxError(NEEDS_CONTAINER)
     spec = sandbox_spec(task, workdir)
     # Neither the oracle nor the no-op talks to a model; the internet only when allowed.
     spec.network = "open" if internet and task.wants_internet else "none"
