@@ -15,7 +15,7 @@ from openforge.sandboxes.container import DEFAULT_IMAGE
 DEBIAN_BASE = "localhost/openforge-debian:bookworm"
 
 REPO = Path(__file__).resolve().parents[1]
-SANDBOX_SOURCES = ("__init__", "base", "fspaths", "gateway_relay", "procs", "sandboxd")
+SANDBOX_SOURCES = ("__init__", "base", "fspaths", "gateway_relay", "procs", "runtime", "sandboxd")
 
 
 def _podman(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from openforge.rollouts import RolloutConfig, run_rollouts
+from openforge.sandboxes.runtime import RT_PYTHON
 from openforge.tasks import load_tasks
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 
@@ -58,3 +59,24 @@ async def test_a_task_with_its_own_environment_on_the_local_backend_is_infra_err
     (res,) = await run_rollouts(config)
     assert (res.status, res.reward, res.attempts) == ("infra_error", None, 1)
     assert "--backend podman" in (res.error or "")
+
+
+async def test_claw_in_a_task_image_without_python_uses_the_runtime_python(
+    gateway: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    d = samples.harbor_pytest(tmp_path / "suite", "bare")
+    (d / "environment" / "Dockerfile").write_text(samples.BARE_DOCKERFILE)
+    (d / "tests" / "test.sh").write_text(
+        '[ "$(cat /app/count.txt 2>/dev/null)" = 3 ] && r=1 || r=0\n'
+        "echo $r > /logs/verifier/reward.txt\n"
+    )
+    tasks = load_tasks(tmp_path / "suite").tasks
+    config = RolloutConfig(
+        tasks=tasks, harness="claw", harness_options={"python": RT_PYTHON},
+        gateway_url=gateway, backend="podman",
+        backend_options={"base_images": samples.BASE_IMAGES},
+        out_dir=tmp_path / "run", retries=0,
+    )  # fmt: skip
+    (res,) = await run_rollouts(config)
+    # The scripted engine answers "hello" with no tool call: the agent ends, nothing written.
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res

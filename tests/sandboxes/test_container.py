@@ -30,7 +30,7 @@ def _podman_reason() -> str | None:
 
 
 def _sources_hash() -> str:
-    names = ("__init__", "base", "fspaths", "gateway_relay", "procs", "sandboxd")
+    names = ("__init__", "base", "fspaths", "gateway_relay", "procs", "runtime", "sandboxd")
     data = b"".join((REPO / "src/openforge/sandboxes" / f"{n}.py").read_bytes() for n in names)
     return hashlib.sha256(data).hexdigest()[:16]
 

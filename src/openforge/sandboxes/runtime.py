@@ -5,11 +5,16 @@ is mounted read-only at :data:`RT_DIR` — podman's ``--mount type=image``, a Ku
 volume — and sandboxd is started with that rootfs's own dynamic loader and libraries, so the
 task's image needs no Python and no library of the right version, and the commands sandboxd
 runs see only the task's own system (no ``LD_LIBRARY_PATH`` or ``PYTHON*`` is set for them).
+
+A harness that needs Python in a task image without one (the built-in claw agent:
+``-O python=/opt/openforge/rt/opt/openforge/bin/python3``) uses :data:`RT_PYTHON`, a script the
+sandbox image carries that starts the same interpreter the same way. It is never on
+``PATH``: the task's environment stays the task's.
 """
 
 from __future__ import annotations
 
-__all__ = ["RT_DIR", "RT_ENTRYPOINT", "SANDBOX_HOME"]
+__all__ = ["RT_DIR", "RT_ENTRYPOINT", "RT_PYTHON", "SANDBOX_HOME", "python_wrapper"]
 
 # $HOME in every sandbox, as in the local backend: where harness adapters put their files.
 SANDBOX_HOME = "/home/sandbox"
@@ -22,3 +27,16 @@ RT_ENTRYPOINT = [
     f"import sys, runpy; sys.path[:0] = ['{RT_DIR}/opt/openforge/site']; "
     "runpy.run_module('openforge.sandboxes.sandboxd', run_name='__main__', alter_sys=True)",
 ]  # fmt: skip
+
+# The script's place in the sandbox image, and where a task's container sees it.
+PYTHON_WRAPPER = "/opt/openforge/bin/python3"
+RT_PYTHON = RT_DIR + PYTHON_WRAPPER
+
+
+def python_wrapper() -> str:
+    """The ``python3`` script the sandbox image carries (``deploy/build-sandbox-image.sh``)."""
+    loader, flag, libs, python = RT_ENTRYPOINT[:4]
+    return (
+        "#!/bin/sh\n# OpenForge's runtime Python, for harnesses in a task image without one.\n"
+        f'exec {loader} {flag} {libs} {python} "$@"\n'
+    )
