@@ -45,6 +45,12 @@ def test_every_honoured_field_reaches_the_task(tmp_path: Path) -> None:
     assert env.build_timeout_s == 99.0 and env.healthcheck and env.healthcheck.retries == 2
     assert env.dockerfile == d / "environment" / "Dockerfile" and task.wants_internet
     assert sandbox_spec(task, "/workspace").network == "gateway"
+    (d / "task.toml").write_text(HEAD + "[environment]\nallow_internet = false\n")
+    assert not load_tasks(d).tasks[0].wants_internet
+    (d / "task.toml").write_text(HEAD + '[environment]\nnetwork_mode = "no-network"\n')
+    assert not load_tasks(d).tasks[0].wants_internet
+    (d / "task.toml").write_text(HEAD)
+    assert load_tasks(d).tasks[0].wants_internet  # Harbor's default: a public network
     assert sandbox_spec(task, "/workspace", internet=True).network == "open"
 
 

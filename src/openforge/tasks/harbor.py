@@ -309,10 +309,11 @@ def load_harbor(root: Path) -> Task:
         f"{key}: accepted but not collected" for key in ("artifacts",) if data.get(key)
     ) + tuple(f"steps[{i}].artifacts: not collected" for i, s in enumerate(data.get("steps") or [])
               if isinstance(s, dict) and s.get("artifacts"))  # fmt: skip
-    wants_internet = (
-        env.get("allow_internet") is True
-        or env.get("network_mode") == "public"
-        or agent.get("network_mode") == "public"
+    # Harbor's default is a public network (allow_internet = true); only an explicit
+    # allow_internet = false or network_mode = "no-network" says the task needs none.
+    modes = (env.get("network_mode"), agent.get("network_mode"))
+    wants_internet = "public" in modes or (
+        env.get("allow_internet", True) is not False and "no-network" not in modes
     )
     cpus = number(file, env, "cpus", None, "environment.")
     return Task(
@@ -421,4 +422,5 @@ def load_terminal_bench(root: Path) -> Task:
             parser="pytest",
         ),
         notes=notes,
+        wants_internet=True,  # Terminal-Bench containers have a network (compose's default)
     )
