@@ -31,7 +31,8 @@ def test_task_pod_mounts_the_runtime_and_validates(tmp_path: Path) -> None:
     assert pod["spec"]["volumes"][0]["image"]["reference"] == "reg.example/openforge-sandbox:1"
 
 
-def test_backend_uses_pushed_references(tmp_path: Path) -> None:
+def test_backend_uses_pushed_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENFORGE_TASK_REGISTRY", raising=False)
     image = _task_image(tmp_path)
     backend = KubernetesBackend(task_registry="reg.example/of", image="reg.example/sb:1",
                                 api_client=object())  # fmt: skip
@@ -42,3 +43,6 @@ def test_backend_uses_pushed_references(tmp_path: Path) -> None:
     assert prebuilt == ("ubuntu:24.04", "reg.example/sb:1")
     with pytest.raises(SandboxError, match="--push REGISTRY"):
         KubernetesBackend(api_client=object())._images(SandboxSpec(task_image=image))
+    monkeypatch.setenv("OPENFORGE_TASK_REGISTRY", "reg.example/env")
+    ref, _ = KubernetesBackend(api_client=object())._images(SandboxSpec(task_image=image))
+    assert ref.startswith("reg.example/env/openforge-task:")

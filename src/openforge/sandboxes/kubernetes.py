@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -144,7 +145,7 @@ class KubernetesBackend:
     ) -> None:
         self.namespace = namespace
         # Where ``openforge images build --push REGISTRY`` put the tasks' own images.
-        self.task_registry = task_registry
+        self.task_registry = task_registry or os.environ.get("OPENFORGE_TASK_REGISTRY") or None
         self.task_images = ImageBuilder("podman", base_images)
         self.image = image
         self.context = context
