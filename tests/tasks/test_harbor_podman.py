@@ -179,3 +179,37 @@ def test_cli_check_table_and_images_build(podman_images: dict[str, str], tmp_pat
     refs = dict(line.split("\t") for line in built.stdout.splitlines())
     assert set(refs) == {"samples-count-lines", "no-pytest"}
     assert all(r.startswith("localhost/openforge-task:") for r in refs.values())
+
+
+async def test_min_reward_table_stops_the_episode_and_healthchecks_gate_the_agent(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    d = samples.harbor_steps(tmp_path)
+    toml = (
+        (d / "task.toml").read_text().replace("min_reward = 1.0", "min_reward = { a = 1, b = 1 }")
+    )
+    (d / "task.toml").write_text(toml + '[environment.healthcheck]\ncommand = "test -f data.txt"\n')
+    (d / "steps" / "one" / "tests" / "test.sh").write_text(
+        'echo \'{"a": 1, "b": 0}\' > /logs/verifier/reward.json\n'
+    )
+    (task,) = load_tasks(d).tasks
+    spec = sandbox_spec(task, "/workspace")
+    box = await podman.create(spec)
+    turns: list[str] = []
+    try:
+
+        async def record(turn: Turn) -> TurnOutcome:
+            turns.append(turn.step.name if turn.step else "")
+            return TurnOutcome()
+
+        episode = await run_episode(box, task, spec.workdir, record)
+    finally:
+        await box.close()
+    assert turns == ["one"] and episode.reward == 0.5  # step two never ran: b < 1
+    assert episode.details["steps"][0]["details"]["rewards"] == {"a": 1.0, "b": 0.0}
+    unhealthy = toml + '[environment.healthcheck]\ncommand = "test -f /nope"\nretries = 1\n'
+    unhealthy += "interval_sec = 0.1\n"
+    (d / "task.toml").write_text(unhealthy)
+    (task,) = load_tasks(d).tasks
+    result = await check_task(podman, task)
+    assert not result.ok and "healthcheck failed (1 tries)" in result.reason

@@ -116,7 +116,7 @@ async def _healthcheck(box: Sandbox, task: Task, workdir: str) -> None:
             return
         last = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
         await asyncio.sleep(check.interval_s)
-    raise EnvironmentFailed(f"healthcheck failed {check.retries} times: {check.command}", last)
+    raise EnvironmentFailed(f"healthcheck failed ({check.retries} tries): {check.command}", last)
 
 
 async def _step_setup(box: Sandbox, step: TaskStep, workdir: str, env: dict[str, str]) -> None:
