@@ -12,6 +12,7 @@ from openforge.sandboxes.base import SandboxError, TaskImage
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
 from openforge.tasks import load_tasks
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.harbor import with_reward_key
 from openforge.tasks.oracle import check_task
 from openforge.tasks.verify import VerifierError, aggregate_rewards, parse_pytest_summary
 
@@ -200,3 +201,11 @@ async def test_oracle_check_on_the_local_backend_names_the_reason(
     (task,) = load_tasks(samples.harbor_pytest(tmp_path)).tasks
     result = await check_task(backend, task)
     assert not result.ok and "--backend podman" in result.reason
+
+
+def test_reward_key_option_reaches_every_verifier(tmp_path: Path) -> None:
+    (multi,) = load_tasks(samples.harbor_multikey(tmp_path)).tasks
+    (steps,) = load_tasks(samples.harbor_steps(tmp_path)).tasks
+    assert with_reward_key(multi, "style").tests.reward_key == "style"  # type: ignore[union-attr]
+    assert {s.verifier.reward_key for s in with_reward_key(steps, "a").steps} == {"a"}
+    assert multi.tests is not None and multi.tests.reward_key is None  # the original is kept

@@ -49,6 +49,12 @@ InternetOpt = Annotated[
         help="Give tasks that ask for the internet (allow_internet) an open network.",
     ),
 ]
+RewardKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reward-key", help="Harbor tasks: the reward.json key that is the reward (default: mean)."
+    ),
+]
 RetryInfraOpt = Annotated[
     bool, typer.Option("--retry-infra", help="On resume, rerun rollouts that ended in infra_error.")
 ]
@@ -81,6 +87,7 @@ def _run(
     retry_infra: bool,
     ks: list[int],
     allow_task_internet: bool = False,
+    reward_key: str | None = None,
 ) -> None:
     import asyncio
 
@@ -95,12 +102,15 @@ def _run(
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
     from openforge.rollouts.progress import LiveCounts, print_summary
     from openforge.sandboxes.base import SandboxError
+    from openforge.tasks.harbor import with_reward_key
     from openforge.tasks.loading import load_tasks
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
     if split not in (None, "train", "test"):
         raise typer.BadParameter("must be train or test", param_hint="--split")
     loaded = load_tasks(tasks, split)
+    if reward_key:
+        loaded.tasks = [with_reward_key(t, reward_key) for t in loaded.tasks]
     for err in loaded.errors:
         console.print(f"[yellow]skipping task[/] {escape(str(err))}")
     for task in loaded.tasks:
@@ -181,6 +191,7 @@ def register(app: typer.Typer) -> None:
         retries: RetriesOpt = 2,
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
+        reward_key: RewardKeyOpt = None,
     ) -> None:
         """Run every task × n through a harness in sandboxes, verify, and report rewards."""
         _run(
@@ -198,6 +209,7 @@ def register(app: typer.Typer) -> None:
             retry_infra,
             [1],
             allow_task_internet,
+            reward_key,
         )
 
     @app.command(name="eval")
@@ -219,6 +231,7 @@ def register(app: typer.Typer) -> None:
         retries: RetriesOpt = 2,
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
+        reward_key: RewardKeyOpt = None,
     ) -> None:
         """Like ``rollout``, then report pass@k and pass^k per task and overall."""
         ks = sorted(set(k or [1, n]))
@@ -240,4 +253,5 @@ def register(app: typer.Typer) -> None:
             retry_infra,
             ks,
             allow_task_internet,
+            reward_key,
         )

@@ -17,6 +17,7 @@ Terminal-Bench 1: ``task.yaml`` (``instruction``, ``parser_name: pytest``, timeo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -38,7 +39,7 @@ from openforge.tasks.model import (
 )
 from openforge.tasks.native import ID_RE, number, string_list
 
-__all__ = ["load_harbor", "load_terminal_bench"]
+__all__ = ["load_harbor", "load_terminal_bench", "with_reward_key"]
 
 _TOP = (
     "schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
@@ -424,3 +425,17 @@ def load_terminal_bench(root: Path) -> Task:
         notes=notes,
         wants_internet=True,  # Terminal-Bench containers have a network (compose's default)
     )
+
+
+def with_reward_key(task: Task, key: str) -> Task:
+    """``task`` with its reward read from reward.json's ``key`` (every step's too).
+
+    Several keys are all kept in the details either way; without this the reward is
+    ``reward`` if present, else their mean. Tasks without Harbor's contract are unchanged.
+    """
+    tests = task.tests and dataclasses.replace(task.tests, reward_key=key)
+    steps = tuple(
+        dataclasses.replace(s, verifier=dataclasses.replace(s.verifier, reward_key=key))
+        for s in task.steps
+    )
+    return dataclasses.replace(task, tests=tests, steps=steps)
