@@ -20,11 +20,22 @@ AGENT = Path(__file__).parent / "agents" / "hostile.py"
 
 
 @pytest.mark.slow
-async def test_hostile_agent_cannot_reach_the_admin_api(gateway: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", "podman"])
+async def test_hostile_agent_cannot_reach_the_admin_api(
+    gateway: str, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Kubernetes pods get the same through their NetworkPolicy (egress to the model port
+    only), checked on manifests in tests/sandboxes; no cluster runs here."""
+    if backend == "podman":
+        request.getfixturevalue("podman_images")  # built once per session
     # The agent's script travels in the task's workspace, as any agent's own code would.
     task = hello_task()
     task = dataclasses.replace(task, workspace={**task.workspace, "hostile.py": AGENT})
-    cfg = config(gateway, tmp_path, [task], "python3 hostile.py")
+    # The podman backend keeps its control sockets under the system temp dir (path length).
+    options = {} if backend == "podman" else {"root": tmp_path / "boxes"}
+    cfg = config(
+        gateway, tmp_path, [task], "python3 hostile.py", backend=backend, backend_options=options
+    )
     (res,) = await run_rollouts(cfg)
     log = (tmp_path / "run" / "rollouts" / task.id / "0" / "agent.log").read_text()
     lines = [orjson.loads(x) for x in log.splitlines() if x.startswith("{")]
