@@ -41,6 +41,7 @@ from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
 from openforge.store.base import Store
+from openforge.store.location import open_store
 
 __all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
 
@@ -135,6 +136,12 @@ class Gateway:
             _Server(_uvicorn_config(self.apps.admin, log_level, head_s)),
         )
         self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def at_store(cls, engine: Engine | TextEngine, location: str | Path, **kwargs: Any) -> Gateway:
+        """A gateway on the store at ``location`` (a SQLite path or ``postgresql://`` URL),
+        which it closes when it stops; ``kwargs`` as for the constructor."""
+        return cls(engine, open_store(location), **kwargs)
 
     @property
     def admin_url(self) -> str:
