@@ -1,4 +1,6 @@
-"""The SQLite store: round trips, finish semantics, schema checks, durability under SIGKILL."""
+"""Both stores, SQLite and PostgreSQL (a real server: tests/conftest.py), held to the same
+semantics: round trips, finish, one bad write, seq allocation, rollout-scoped response ids,
+durability under SIGKILL; and each one's schema checks."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from openforge.store import (
@@ -23,6 +26,16 @@ from openforge.store import (
     SqliteStore,
     Store,
 )
+from openforge.store.location import open_store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
@@ -50,8 +63,8 @@ def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
     return CallRecord(**base)  # type: ignore[arg-type]
 
 
-async def test_round_trip(tmp_path: Path) -> None:
-    store: Store = SqliteStore(tmp_path / "s.db")
+async def test_round_trip(location: str) -> None:
+    store: Store = open_store(location)
     r = await store.create_rollout(task_id="t1", group_id="g1", metadata={"a": 1})
     assert len(r.key) >= 32 and r.status is RolloutStatus.CREATED
     assert await store.rollout_by_key(r.key) is not None
@@ -60,22 +73,21 @@ async def test_round_trip(tmp_path: Path) -> None:
     await asyncio.gather(*(store.record_call(c) for c in calls))
     await store.close()
 
-    store2 = SqliteStore(tmp_path / "s.db")
+    store2 = open_store(location)
     got = await store2.calls(r.id)
     assert [c.seq for c in got] == list(range(5))
     assert got[3] == calls[3]
     assert (await store2.rollout_by_key(r.key)).status is RolloutStatus.RUNNING  # type: ignore[union-attr]
     bare = await store2.calls(r.id, tokens=False)
     assert bare[0].prompt_ids == [] and bare[0].completion == {"text": "ok", "tool_calls": []}
-    summary = await store2.call_summaries(r.id)
-    assert summary[0]["prompt_tokens"] == 4 and summary[0]["output_tokens"] == 3
     assert await store2.next_seq(r.id) == 5
+    assert await store2.allocate_seq(r.id) == 5
     assert [x.id for x in await store2.rollouts(group_id="g1")] == [r.id]
     await store2.close()
 
 
-async def test_finish_is_idempotent_and_conflicts(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+async def test_finish_is_idempotent_and_conflicts(location: str) -> None:
+    store = open_store(location)
     r = await store.create_rollout()
     done = await store.finish_rollout(r.id, RolloutStatus.COMPLETED)
     assert done.status is RolloutStatus.COMPLETED and done.finished_at
@@ -94,8 +106,8 @@ async def test_finish_is_idempotent_and_conflicts(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_one_bad_write_does_not_sink_its_group(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+async def test_one_bad_write_does_not_sink_its_group(location: str) -> None:
+    store = open_store(location)
     r = await store.create_rollout()
     results = await asyncio.gather(
         store.record_call(_call(r.id, 0)),
@@ -104,7 +116,7 @@ async def test_one_bad_write_does_not_sink_its_group(tmp_path: Path) -> None:
         return_exceptions=True,
     )
     assert results[0] is None and results[2] is None
-    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert isinstance(results[1], sqlite3.IntegrityError | psycopg.errors.IntegrityError)
     assert [c.seq for c in await store.calls(r.id)] == [0, 1]
     await store.close()
 
@@ -130,10 +142,11 @@ async def test_schema_version_is_checked(tmp_path: Path) -> None:
 _WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from openforge.store import CallRecord, CallStatus, SqliteStore
+    from openforge.store import CallRecord, CallStatus
+    from openforge.store.location import open_store
 
     async def main():
-        store = SqliteStore(sys.argv[1])
+        store = open_store(sys.argv[1])
         r = await store.create_rollout()
         for seq in range(int(sys.argv[2])):
             await store.record_call(CallRecord(id=f"c{seq}", rollout_id=r.id, seq=seq,
@@ -146,10 +159,9 @@ _WRITER = textwrap.dedent(
 )
 
 
-async def test_acknowledged_calls_survive_sigkill(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+async def test_acknowledged_calls_survive_sigkill(location: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(path), "20"],
+        [sys.executable, "-c", _WRITER, location, "20"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -159,7 +171,58 @@ async def test_acknowledged_calls_survive_sigkill(tmp_path: Path) -> None:
     proc.wait()
     proc.stdout.close()
     rollout_id = lines[0].split()[0]
-    store = SqliteStore(path)
+    store = open_store(location)
     calls = await store.calls(rollout_id)
     assert [c.output_ids for c in calls] == [[s, s + 1] for s in range(20)]
     await store.close()
+
+
+async def test_sqlite_call_summaries(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    r = await store.create_rollout()
+    await store.record_call(_call(r.id, 0))
+    summary = await store.call_summaries(r.id)
+    assert summary[0]["prompt_tokens"] == 4 and summary[0]["output_tokens"] == 3
+    await store.close()
+
+
+async def test_allocate_seq_is_distinct_and_refuses_finished(location: str) -> None:
+    store = open_store(location)
+    other = open_store(location) if location.startswith("postgresql") else store
+    r = await store.create_rollout()
+    await store.record_call(_call(r.id, 0))
+    seqs = await asyncio.gather(
+        *(s.allocate_seq(r.id) for s in [store, other] * 10)
+    )  # two processes' worth of stores allocating at once (PostgreSQL)
+    assert sorted(seqs) == list(range(1, 21))
+    await store.finish_rollout(r.id, RolloutStatus.COMPLETED)
+    with pytest.raises(RolloutConflict):
+        await other.allocate_seq(r.id)
+    with pytest.raises(RolloutNotFound):
+        await store.allocate_seq("ro_missing")
+    if other is not store:
+        await other.close()
+    await store.close()
+
+
+async def test_response_ids_are_scoped_to_their_rollout(location: str) -> None:
+    store = open_store(location)
+    a, b = await store.create_rollout(), await store.create_rollout()
+    await store.record_call(_call(a.id, 0, response_id="resp_a", dialect="openai_responses"))
+    found = await store.call_by_response_id(a.id, "resp_a")
+    assert found is not None and found.id == f"c_{a.id}_0"
+    assert await store.call_by_response_id(b.id, "resp_a") is None  # another rollout's answer
+    assert await store.call_by_response_id(a.id, "resp_missing") is None
+    await store.close()
+
+
+async def test_postgres_schema_version_is_checked(postgres_url: str) -> None:
+    await open_store(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(SchemaMismatch, match="newer than this OpenForge"):
+        open_store(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE schema_version")
+    with pytest.raises(SchemaMismatch, match="not an OpenForge store"):
+        open_store(postgres_url)
