@@ -14,7 +14,8 @@ Same records and semantics as the SQLite store (rows laid out by
   replicas). It runs with ``synchronous_commit = off``: the WAL is written in order, so any
   call committed durably afterwards makes its allocation durable too, and an allocation
   lost in a crash had no recorded call. It refuses a finished rollout, which is how a
-  finish made through one replica holds for all of them at once.
+  finish made through one replica holds for all of them at once, and moves a ``created``
+  rollout to ``running`` (its first call), so recording needs no update.
 - **No stale state across replicas.** Rollouts are cached by key only for authorisation
   (their status is re-checked by the allocation); ``get_rollout`` and listings read the
   database.
@@ -114,7 +115,8 @@ _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 
 _MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id = ANY(%s)"
 _ALLOCATE = f"""
 UPDATE rollouts SET next_seq = GREATEST(
-    next_seq, COALESCE((SELECT MAX(seq) + 1 FROM calls WHERE rollout_id = %(id)s), 0)) + 1
+    next_seq, COALESCE((SELECT MAX(seq) + 1 FROM calls WHERE rollout_id = %(id)s), 0)) + 1,
+    status = CASE WHEN status = 'created' THEN 'running' ELSE status END
 WHERE id = %(id)s AND status NOT IN {_TERMINAL_SQL}
 RETURNING next_seq - 1
 """
@@ -185,6 +187,7 @@ class PostgresStore:
         self._writer_task: asyncio.Task[None] | None = None
         self._started: asyncio.Lock | None = None
         self._by_key: dict[str, Rollout] = {}
+        self._running: set[str] = set()  # rollouts known past "created"
         self._compressor = zstandard.ZstdCompressor(level=3)
         self._compress_lock = threading.Lock()
         self._decompressor = zstandard.ZstdDecompressor()
@@ -263,8 +266,9 @@ class PostgresStore:
         conn = self._writer_conn
         assert conn is not None
         try:
-            async with conn.transaction():
-                await self._apply(conn, group)
+            if not await self._rows_alone(conn, group):
+                async with conn.transaction():
+                    await self._apply(conn, group)
         except psycopg.Error as exc:  # the commit itself failed (server gone, disk full)
             err = StoreError(f"store {self.name}: write failed: {exc}")
             for w in group:
@@ -276,6 +280,19 @@ class PostgresStore:
                 w.future.set_exception(w.error)
             else:
                 w.future.set_result(w.result)
+
+    async def _rows_alone(self, conn: Conn, group: list[_Write]) -> bool:
+        """Rows alone, no update: the batch is the whole transaction, with no savepoint
+        (False: not so, or a bad row rolled it back to be sorted out by :meth:`_apply`)."""
+        rows = [w.row for w in group if w.row is not None and not w.mark]
+        if len(rows) < len(group):
+            return False
+        try:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(_CALL_INSERT, rows)
+        except psycopg.errors.IntegrityError:
+            return False
+        return True
 
     async def _apply(self, conn: Conn, group: list[_Write]) -> None:
         """Every write of ``group`` inside the open transaction, in order."""
@@ -449,8 +466,12 @@ class PostgresStore:
             raise StoreError(f"store {self.name} is closed")
         with self._compress_lock:
             row = call_row(call, self._compressor)
+        # Statuses only move forward: a rollout this store allocated for or marked needs
+        # no update (one statement less per group).
+        mark = None if call.rollout_id in self._running else call.rollout_id
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._submit(_Write(future, row=row, mark=call.rollout_id))
+        await self._submit(_Write(future, row=row, mark=mark))
+        self._note_running(call.rollout_id)
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
@@ -479,9 +500,15 @@ class PostgresStore:
         """The rollout's next ``seq``, from its counter row: distinct across replicas."""
         rows = await self._read(_ALLOCATE, {"id": rollout_id})
         if rows:
+            self._note_running(rollout_id)
             return int(rows[0][0])
         rollout = await self.get_rollout(rollout_id)  # raises RolloutNotFound
         raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+
+    def _note_running(self, rollout_id: str) -> None:
+        if len(self._running) > 100_000:  # a bound, not an eviction policy: re-marking is free
+            self._running.clear()
+        self._running.add(rollout_id)
 
     async def close(self) -> None:
         """Commit what is queued, then close the connections."""
