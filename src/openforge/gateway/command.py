@@ -22,7 +22,10 @@ def gateway(
     model: Annotated[str, typer.Option(help="Model name or path (tokenizer, template, context).")],
     store: Annotated[
         str,
-        typer.Option(help="SQLite store file (created if absent) or a postgresql:// URL."),
+        typer.Option(
+            help="SQLite store file (created if absent) or a postgresql:// URL.",
+            envvar="OPENFORGE_STORE",
+        ),
     ],
     engine: Annotated[str, typer.Option(help="scripted, local, vllm, sglang or upstream.")] = (
         "scripted"
