@@ -36,11 +36,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
 
+from openforge.gateway.server import GatewayProcess
 from openforge.models.registry import DEFAULT_MODEL, models_dir
 from openforge.store.base import Store
 from openforge.store.location import open_store
@@ -170,18 +170,21 @@ async def bench_stores(cluster: LocalCluster, seconds: float, tmp: Path) -> None
             )
 
 
-async def _gateways(store: str, n: int) -> list[Any]:
-    from openforge.gateway.server import GatewayProcess
-
+async def _gateways(store: str, n: int) -> list[GatewayProcess]:
     script = Path(tempfile.mkdtemp(prefix="openforge-bench-")) / "s.jsonl"
     script.write_bytes(orjson.dumps({"text": "The files hold the answer, forty-two."}) + b"\n")
     args = ["--engine", "scripted", "--script", str(script), "--model", MODEL, "--store", store]
-    return list(await asyncio.gather(*(GatewayProcess.start(args) for _ in range(n))))
+    env = {"OPENFORGE_ADMIN_TOKEN": secrets.token_urlsafe(32)}
+    return list(await asyncio.gather(*(GatewayProcess.start(args, env=env) for _ in range(n))))
 
 
-async def _load(urls: list[str], admin: str, rollouts: int, seconds: float) -> int:
+async def _load(urls: list[str], admin: GatewayProcess, rollouts: int, seconds: float) -> int:
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=512)) as c:
-        keys = [(await c.post(admin + "/rollouts", json={})).json()["key"] for _ in range(rollouts)]
+        mint = admin.admin_url + "/rollouts"
+        keys = [
+            (await c.post(mint, json={}, headers=admin.admin_headers)).json()["key"]
+            for _ in range(rollouts)
+        ]
         done = 0
         deadline = time.perf_counter() + seconds
 
@@ -213,11 +216,11 @@ async def bench_gateways(cluster: LocalCluster, seconds: float, tmp: Path) -> No
         procs = await _gateways(store, replicas)
         try:
             urls = [p.url for p in procs]
-            await _load(urls, procs[0].admin_url, 8, 1.0)  # warm: tokenizer caches, pools
+            await _load(urls, procs[0], 8, 1.0)  # warm: tokenizer caches, pools
             pids = [p.proc.pid for p in procs]
             gw0 = sum(_proc_cpu(pid) for pid in pids)
             db0, t0 = _server_cpu(cluster), time.perf_counter()
-            n = await _load(urls, procs[0].admin_url, 64, seconds)
+            n = await _load(urls, procs[0], 64, seconds)
             wall = time.perf_counter() - t0
             gw = sum(_proc_cpu(pid) for pid in pids) - gw0
             db = _server_cpu(cluster) - db0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,7 +44,8 @@ SCRIPT = [{"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}]
 async def _replicas(n: int, store: str, tmp_path: Path) -> AsyncIterator[list[GatewayProcess]]:
     script = write_script(tmp_path / "s.jsonl", SCRIPT)
     args = ["--engine", "scripted", "--script", str(script), "--model", MODEL, "--store", store]
-    procs = list(await asyncio.gather(*(GatewayProcess.start(args) for _ in range(n))))
+    env = {"OPENFORGE_ADMIN_TOKEN": secrets.token_urlsafe(32)}  # one operator, one token
+    procs = list(await asyncio.gather(*(GatewayProcess.start(args, env=env) for _ in range(n))))
     try:
         yield procs
     finally:
@@ -55,14 +57,14 @@ def _base(proc: GatewayProcess, key: str) -> str:
 
 
 async def _mint(proc: GatewayProcess) -> dict[str, Any]:
-    async with httpx.AsyncClient() as c:
+    async with httpx.AsyncClient(headers=proc.admin_headers) as c:
         r = await c.post(proc.admin_url + "/rollouts", json={})
         assert r.status_code == 201, r.text
         return dict(r.json())
 
 
 async def _recorded(proc: GatewayProcess, rollout_id: str) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient() as c:
+    async with httpx.AsyncClient(headers=proc.admin_headers) as c:
         r = await c.get(f"{proc.admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
         assert r.status_code == 200, r.text
         return list(r.json()["calls"])
@@ -111,7 +113,7 @@ async def test_three_replicas_serve_one_rollout_round_robin(
                 await _turn(c, msgs, stream=i % 2 == 1)
         calls = await _recorded(procs[2], minted["rollout_id"])
         # A finish through one replica holds on the others at once.
-        async with httpx.AsyncClient() as c:
+        async with httpx.AsyncClient(headers=procs[1].admin_headers) as c:
             r = await c.post(
                 f"{procs[1].admin_url}/rollouts/{minted['rollout_id']}/finish",
                 json={"status": "completed", "reward": 1.0},
