@@ -233,9 +233,11 @@ async def test_death_mid_stream_fails_the_call_without_retrying() -> None:
     async with Served(sglang_app(dying)) as a, Served(sglang_app(other)) as b:
         replicas = ReplicaSet([SGLangEngine(a.url), SGLangEngine(b.url)])
         got: list[int] = []
+        names = (f"ro_{i}" for i in range(100))  # a rollout routed to the dying server
+        rollout = next(r for r in names if affinity(r, a.url) > affinity(r, b.url))
         try:
             with pytest.raises(StreamBroken):
-                async for chunk in replicas.generate(req("r1", max_tokens=10)):
+                async for chunk in replicas.generate(req(rollout, max_tokens=10)):
                     got += chunk.ids
             assert got == expected(3)[0]
             assert other.requests == []  # never continued elsewhere
