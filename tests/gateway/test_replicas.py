@@ -158,6 +158,7 @@ async def test_a_replica_killed_mid_stream_loses_no_answered_call(
             for m, n in zip(minted, counts, strict=True)
         ]
         while sum(n[0] for n in counts) < 60:  # well into the run, many calls mid-stream
+            assert not any(a.done() for a in agents), "an agent stopped before the kill"
             await asyncio.sleep(0.01)
         await doomed.stop(signal.SIGKILL)
         stop.set()
