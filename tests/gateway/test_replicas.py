@@ -2,8 +2,9 @@
 
 Three ``openforge gateway`` processes serve one rollout's calls in turn through the
 openai SDK: the sequence is gapless, every call extends the previous one token-exactly
-(each replica that sees the rollout anew rebuilds its history from the store), a finish
-through one replica closes the rollout on all. A replica SIGKILLed while answering loses
+(each replica that sees the rollout anew rebuilds its history from the store); a pause,
+resume or weight version through one replica holds on the others, and a finish through
+one replica closes the rollout on all. A replica SIGKILLed while answering loses
 no call whose answer a client received, and the rollouts go on through another replica.
 """
 
@@ -94,6 +95,24 @@ async def _turn(client: openai.AsyncOpenAI, msgs: list[Any], stream: bool) -> No
     msgs += [message, {"role": "tool", "tool_call_id": call_id, "content": f"out {len(msgs)}"}]
 
 
+async def _admin(proc: GatewayProcess, path: str, body: dict[str, Any] | None = None) -> None:
+    async with httpx.AsyncClient(headers=proc.admin_headers) as c:
+        r = await c.post(f"{proc.admin_url}/{path}", json=body or {})
+        assert r.status_code == 200, r.text
+
+
+async def _until(proc: GatewayProcess, field: str, value: object) -> None:
+    """Wait until the replica's admin status shows ``field == value`` (an announcement
+    travels through the database: milliseconds, bounded here at 10 s)."""
+    async with httpx.AsyncClient(headers=proc.admin_headers) as c:
+        for _ in range(200):
+            status = (await c.get(f"{proc.admin_url}/status")).json()
+            if status[field] == value:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{proc.url}: {field} is {status[field]!r}, not {value!r}")
+
+
 def _extends(first: dict[str, Any], second: dict[str, Any]) -> bool:
     prefix = first["prompt_ids"] + first["output_ids"]
     return bool(second["prompt_ids"][: len(prefix)] == prefix and not second["fork"])
@@ -111,6 +130,20 @@ async def test_three_replicas_serve_one_rollout_round_robin(
             proc = procs[i % 3]
             async with openai.AsyncOpenAI(base_url=_base(proc, minted["key"]), api_key="x") as c:
                 await _turn(c, msgs, stream=i % 2 == 1)
+        # A pause through one replica holds new calls on the others; a resume through a
+        # third lets them go; a weight version set through one stamps the others' calls.
+        await _admin(procs[0], "pause?wait=0")
+        await _until(procs[2], "paused", True)
+        async with openai.AsyncOpenAI(base_url=_base(procs[2], minted["key"]), api_key="x") as c:
+            held = asyncio.create_task(_turn(c, msgs, stream=True))
+            await asyncio.sleep(0.5)
+            assert not held.done()
+            await _admin(procs[1], "resume")
+            await asyncio.wait_for(held, 30)
+        await _admin(procs[0], "weights", {"version": "7"})
+        await _until(procs[1], "weight_version", "7")
+        async with openai.AsyncOpenAI(base_url=_base(procs[1], minted["key"]), api_key="x") as c:
+            await _turn(c, msgs, stream=False)
         calls = await _recorded(procs[2], minted["rollout_id"])
         # A finish through one replica holds on the others at once.
         async with httpx.AsyncClient(headers=procs[1].admin_headers) as c:
@@ -123,7 +156,8 @@ async def test_three_replicas_serve_one_rollout_round_robin(
             async with openai.AsyncOpenAI(base_url=_base(proc, minted["key"]), api_key="x") as c:
                 with pytest.raises(openai.PermissionDeniedError):
                     await c.chat.completions.create(model="m", messages=msgs, tools=TOOLS)
-    assert [c["seq"] for c in calls] == list(range(9))
+    assert [c["seq"] for c in calls] == list(range(11))
+    assert [c["weight_version"] for c in calls] == ["0"] * 10 + ["7"]
     assert all(c["status"] == "ok" for c in calls)
     assert all(c["output_ids"] == reply.reply_ids(0) for c in calls)  # what the engine sampled
     for before, after in itertools.pairwise(calls):

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from openforge.gateway.heap import release_free_memory
-from openforge.store.base import Store
-from openforge.store.schemas import Rollout
+from openforge.store.base import Store, StoreError
+from openforge.store.schemas import ControlEvent, ControlKind, Rollout
 
 if TYPE_CHECKING:
     from openforge.rendering.history import RolloutHistory
 
 __all__ = ["Control", "RolloutState"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -143,6 +146,28 @@ class Control:
                 state.restore = True
             state.next_seq = max(state.next_seq, seq + 1)
         return seq
+
+    async def announce(self, kind: ControlKind, weight_version: str | None = None) -> None:
+        """Tell the other gateways on the store (replicas) about a pause, resume or weight
+        version this one just applied; a failure is logged, the local change stands."""
+        try:
+            await self.store.publish(ControlEvent(kind, weight_version))
+        except StoreError as exc:
+            _log.warning("could not tell the other replicas about %s: %s", kind, exc)
+
+    async def follow(self) -> None:
+        """Apply the other replicas' announcements as they arrive (for the gateway's life).
+
+        Their pause holds this replica's new calls too, but does not wait for its calls in
+        flight: a weight update through another replica relies on the engine's own pause.
+        """
+        async for event in self.store.control_events():
+            if event.kind is ControlKind.PAUSE:
+                self.pause()
+            elif event.kind is ControlKind.RESUME:
+                self.resume()
+            elif event.weight_version is not None:
+                self.weight_version = event.weight_version
 
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""

@@ -136,6 +136,7 @@ class Gateway:
             _Server(_uvicorn_config(self.apps.admin, log_level, head_s)),
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._follow: asyncio.Task[None] | None = None
 
     @classmethod
     def at_store(cls, engine: Engine | TextEngine, location: str | Path, **kwargs: Any) -> Gateway:
@@ -162,6 +163,8 @@ class Gateway:
         # "Performance"; bench/gateway_heap.py).
         gc.collect()
         gc.freeze()
+        # Pause, resume and weight versions announced by other replicas on the store.
+        self._follow = asyncio.create_task(self.apps.control.follow())
         for server, sock in zip(self._servers, (self._sock, self._admin_sock), strict=True):
             task = asyncio.create_task(server.serve(sockets=[sock]))
             self._tasks.append(task)
@@ -179,6 +182,11 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self._follow is not None:
+            self._follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follow
+            self._follow = None
         self._sock.close()
         self._admin_sock.close()
         await self.engine.close()

@@ -6,10 +6,10 @@ SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from openforge.store.schemas import CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import CallRecord, ControlEvent, Rollout, RolloutStatus
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
@@ -92,5 +92,17 @@ class Store(Protocol):
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
     ) -> list[Rollout]: ...
+
+    async def publish(self, event: ControlEvent) -> None:
+        """Tell every other process on this store about an admin change (pause, resume,
+        weight version). A SQLite store has one process: nothing to tell."""
+        ...
+
+    def control_events(self) -> AsyncIterator[ControlEvent]:
+        """What other processes on this store published, as it arrives (never one's own).
+
+        Runs until cancelled; a SQLite store's never yields.
+        """
+        ...
 
     async def close(self) -> None: ...

@@ -27,10 +27,11 @@ connection. Async resources are made on first use, on the loop that uses the sto
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,7 +41,7 @@ import zstandard
 from psycopg_pool import AsyncConnectionPool
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
-from openforge.store.migrations import SchemaMismatch
+from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
     CALL_COLUMNS,
     ROLLOUT_COLUMNS,
@@ -49,67 +50,24 @@ from openforge.store.rows import (
     new_rollout_key,
     rollout_from_row,
 )
-from openforge.store.schemas import TERMINAL, TRANSITIONS, CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    TERMINAL,
+    TRANSITIONS,
+    CallRecord,
+    ControlEvent,
+    ControlKind,
+    Rollout,
+    RolloutStatus,
+)
 
 __all__ = ["PG_SCHEMA_VERSION", "PostgresStore"]
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
+_CHANNEL = "openforge_control"
 Conn = psycopg.AsyncConnection[Any]
-PG_SCHEMA_VERSION = 1
 _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
-_LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 _TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in sorted(str(t) for t in TERMINAL)) + ")"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS rollouts (
-    n BIGSERIAL,
-    id TEXT PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
-    status TEXT NOT NULL,
-    task_id TEXT,
-    group_id TEXT,
-    reward DOUBLE PRECISION,
-    metadata BYTEA NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    finished_at DOUBLE PRECISION,
-    details BYTEA NOT NULL,
-    next_seq INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
-CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
-CREATE TABLE IF NOT EXISTS calls (
-    id TEXT PRIMARY KEY,
-    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
-    seq INTEGER NOT NULL,
-    dialect TEXT NOT NULL,
-    status TEXT NOT NULL,
-    prompt_ids BYTEA,
-    output_ids BYTEA,
-    output_logprobs BYTEA,
-    prompt_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    finish_reason TEXT,
-    request_model TEXT NOT NULL,
-    engine TEXT NOT NULL,
-    served_model TEXT NOT NULL,
-    weight_version TEXT NOT NULL,
-    fork INTEGER NOT NULL,
-    render_info BYTEA NOT NULL,
-    raw_request BYTEA,
-    conversation BYTEA NOT NULL,
-    completion BYTEA NOT NULL,
-    error TEXT,
-    harness BYTEA NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    queued_s DOUBLE PRECISION NOT NULL,
-    first_token_s DOUBLE PRECISION,
-    total_s DOUBLE PRECISION NOT NULL,
-    response_id TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
-CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
-"""
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 27)})"
 _MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id = ANY(%s)"
@@ -120,42 +78,6 @@ UPDATE rollouts SET next_seq = GREATEST(
 WHERE id = %(id)s AND status NOT IN {_TERMINAL_SQL}
 RETURNING next_seq - 1
 """
-
-
-def _check_schema(url: str) -> None:
-    """Create the schema in an empty database, accept ours, refuse any other version."""
-    try:
-        conn = psycopg.connect(url, autocommit=True)
-    except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to the store at {_redact(url)}: {exc}") from None
-    with conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-        exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-        if exists is None or not exists[0]:
-            if conn.execute("SELECT to_regclass('calls') IS NOT NULL").fetchone() == (True,):
-                raise SchemaMismatch(f"{_redact(url)} is not an OpenForge store (no version)")
-            conn.execute(_SCHEMA)
-            conn.execute("INSERT INTO schema_version VALUES (%s)", (PG_SCHEMA_VERSION,))
-            return
-        row = conn.execute("SELECT version FROM schema_version").fetchone()
-        version = row[0] if row else None
-        if version != PG_SCHEMA_VERSION:
-            newer = version is not None and version > PG_SCHEMA_VERSION
-            raise SchemaMismatch(
-                f"store {_redact(url)} has schema version {version}, this OpenForge reads"
-                f" {PG_SCHEMA_VERSION}"
-                + ("; it is newer than this OpenForge: upgrade OpenForge" if newer else "")
-            )
-
-
-def _redact(url: str) -> str:
-    """The URL without its password (for messages and logs)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "<unparsable postgresql URL>"
-    host, port, db = info.get("host", ""), info.get("port", ""), info.get("dbname", "")
-    return f"postgresql://{info.get('user', '')}@{host}{':' + str(port) if port else ''}/{db}"
 
 
 @dataclass(slots=True)
@@ -178,8 +100,8 @@ class PostgresStore:
 
     def __init__(self, url: str, pool_size: int = 4) -> None:
         self.url = url
-        self.name = _redact(url)
-        _check_schema(url)
+        self.name = redact(url)
+        check_schema(url)
         self._pool_size = pool_size
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._writer_conn: Conn | None = None
@@ -192,6 +114,7 @@ class PostgresStore:
         self._compress_lock = threading.Lock()
         self._decompressor = zstandard.ZstdDecompressor()
         self._closed = False
+        self._origin = secrets.token_hex(8)  # tells this process's notifications apart
 
     # -- plumbing --------------------------------------------------------------
 
@@ -505,6 +428,45 @@ class PostgresStore:
         rollout = await self.get_rollout(rollout_id)  # raises RolloutNotFound
         raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
 
+    # -- admin changes across replicas -------------------------------------------
+
+    async def publish(self, event: ControlEvent) -> None:
+        """``NOTIFY`` every other process on the database (delivered to its listeners)."""
+        payload = orjson.dumps(
+            {
+                "origin": self._origin,
+                "kind": str(event.kind),
+                "weight_version": event.weight_version,
+            }
+        ).decode()
+        await self._read("SELECT pg_notify(%s, %s)", (_CHANNEL, payload))
+
+    async def control_events(self) -> AsyncIterator[ControlEvent]:
+        """Other processes' events, from a ``LISTEN`` connection of its own.
+
+        A lost connection is reopened (after a second); what was published meanwhile is
+        missed, so a replica that must not miss a change rereads it through its admin API.
+        """
+        while not self._closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            except psycopg.Error as exc:
+                _log.warning("store %s: cannot listen for admin changes: %s", self.name, exc)
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await conn.execute(f"LISTEN {_CHANNEL}")
+                async for note in conn.notifies():
+                    event = _event(note.payload, self._origin)
+                    if event is not None:
+                        yield event
+            except psycopg.Error as exc:
+                if not self._closed:
+                    _log.warning("store %s: admin changes: %s; listening again", self.name, exc)
+                    await asyncio.sleep(1.0)
+            finally:
+                await conn.close()
+
     def _note_running(self, rollout_id: str) -> None:
         if len(self._running) > 100_000:  # a bound, not an eviction policy: re-marking is free
             self._running.clear()
@@ -522,6 +484,19 @@ class PostgresStore:
             await self._writer_conn.close()
         if self._pool is not None:
             await self._pool.close()
+
+
+def _event(payload: str, own: str) -> ControlEvent | None:
+    """The event in a notification, or None for one's own or an unreadable one."""
+    try:
+        body = orjson.loads(payload)
+        if body.get("origin") == own:
+            return None
+        version = body.get("weight_version")
+        return ControlEvent(ControlKind(body["kind"]), None if version is None else str(version))
+    except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError):
+        _log.warning("ignored an unreadable admin change: %r", payload[:200])
+        return None
 
 
 async def _configure_reader(conn: Conn) -> None:

@@ -22,7 +22,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +41,14 @@ from openforge.store.rows import (
     new_rollout_key,
     rollout_from_row,
 )
-from openforge.store.schemas import TERMINAL, TRANSITIONS, CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    TERMINAL,
+    TRANSITIONS,
+    CallRecord,
+    ControlEvent,
+    Rollout,
+    RolloutStatus,
+)
 from openforge.store.writer import GroupWriter
 
 __all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
@@ -164,6 +171,7 @@ class SqliteStore:
         self._decompressor = zstandard.ZstdDecompressor()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
+        self._closing = asyncio.Event()
         self._writer = GroupWriter(
             self._writer_conn, self.path, _CALL_INSERT, CALL_WIDTH, self._checkpointer
         )
@@ -458,11 +466,21 @@ class SqliteStore:
         self._next_seq[rollout_id] = seq + 1
         return seq
 
+    async def publish(self, event: ControlEvent) -> None:
+        """Nothing to tell: a SQLite store has one process."""
+
+    async def control_events(self) -> AsyncIterator[ControlEvent]:
+        """Never yields (one process); returns when the store closes."""
+        await self._closing.wait()
+        return
+        yield  # an async generator that ends without an item
+
     async def close(self) -> None:
         """Commit what is queued, stop the threads, close the connections."""
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         await asyncio.to_thread(self._writer.close)
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
