@@ -27,6 +27,7 @@ from openforge.store import (
     Store,
 )
 from openforge.store.location import open_store
+from openforge.store.schemas import ControlEvent, ControlKind
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -226,3 +227,40 @@ async def test_postgres_schema_version_is_checked(postgres_url: str) -> None:
         conn.execute("DROP TABLE schema_version")
     with pytest.raises(SchemaMismatch, match="not an OpenForge store"):
         open_store(postgres_url)
+
+
+async def test_control_events_reach_the_other_processes(postgres_url: str) -> None:
+    a, b = open_store(postgres_url), open_store(postgres_url)
+    received: asyncio.Queue[ControlEvent] = asyncio.Queue()
+
+    async def listen(store: Store) -> None:
+        async for event in store.control_events():
+            await received.put(event)
+
+    listeners = [asyncio.create_task(listen(s)) for s in (a, b)]
+    await asyncio.sleep(0.5)  # both LISTENing
+    await a.publish(ControlEvent(ControlKind.PAUSE))
+    await a.publish(ControlEvent(ControlKind.WEIGHTS, "7"))
+    got = [await asyncio.wait_for(received.get(), 10) for _ in range(2)]
+    assert got == [ControlEvent(ControlKind.PAUSE), ControlEvent(ControlKind.WEIGHTS, "7")]
+    await asyncio.sleep(0.2)
+    assert received.empty()  # a's own events did not come back to a
+    for task in listeners:
+        task.cancel()
+    await asyncio.gather(*listeners, return_exceptions=True)
+    await a.close()
+    await b.close()
+
+
+async def test_sqlite_has_no_one_to_tell(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    await store.publish(ControlEvent(ControlKind.RESUME))
+
+    async def collect() -> list[ControlEvent]:
+        return [event async for event in store.control_events()]
+
+    events = asyncio.create_task(collect())
+    await asyncio.sleep(0.1)
+    assert not events.done()  # waits, yields nothing ...
+    await store.close()
+    assert await asyncio.wait_for(events, 5) == []  # ... and ends with the store
