@@ -7,10 +7,12 @@ cd "$(dirname "$0")/.."
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # bubblewrap: the local sandbox backend; podman + runc: the container backend;
-  # debootstrap: the local Debian base image task Dockerfiles build FROM (deploy/build-debian-base.sh).
+  # debootstrap: the local Debian base image task Dockerfiles build FROM (deploy/build-debian-base.sh);
+  # postgresql: the shared store of gateway replicas (tests start a private cluster with its
+  # initdb/pg_ctl under a temporary directory; the system service is not needed).
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    bubblewrap podman runc uidmap slirp4netns debootstrap >/dev/null
+    bubblewrap podman runc uidmap slirp4netns debootstrap postgresql >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

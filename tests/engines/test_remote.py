@@ -12,7 +12,7 @@ import pytest
 from openforge.conversation import SamplingParams
 from openforge.engines.base import Engine, EngineError, EngineRequest, TokenChunk
 from openforge.engines.remote import RemoteEngine, StreamBroken
-from openforge.engines.replicas import ReplicaSet
+from openforge.engines.replicas import ReplicaSet, affinity
 from openforge.engines.sglang import SGLangEngine
 from openforge.engines.vllm import VLLMEngine
 
@@ -48,8 +48,14 @@ def req(rollout: str | None = None, **params: object) -> EngineRequest:
         prompt_ids=PROMPT,
         params=SamplingParams(**params),  # type: ignore[arg-type]
         rollout_id=rollout,
-        request_id="req-1",
+        request_id="req-1" if rollout is None else f"req-{rollout}",  # where it went
     )
+
+
+def _rollouts(state: FakeState) -> list[str | None]:
+    """The rollout of each request a fake server got (from the request id ``req``)."""
+    ids = [str(r.get("request_id")) for r in state.requests]
+    return [None if i == "req-1" else i.removeprefix("req-") for i in ids]
 
 
 def expected(n: int) -> tuple[list[int], list[float]]:
@@ -161,49 +167,63 @@ def test_sglang_warns_that_its_logprobs_ignore_filters(caplog: pytest.LogCapture
     assert len(caplog.records) == 1 and "before top-k/top-p" in caplog.records[0].message
 
 
-async def test_sticky_rollouts_and_least_loaded_new_ones() -> None:
+async def test_rollouts_stick_to_one_replica_the_same_in_every_gateway() -> None:
     states = [FakeState(), FakeState()]
     async with Served(vllm_app(states[0])) as a, Served(vllm_app(states[1])) as b:
         client = httpx.AsyncClient()
-        engines: list[RemoteEngine] = [VLLMEngine(s.url, client=client) for s in (a, b)]
-        replicas = ReplicaSet(engines, client=client)
+        # Two gateways' replica sets over the same servers, routing without talking.
+        sets = [ReplicaSet([VLLMEngine(s.url, client=client) for s in (a, b)]) for _ in range(2)]
+        rollouts = [f"ro_{i}" for i in range(16)]
         try:
-            # Two new rollouts at once: the second goes to the idle replica.
+            for i, rollout in enumerate(rollouts * 2):  # each rollout once through each
+                await collect(sets[i % 2], req(rollout, max_tokens=2))
+            served = [_rollouts(st) for st in states]
+            # Each rollout's two calls went to one server, whichever gateway sent them ...
+            assert sorted(served[0] + served[1]) == sorted(rollouts * 2)
+            assert not set(served[0]) & set(served[1])
+            # ... the one its affinity names, and the rollouts spread over both.
+            for rollout in rollouts:
+                best = max((a.url, b.url), key=lambda url: affinity(rollout, url))
+                assert rollout in served[0 if best == a.url else 1]
+            assert served[0] and served[1]
+            # A call with no rollout goes to the least loaded replica.
             await asyncio.gather(
-                collect(replicas, req("r1", max_tokens=30)),
-                collect(replicas, req("r2", max_tokens=30)),
+                collect(sets[0], req(None, max_tokens=30)),
+                collect(sets[0], req(None, max_tokens=30)),
             )
-            assert len(states[0].requests) == 1 and len(states[1].requests) == 1
-            first_of_r1 = 0 if states[0].requests else 1
-            # r1 stays on its replica even while that one is the busier.
-            for _ in range(3):
-                await collect(replicas, req("r1", max_tokens=2))
-            assert len(states[first_of_r1].requests) == 4
+            assert _rollouts(states[0]).count(None) == 1
         finally:
-            await replicas.close()
+            for st in sets:
+                await st.close()
+            await client.aclose()
 
 
 async def test_dead_replica_is_skipped_then_probed_back() -> None:
     dead_port = free_port()
+    dead_url = f"http://127.0.0.1:{dead_port}"
     live_state, back_state = FakeState(), FakeState()
     async with Served(vllm_app(live_state)) as live:
-        engines: list[RemoteEngine] = [
-            VLLMEngine(f"http://127.0.0.1:{dead_port}"),
-            VLLMEngine(live.url),
-        ]
+        engines: list[RemoteEngine] = [VLLMEngine(dead_url), VLLMEngine(live.url)]
         replicas = ReplicaSet(engines, probe_interval_s=0.05)
+        # A rollout whose first choice is the dead replica moves, and moves back.
+        rollout = next(
+            r
+            for r in (f"ro_{i}" for i in range(100))
+            if affinity(r, dead_url) > affinity(r, live.url)
+        )
         try:
-            ids, _, last = await collect(replicas, req("r1", max_tokens=4))
+            ids, _, last = await collect(replicas, req(rollout, max_tokens=4))
             assert ids == expected(4)[0] and last.finish_reason == "length"
             assert replicas.alive() == [live.url]
+            assert _rollouts(live_state) == [rollout]
             async with Served(vllm_app(back_state), port=dead_port):
                 for _ in range(200):
                     if len(replicas.alive()) == 2:
                         break
                     await asyncio.sleep(0.05)
                 assert len(replicas.alive()) == 2
-                await collect(replicas, req("fresh", max_tokens=2))
-                assert len(back_state.requests) == 1  # least loaded: the revived one
+                await collect(replicas, req(rollout, max_tokens=2))
+                assert _rollouts(back_state) == [rollout]
         finally:
             await replicas.close()
 
@@ -213,9 +233,11 @@ async def test_death_mid_stream_fails_the_call_without_retrying() -> None:
     async with Served(sglang_app(dying)) as a, Served(sglang_app(other)) as b:
         replicas = ReplicaSet([SGLangEngine(a.url), SGLangEngine(b.url)])
         got: list[int] = []
+        names = (f"ro_{i}" for i in range(100))  # a rollout routed to the dying server
+        rollout = next(r for r in names if affinity(r, a.url) > affinity(r, b.url))
         try:
             with pytest.raises(StreamBroken):
-                async for chunk in replicas.generate(req("r1", max_tokens=10)):
+                async for chunk in replicas.generate(req(rollout, max_tokens=10)):
                     got += chunk.ids
             assert got == expected(3)[0]
             assert other.requests == []  # never continued elsewhere

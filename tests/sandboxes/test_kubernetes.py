@@ -39,7 +39,10 @@ K8S_VERSION = "1.33.0"
 
 
 def test_manifests_validate() -> None:
-    docs = gateway_manifests(namespace="of", image="img:1", port=9000)
+    docs = gateway_manifests(
+        namespace="of", image="img:1", port=9000, replicas=3,
+        engine_urls=("http://vllm-0:8000", "http://vllm-1:8000"),
+    )  # fmt: skip
     docs.append(
         pod_manifest(
             pod_name("rollout/1"), SandboxSpec(cpu=1, memory_mb=512, disk_mb=100, env={"A": "b"}),
@@ -51,9 +54,23 @@ def test_manifests_validate() -> None:
     for doc in yaml.safe_load_all(yaml.safe_dump_all(docs)):
         validate(doc, K8S_VERSION, strict=True)
     kinds = [d["kind"] for d in docs]
-    assert kinds[:6] == [
-        "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy",
+    assert kinds[:7] == [
+        "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service",
+        "PodDisruptionBudget", "NetworkPolicy",
     ]  # fmt: skip
+    deployment, service, budget = docs[3], docs[4], docs[5]
+    assert deployment["spec"]["replicas"] == 3
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    # The store URL comes from a Secret, never from the manifest's text.
+    assert container["env"] == [
+        {"name": "OPENFORGE_STORE",
+         "valueFrom": {"secretKeyRef": {"name": "openforge-store", "key": "url"}}}
+    ]  # fmt: skip
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 9000}
+    assert container["args"].count("--url") == 2
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == labels
+    assert budget["spec"]["selector"]["matchLabels"] == labels
 
 
 def test_pod_names_are_deterministic_dns_labels() -> None:

@@ -104,7 +104,8 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
             response_id="resp_abc",
         )
     )
-    found = await store.call_by_response_id("resp_abc")
+    found = await store.call_by_response_id("ro_1", "resp_abc")
+    assert await store.call_by_response_id("ro_other", "resp_abc") is None
     assert found is not None and found.id == "c1"
     await store.close()
     assert _version(path) == SCHEMA_VERSION

@@ -10,7 +10,8 @@ from typing import Any
 import zstandard
 
 from openforge.store import CallRecord, CallStatus, RolloutStatus, SqliteStore
-from openforge.store.sqlite import _CALL_INSERT, _call_row
+from openforge.store.rows import call_row
+from openforge.store.sqlite import _CALL_INSERT
 from openforge.store.writer import GroupWriter, _Write
 
 
@@ -43,7 +44,7 @@ async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
 
 def _row_write(rollout_id: str, seq: int, mark: bool, id: str | None = None) -> _Write:
     loop = asyncio.get_running_loop()
-    row = _call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
+    row = call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
     return _Write(None, row, rollout_id if mark else None, loop.create_future(), loop)
 
 

@@ -1,4 +1,5 @@
-"""A real SQLite store holding a small, varied set of rollouts, written through the Store API."""
+"""A real store (SQLite or PostgreSQL) holding a small, varied set of rollouts, written
+through the Store API."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from openforge.models.registry import DEFAULT_MODEL, models_dir
+from openforge.store.base import Store
+from openforge.store.location import open_store
 from openforge.store.schemas import CallRecord, CallStatus, RolloutStatus
-from openforge.store.sqlite import SqliteStore
 
 MODEL_DIR = models_dir() / DEFAULT_MODEL  # pulled by the setup script
 TOOLS = [{"name": "bash", "description": "Run a command", "parameters": {"type": "object"}}]
@@ -18,7 +20,7 @@ TOOLS = [{"name": "bash", "description": "Run a command", "parameters": {"type":
 
 @dataclass
 class Built:
-    path: Path
+    path: Path | str  # a SQLite file or a postgresql:// URL
     ids: dict[str, str]  # role in the fixture -> rollout id
 
 
@@ -27,7 +29,7 @@ def _msg(role: str, text: str, **extra: Any) -> dict[str, Any]:
 
 
 class _Writer:
-    def __init__(self, store: SqliteStore, tok: Tokenizer) -> None:
+    def __init__(self, store: Store, tok: Tokenizer) -> None:
         self.store, self.tok, self.n = store, tok, 0
 
     def enc(self, text: str) -> list[int]:
@@ -57,9 +59,9 @@ class _Writer:
         return rec
 
 
-async def build(path: Path) -> Built:
+async def build(path: Path | str) -> Built:
     tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
-    store = SqliteStore(path)
+    store = open_store(path)
     w = _Writer(store, tok)
     ids: dict[str, str] = {}
     system = "<|im_start|>system\nYou are a coding agent.<|im_end|>\n"

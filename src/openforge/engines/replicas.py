@@ -1,19 +1,23 @@
 """Several engine replicas behind one engine.
 
-Routing: a rollout stays on the replica that served its first call (its prefix is in that
-replica's cache); a new rollout goes to the live replica with the fewest requests in
-flight. A replica that cannot be reached, or fails before its first token, is taken out
-and the request is retried on another; a background probe of its health endpoint brings
-it back. A replica that dies after tokens were streamed fails the call with
-:class:`EngineError`: continuing elsewhere would splice two samplings into one answer.
+Routing: a rollout's calls go to one replica while it is live (its prefix is in that
+replica's cache), chosen by rendezvous hashing of the rollout id over the replica URLs:
+every gateway replica with the same URL list picks the same engine replica for a rollout
+without talking to the others, and when a replica is taken out only its own rollouts move
+(to their next choice), and move back when it returns. A call with no rollout goes to the
+live replica with the fewest requests in flight. A replica that cannot be reached, or
+fails before its first token, is taken out and the request is retried on another; a
+background probe of its health endpoint brings it back. A replica that dies after tokens
+were streamed fails the call with :class:`EngineError`: continuing elsewhere would splice
+two samplings into one answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -28,7 +32,7 @@ from openforge.engines.base import (
 )
 from openforge.engines.remote import RemoteEngine, ReplicaDown, StreamBroken
 
-__all__ = ["ReplicaSet"]
+__all__ = ["ReplicaSet", "affinity"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,16 @@ class _Replica:
     alive: bool = True
 
 
+def affinity(rollout_id: str, url: str) -> int:
+    """The rendezvous weight of a rollout on a replica: the highest weight wins.
+
+    A keyed hash, not Python's ``hash`` (salted per process): every gateway process must
+    compute the same weights.
+    """
+    digest = hashlib.blake2b(f"{rollout_id}\0{url}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
 class ReplicaSet:
     """An engine spreading requests over replicas of one model (all vLLM or all SGLang)."""
 
@@ -49,14 +63,11 @@ class ReplicaSet:
         *,
         client: httpx.AsyncClient | None = None,
         probe_interval_s: float = 2.0,
-        max_sticky: int = 100_000,
     ) -> None:
         """``client``: the HTTP client the engines share, closed with the set."""
         if not engines:
             raise EngineError("a replica set needs at least one replica URL")
         self._replicas = [_Replica(e) for e in engines]
-        self._sticky: OrderedDict[str, _Replica] = OrderedDict()
-        self._max_sticky = max_sticky
         self._probe_interval_s = probe_interval_s
         self._probe: asyncio.Task[None] | None = None
         self._client = client
@@ -104,21 +115,12 @@ class ReplicaSet:
                 replica.inflight -= 1
 
     def _pick(self, rollout_id: str | None, tried: set[int]) -> _Replica | None:
-        if rollout_id is not None:
-            sticky = self._sticky.get(rollout_id)
-            if sticky is not None and sticky.alive and id(sticky) not in tried:
-                self._sticky.move_to_end(rollout_id)
-                return sticky
         live = [r for r in self._replicas if r.alive and id(r) not in tried]
         if not live:
             return None
-        chosen = min(live, key=lambda r: r.inflight)
         if rollout_id is not None:
-            self._sticky[rollout_id] = chosen
-            self._sticky.move_to_end(rollout_id)
-            while len(self._sticky) > self._max_sticky:
-                self._sticky.popitem(last=False)
-        return chosen
+            return max(live, key=lambda r: affinity(rollout_id, r.engine.url))
+        return min(live, key=lambda r: r.inflight)
 
     def _take_out(self, replica: _Replica, why: Exception) -> None:
         if replica.alive:

@@ -37,7 +37,7 @@ from openforge.engines.base import Engine, TextEngine, UpdatableEngine
 from openforge.gateway.control import Control
 from openforge.gateway.limits import Limits
 from openforge.store.base import RolloutConflict, RolloutNotFound, Store
-from openforge.store.schemas import TERMINAL, CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import TERMINAL, CallRecord, ControlKind, Rollout, RolloutStatus
 
 __all__ = ["AdminApi", "rollout_json"]
 
@@ -256,12 +256,14 @@ class AdminApi:
 
     async def pause(self, request: Request) -> Response:
         self.control.pause()
+        await self.control.announce(ControlKind.PAUSE)
         if request.query_params.get("wait", "1") not in ("0", "false"):
             await self.control.drain()
         return _json(self._status())
 
     async def resume(self, request: Request) -> Response:
         self.control.resume()
+        await self.control.announce(ControlKind.RESUME)
         return _json(self._status())
 
     async def weights(self, request: Request) -> Response:
@@ -273,21 +275,25 @@ class AdminApi:
         async with self.control.weights_lock:
             if path is None:
                 self.control.weight_version = str(version)
+                await self.control.announce(ControlKind.WEIGHTS, str(version))
                 return _json(self._status())
             if not isinstance(self.engine, UpdatableEngine):
                 kind = self.engine.info().kind
                 raise _AdminError(400, "invalid_request", f"the {kind} engine cannot load weights")
             was_paused = self.control.paused
             self.control.pause()
+            await self.control.announce(ControlKind.PAUSE)
             try:
                 await self.control.drain()
                 await self.engine.update_weights(path, str(version))
                 self.control.weight_version = str(version)
+                await self.control.announce(ControlKind.WEIGHTS, str(version))
             except Exception as exc:
                 raise _AdminError(500, "engine_error", f"weight update failed: {exc}") from exc
             finally:
                 if not was_paused:
                     self.control.resume()
+                    await self.control.announce(ControlKind.RESUME)
         return _json(self._status())
 
     async def status(self, request: Request) -> Response:

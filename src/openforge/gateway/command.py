@@ -20,7 +20,13 @@ def _fail(message: str) -> None:
 
 def gateway(
     model: Annotated[str, typer.Option(help="Model name or path (tokenizer, template, context).")],
-    store: Annotated[Path, typer.Option(help="SQLite store file (created if absent).")],
+    store: Annotated[
+        str,
+        typer.Option(
+            help="SQLite store file (created if absent) or a postgresql:// URL.",
+            envvar="OPENFORGE_STORE",
+        ),
+    ],
     engine: Annotated[str, typer.Option(help="scripted, local, vllm, sglang or upstream.")] = (
         "scripted"
     ),
@@ -80,10 +86,10 @@ def gateway(
     from openforge.gateway.server import Gateway, serve
     from openforge.home import admin_token_path, ensure_admin_token
     from openforge.store.base import StoreError
-    from openforge.store.sqlite import SqliteStore
+    from openforge.store.location import open_store
 
     try:
-        st = SqliteStore(store)
+        st = open_store(store)
     except StoreError as exc:
         _fail(str(exc))
         return

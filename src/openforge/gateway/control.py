@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from openforge.gateway.heap import release_free_memory
-from openforge.store.base import Store
-from openforge.store.schemas import Rollout
+from openforge.store.base import Store, StoreError
+from openforge.store.schemas import ControlEvent, ControlKind, Rollout
 
 if TYPE_CHECKING:
     from openforge.rendering.history import RolloutHistory
 
 __all__ = ["Control", "RolloutState"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -33,10 +36,11 @@ class RolloutState:
     # Rendering history, kept between calls of the rollout (made by its first render).
     history: RolloutHistory | None = None
     calls: int = 0
-    # Set when the rollout already had calls when this gateway first saw it (a restart):
-    # its history and stored responses are rebuilt from the store before its next call.
+    # Set when the rollout had calls this gateway did not serve (a restart, another
+    # replica): its history is rebuilt from the store before its next call renders.
     restore: bool = False
     restore_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    seq_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Calls of this rollout between authorisation and their record; set when it is finished.
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -69,7 +73,6 @@ class Control:
         self._idle.set()
         self.in_flight = 0
         self._rollouts: dict[str, RolloutState] = {}
-        self._seq_locks: dict[str, asyncio.Lock] = {}
         self._anonymous: Rollout | None = None
         self._anon_lock = asyncio.Lock()
         self._weights_lock = asyncio.Lock()
@@ -110,18 +113,10 @@ class Control:
         return self._weights_lock
 
     async def rollout_state(self, rollout: Rollout) -> RolloutState:
-        """The live state of ``rollout``, created on its first call (after a restart too)."""
+        """The live state of ``rollout``, created on its first call here (after a restart too)."""
         state = self._rollouts.get(rollout.id)
-        if state is not None:
-            return state
-        lock = self._seq_locks.setdefault(rollout.id, asyncio.Lock())
-        async with lock:
-            state = self._rollouts.get(rollout.id)
-            if state is None:
-                next_seq = await _next_seq(self.store, rollout.id)
-                state = RolloutState(rollout=rollout, next_seq=next_seq, restore=next_seq > 0)
-                self._rollouts[rollout.id] = state
-        self._seq_locks.pop(rollout.id, None)
+        if state is None:
+            state = self._rollouts[rollout.id] = RolloutState(rollout=rollout, next_seq=0)
         return state
 
     async def close(self, rollout_id: str, timeout_s: float) -> int:
@@ -137,6 +132,43 @@ class Control:
                 await asyncio.wait_for(state.idle.wait(), timeout_s)
         return state.in_flight
 
+    async def allocate_seq(self, state: RolloutState) -> int:
+        """The next call's ``seq``, allocated by the store (shared by every replica).
+
+        A seq past the one this gateway expected means the rollout had calls it did not
+        serve (before a restart, or through another replica): its rendering history is
+        then rebuilt from the store before the call renders (``state.restore``).
+        Allocations of one rollout are made one at a time so they come back in order.
+        """
+        async with state.seq_lock:
+            seq = await self.store.allocate_seq(state.rollout.id)
+            if seq > state.next_seq:
+                state.restore = True
+            state.next_seq = max(state.next_seq, seq + 1)
+        return seq
+
+    async def announce(self, kind: ControlKind, weight_version: str | None = None) -> None:
+        """Tell the other gateways on the store (replicas) about a pause, resume or weight
+        version this one just applied; a failure is logged, the local change stands."""
+        try:
+            await self.store.publish(ControlEvent(kind, weight_version))
+        except StoreError as exc:
+            _log.warning("could not tell the other replicas about %s: %s", kind, exc)
+
+    async def follow(self) -> None:
+        """Apply the other replicas' announcements as they arrive (for the gateway's life).
+
+        Their pause holds this replica's new calls too, but does not wait for its calls in
+        flight: a weight update through another replica relies on the engine's own pause.
+        """
+        async for event in self.store.control_events():
+            if event.kind is ControlKind.PAUSE:
+                self.pause()
+            elif event.kind is ControlKind.RESUME:
+                self.resume()
+            elif event.weight_version is not None:
+                self.weight_version = event.weight_version
+
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""
         state = self._rollouts.pop(rollout_id, None)
@@ -150,11 +182,3 @@ class Control:
                 if self._anonymous is None:
                     self._anonymous = await self.store.create_rollout(metadata={"anonymous": True})
         return self._anonymous
-
-
-async def _next_seq(store: Store, rollout_id: str) -> int:
-    next_seq = getattr(store, "next_seq", None)
-    if next_seq is not None:  # SqliteStore: one MAX() instead of loading the calls
-        return int(await next_seq(rollout_id))
-    calls = await store.calls(rollout_id, tokens=False)
-    return max((c.seq for c in calls), default=-1) + 1

@@ -41,6 +41,7 @@ from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
 from openforge.store.base import Store
+from openforge.store.location import open_store
 
 __all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
 
@@ -135,6 +136,13 @@ class Gateway:
             _Server(_uvicorn_config(self.apps.admin, log_level, head_s)),
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._follow: asyncio.Task[None] | None = None
+
+    @classmethod
+    def at_store(cls, engine: Engine | TextEngine, location: str | Path, **kwargs: Any) -> Gateway:
+        """A gateway on the store at ``location`` (a SQLite path or ``postgresql://`` URL),
+        which it closes when it stops; ``kwargs`` as for the constructor."""
+        return cls(engine, open_store(location), **kwargs)
 
     @property
     def admin_url(self) -> str:
@@ -155,6 +163,8 @@ class Gateway:
         # "Performance"; bench/gateway_heap.py).
         gc.collect()
         gc.freeze()
+        # Pause, resume and weight versions announced by other replicas on the store.
+        self._follow = asyncio.create_task(self.apps.control.follow())
         for server, sock in zip(self._servers, (self._sock, self._admin_sock), strict=True):
             task = asyncio.create_task(server.serve(sockets=[sock]))
             self._tasks.append(task)
@@ -172,6 +182,11 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self._follow is not None:
+            self._follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follow
+            self._follow = None
         self._sock.close()
         self._admin_sock.close()
         await self.engine.close()

@@ -43,7 +43,7 @@ from openforge.gateway.records import answer_message, conversation_from_json
 from openforge.gateway.stops import StopGuard, cut_at_stop
 from openforge.gateway.streaming import SSE_HEADERS, StreamWriter
 from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
-from openforge.store.base import Store, StoreError
+from openforge.store.base import RolloutConflict, Store, StoreError
 from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
 
 __all__ = ["CallService", "ServedDialect"]
@@ -131,6 +131,12 @@ async def _wait_disconnect(receive: Receive) -> None:
             return
 
 
+def _refused(rollout: Rollout, exc: StoreError) -> ApiError:
+    if isinstance(exc, RolloutConflict):
+        return ApiError("permission", f"Rollout {rollout.id} is finished; no more calls.")
+    return ApiError("overloaded", f"The store is unavailable: {exc}")
+
+
 def _engine_error(exc: EngineError) -> ApiError:
     # Both map to 503 / 529 so harnesses retry.
     what = "overloaded" if isinstance(exc, EngineOverloaded) else "unavailable"
@@ -196,10 +202,14 @@ class CallService:
             await send_full(send, *served.dialect.render_error(err))
             return
         state = await self.control.rollout_state(rollout)
+        try:
+            seq = await self.control.allocate_seq(state)
+        except StoreError as exc:  # finished through another replica, or the store is down
+            await send_full(send, *served.dialect.render_error(_refused(rollout, exc)))
+            return
         if state.restore:
             await self._restore(state)
-        call = _Call(served, body, scope, state, state.next_seq, t0, time.time())
-        state.next_seq += 1
+        call = _Call(served, body, scope, state, seq, t0, time.time())
         await self.control.admit()
         # Counted for the rollout's drain once past the pause gate: a call held there is
         # refused below if its rollout was finished meanwhile, and need not be waited for.
@@ -310,13 +320,11 @@ class CallService:
                 )
 
     async def _stored_answer(self, rollout_id: str, response_id: str) -> Conversation | None:
-        """An answered conversation of ``rollout_id`` from the store (before a restart, or
-        evicted from a dialect's memory); None for another rollout's or an unknown id."""
-        lookup = getattr(self.store, "call_by_response_id", None)
-        if lookup is None:
-            return None
+        """An answered conversation of ``rollout_id`` from the store (answered by another
+        replica, before a restart, or evicted from a dialect's memory); None for another
+        rollout's or an unknown id."""
         try:
-            call = await lookup(response_id)
+            call = await self.store.call_by_response_id(rollout_id, response_id)
         except StoreError:
             return None
         if call is None or call.rollout_id != rollout_id or call.status != CallStatus.OK:

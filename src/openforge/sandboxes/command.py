@@ -7,6 +7,7 @@ import asyncio
 import typer
 
 k8s_app = typer.Typer(help="Kubernetes: manifests for the gateway, garbage collection.")
+_URL = typer.Option(None, help="engine server URL (repeat for several)")
 
 
 @k8s_app.command("manifests")
@@ -14,14 +15,30 @@ def manifests(
     namespace: str = typer.Option("openforge", help="namespace of the gateway and sandboxes"),
     image: str = typer.Option("localhost/openforge:latest", help="gateway image"),
     port: int = typer.Option(8080, help="gateway port"),
-    replicas: int = typer.Option(1, min=1),
+    replicas: int = typer.Option(1, min=1, help="gateway replicas (more than 1: PostgreSQL)"),
+    model: str = typer.Option("smollm2-135m", help="model the gateways serve"),
+    engine: str = typer.Option("vllm", help="engine kind: vllm, sglang, upstream, ..."),
+    url: list[str] | None = _URL,
+    store_secret: str = typer.Option(
+        "openforge-store", help="Secret whose key 'url' is the store URL"
+    ),
 ) -> None:
-    """Print the gateway's ServiceAccount, RBAC, Deployment, Service and sandbox policy (YAML)."""
+    """Print the gateway's ServiceAccount, RBAC, Deployment, Service, PodDisruptionBudget
+    and sandbox policy (YAML)."""
     import yaml
 
     from openforge.sandboxes.manifests import gateway_manifests
 
-    docs = gateway_manifests(namespace=namespace, image=image, port=port, replicas=replicas)
+    docs = gateway_manifests(
+        namespace=namespace,
+        image=image,
+        port=port,
+        replicas=replicas,
+        model=model,
+        engine=engine,
+        engine_urls=tuple(url or ()),
+        store_secret=store_secret,
+    )
     typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 

@@ -188,9 +188,19 @@ def gateway_manifests(
     image: str = "localhost/openforge:latest",
     port: int = 8080,
     replicas: int = 1,
+    *,
+    model: str = "smollm2-135m",
+    engine: str = "vllm",
+    engine_urls: tuple[str, ...] = (),
+    store_secret: str = "openforge-store",
 ) -> list[Obj]:
-    """The gateway's ServiceAccount, Role, RoleBinding, Deployment, Service and sandbox policy.
+    """The gateway's ServiceAccount, Role, RoleBinding, Deployment, Service,
+    PodDisruptionBudget and sandbox policy.
 
+    The Deployment runs ``replicas`` gateways behind one Service; they share the store
+    whose URL (``postgresql://…`` for more than one replica) is key ``url`` of the Secret
+    ``store_secret``, made by the operator, never printed here. Each replica routes a
+    rollout to the same engine server (``engine_urls``), whichever replica it reached.
     The Role lets the gateway pod (which also runs the orchestrator on a cluster) manage
     sandbox pods, their Secrets and the NetworkPolicy in its own namespace, nothing else.
     """
@@ -208,14 +218,28 @@ def gateway_manifests(
          "verbs": ["get", "create", "patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
     ]  # fmt: skip
+    args = ["gateway", "--host", "0.0.0.0", "--port", str(port), "--model", model]
+    args += ["--engine", engine]
+    for url in engine_urls:
+        args += ["--url", url]
+    store_url = {"secretKeyRef": {"name": store_secret, "key": "url"}}
     container = {
         "name": "gateway",
         "image": image,
-        "args": ["gateway", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        "args": args,
+        "env": [{"name": "OPENFORGE_STORE", "valueFrom": store_url}],
         "ports": [{"containerPort": port, "name": "http"}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": port}},
+        # Out of the Service while starting (tokenizer load) or stuck; harness streams idle
+        # for minutes while tools run, so a slow answer is not a reason to restart it.
+        "readinessProbe": {"httpGet": {"path": "/health", "port": port},
+                           "periodSeconds": 5, "failureThreshold": 2},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": port},
+                          "periodSeconds": 20, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-    }
+    }  # fmt: skip
+    pod = {"serviceAccountName": name, "containers": [container],
+           # SIGTERM: stop accepting, let open calls finish (every answered call is stored).
+           "terminationGracePeriodSeconds": 120}  # fmt: skip
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
@@ -225,12 +249,15 @@ def gateway_manifests(
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
          "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels},
-                               "spec": {"serviceAccountName": name,
-                                        "containers": [container]}}}},
+                  # Replace one replica at a time, the new one ready first.
+                  "strategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+                  "template": {"metadata": {"labels": labels}, "spec": pod}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": labels, "ports": [{"name": "http", "port": port,
                                                  "targetPort": port}]}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
+         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
         {**network_policy("openforge-sandboxes", labels, port),
          "metadata": {"name": "openforge-sandboxes", "namespace": namespace}},
     ]  # fmt: skip

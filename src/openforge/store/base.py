@@ -1,11 +1,15 @@
-"""The store interface: durable rollouts and calls. SQLite is the default backend."""
+"""The store interface: durable rollouts and calls.
+
+SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
+(:mod:`openforge.store.postgres`) is shared by several gateway replicas.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from openforge.store.schemas import CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import CallRecord, ControlEvent, Rollout, RolloutStatus
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
@@ -60,10 +64,45 @@ class Store(Protocol):
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
         ...
 
+    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
+        """The call of ``rollout_id`` whose answer had this id (a Responses ``resp_…``).
+
+        Scoped to the rollout: the id of another rollout's answer is not found, so one
+        rollout can never continue another's conversation.
+        """
+        ...
+
+    async def next_seq(self, rollout_id: str) -> int:
+        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
+        ...
+
+    async def allocate_seq(self, rollout_id: str) -> int:
+        """A ``seq`` for the rollout's next call, unique among every caller of this store.
+
+        Every gateway sharing the store allocates here, so a rollout served by several
+        replicas still numbers its calls 0, 1, 2, … A result above what the caller
+        allocated last means another process served calls of the rollout in between.
+        Raises :class:`RolloutConflict` when the rollout is finished (a finish made
+        through any replica holds for all) and :class:`RolloutNotFound` when absent.
+        """
+        ...
+
     async def rollouts(
         self,
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
     ) -> list[Rollout]: ...
+
+    async def publish(self, event: ControlEvent) -> None:
+        """Tell every other process on this store about an admin change (pause, resume,
+        weight version). A SQLite store has one process: nothing to tell."""
+        ...
+
+    def control_events(self) -> AsyncIterator[ControlEvent]:
+        """What other processes on this store published, as it arrives (never one's own).
+
+        Runs until cancelled; a SQLite store's never yields.
+        """
+        ...
 
     async def close(self) -> None: ...

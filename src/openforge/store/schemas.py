@@ -61,6 +61,20 @@ class CallStatus(enum.StrEnum):
     LATE = "late"
 
 
+class ControlKind(enum.StrEnum):
+    PAUSE = "pause"  # hold new calls at the gate
+    RESUME = "resume"  # let them through
+    WEIGHTS = "weights"  # stamp calls with a new weight version from now on
+
+
+@dataclass(frozen=True, slots=True)
+class ControlEvent:
+    """An admin change that every gateway sharing a store applies (see ``Store.publish``)."""
+
+    kind: ControlKind
+    weight_version: str | None = None
+
+
 @dataclass(slots=True)
 class Rollout:
     id: str

@@ -22,7 +22,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,17 +32,22 @@ import zstandard
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.migrations import SCHEMA_VERSION, SchemaMismatch, migrate, read_version
+from openforge.store.rows import (
+    CALL_COLUMNS,
+    CALL_WIDTH,
+    ROLLOUT_COLUMNS,
+    call_from_row,
+    call_row,
+    new_rollout_key,
+    rollout_from_row,
+)
 from openforge.store.schemas import (
     TERMINAL,
     TRANSITIONS,
     CallRecord,
-    CallStatus,
+    ControlEvent,
     Rollout,
     RolloutStatus,
-    decode_ids,
-    decode_logprobs,
-    encode_ids,
-    encode_logprobs,
 )
 from openforge.store.writer import GroupWriter
 
@@ -100,21 +105,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
 
-_CALL_COLUMNS = (
-    "id, rollout_id, seq, dialect, status, prompt_ids, output_ids, output_logprobs,"
-    " prompt_tokens, output_tokens, finish_reason, request_model, engine, served_model,"
-    " weight_version, fork, render_info, raw_request, conversation, completion, error,"
-    " harness, created_at, queued_s, first_token_s, total_s, response_id"
-)
-_CALL_INSERT = f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES "
-_ROLLOUT_COLUMNS = (
-    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
-)
-
-
-def new_rollout_key() -> str:
-    """A rollout key: 24 random bytes (192 bits), URL-safe."""
-    return secrets.token_urlsafe(24)
+_CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
 
 
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
@@ -145,86 +136,6 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> None:
             )
 
 
-def _rollout_from_row(row: Sequence[Any]) -> Rollout:
-    return Rollout(
-        id=row[0],
-        key=row[1],
-        status=RolloutStatus(row[2]),
-        task_id=row[3],
-        group_id=row[4],
-        reward=row[5],
-        metadata=orjson.loads(row[6]),
-        created_at=row[7],
-        finished_at=row[8],
-        details=orjson.loads(row[9]),
-    )
-
-
-def _call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[Any, ...]:
-    return (
-        call.id,
-        call.rollout_id,
-        call.seq,
-        call.dialect,
-        str(call.status),
-        encode_ids(call.prompt_ids),
-        encode_ids(call.output_ids),
-        encode_logprobs(call.output_logprobs),
-        len(call.prompt_ids),
-        len(call.output_ids),
-        call.finish_reason,
-        call.request_model,
-        call.engine,
-        call.served_model,
-        call.weight_version,
-        int(call.fork),
-        orjson.dumps(call.render_info),
-        compressor.compress(call.raw_request) if call.raw_request else None,
-        orjson.dumps(call.conversation),
-        orjson.dumps(call.completion),
-        call.error,
-        orjson.dumps(call.harness),
-        call.created_at,
-        call.queued_s,
-        call.first_token_s,
-        call.total_s,
-        call.response_id,
-    )
-
-
-def _call_from_row(
-    row: Sequence[Any], tokens: bool, decompressor: zstandard.ZstdDecompressor
-) -> CallRecord:
-    raw = row[17]
-    return CallRecord(
-        id=row[0],
-        rollout_id=row[1],
-        seq=row[2],
-        dialect=row[3],
-        status=CallStatus(row[4]),
-        prompt_ids=decode_ids(row[5]) if tokens else [],
-        output_ids=decode_ids(row[6]) if tokens else [],
-        output_logprobs=decode_logprobs(row[7]) if tokens else [],
-        finish_reason=row[10],
-        request_model=row[11],
-        engine=row[12],
-        served_model=row[13],
-        weight_version=row[14],
-        fork=bool(row[15]),
-        render_info=orjson.loads(row[16]),
-        raw_request=decompressor.decompress(raw) if raw else b"",
-        conversation=orjson.loads(row[18]),
-        completion=orjson.loads(row[19]),
-        error=row[20],
-        harness=orjson.loads(row[21]),
-        created_at=row[22],
-        queued_s=row[23],
-        first_token_s=row[24],
-        total_s=row[25],
-        response_id=row[26],
-    )
-
-
 class SqliteStore:
     """The default :class:`~openforge.store.base.Store`: one SQLite file in WAL mode.
 
@@ -252,6 +163,7 @@ class SqliteStore:
             self._checkpointer = WalCheckpointer(self.path)
         self._by_key: dict[str, Rollout] = {}
         self._by_id: dict[str, Rollout] = {}
+        self._next_seq: dict[str, int] = {}  # allocate_seq's counters, per live rollout
         # Rows are built by the caller, so the writer thread runs little more than SQLite
         # (see store/writer.py); the lock keeps the compressor to one thread at a time.
         self._compressor = zstandard.ZstdCompressor(level=3)
@@ -259,8 +171,9 @@ class SqliteStore:
         self._decompressor = zstandard.ZstdDecompressor()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
+        self._closing = asyncio.Event()
         self._writer = GroupWriter(
-            self._writer_conn, self.path, _CALL_INSERT, 27, self._checkpointer
+            self._writer_conn, self.path, _CALL_INSERT, CALL_WIDTH, self._checkpointer
         )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -311,7 +224,7 @@ class SqliteStore:
 
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(
-                f"INSERT INTO rollouts ({_ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row
+                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row
             )
 
         await self._write(insert)
@@ -325,9 +238,9 @@ class SqliteStore:
 
         def select(conn: sqlite3.Connection) -> Rollout | None:
             row = conn.execute(
-                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
             ).fetchone()
-            return _rollout_from_row(row) if row else None
+            return rollout_from_row(row) if row else None
 
         found = await self._read(select)
         if found is None:
@@ -342,9 +255,9 @@ class SqliteStore:
 
         def select(conn: sqlite3.Connection) -> Rollout | None:
             row = conn.execute(
-                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE key = ?", (key,)
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE key = ?", (key,)
             ).fetchone()
-            return _rollout_from_row(row) if row else None
+            return rollout_from_row(row) if row else None
 
         found = await self._read(select)
         return self._cache(found) if found is not None else None
@@ -385,11 +298,11 @@ class SqliteStore:
 
         def finish(conn: sqlite3.Connection) -> Rollout:
             row = conn.execute(
-                f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
             ).fetchone()
             if row is None:
                 raise RolloutNotFound(rollout_id)
-            current = _rollout_from_row(row)
+            current = rollout_from_row(row)
             if current.status in TERMINAL:
                 if current.status != status or (
                     reward is not None and current.reward is not None and reward != current.reward
@@ -418,6 +331,7 @@ class SqliteStore:
             return current
 
         result = await self._write(finish)
+        self._next_seq.pop(rollout_id, None)
         cached = self._by_id.get(rollout_id)
         if cached is not None:  # keep the object others hold in step
             cached.status, cached.reward = result.status, result.reward
@@ -439,13 +353,13 @@ class SqliteStore:
         if group_id is not None:
             where.append("group_id = ?")
             args.append(group_id)
-        sql = f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts"
+        sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at, rowid"
 
         def select(conn: sqlite3.Connection) -> list[Rollout]:
-            return [_rollout_from_row(r) for r in conn.execute(sql, args)]
+            return [rollout_from_row(r) for r in conn.execute(sql, args)]
 
         return await self._read(select)
 
@@ -456,7 +370,7 @@ class SqliteStore:
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
         with self._compress_lock:
-            row = _call_row(call, self._compressor)
+            row = call_row(call, self._compressor)
         cached = self._by_id.get(call.rollout_id)
         # Statuses only move forward and every change goes through this store, so a cached
         # rollout past "created" needs no update (one statement less per group).
@@ -467,7 +381,7 @@ class SqliteStore:
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
-        columns = _CALL_COLUMNS
+        columns = CALL_COLUMNS
         if not tokens:
             columns = columns.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
         decompressor = self._decompressor  # used only on the reader thread
@@ -476,20 +390,21 @@ class SqliteStore:
             rows = conn.execute(
                 f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
             )
-            return [_call_from_row(r, tokens, decompressor) for r in rows]
+            return [call_from_row(r, tokens, decompressor) for r in rows]
 
         return await self._read(select)
 
-    async def call_by_response_id(self, response_id: str) -> CallRecord | None:
-        """The call whose answer had this id (e.g. a Responses ``resp_…``), if recorded."""
+    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
+        """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
         decompressor = self._decompressor  # used only on the reader thread
 
         def select(conn: sqlite3.Connection) -> CallRecord | None:
             row = conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM calls WHERE response_id = ? LIMIT 1",
-                (response_id,),
+                f"SELECT {CALL_COLUMNS} FROM calls WHERE response_id = ? AND rollout_id = ?"
+                " LIMIT 1",
+                (response_id, rollout_id),
             ).fetchone()
-            return _call_from_row(row, True, decompressor) if row else None
+            return call_from_row(row, True, decompressor) if row else None
 
         return await self._read(select)
 
@@ -534,11 +449,38 @@ class SqliteStore:
 
         return await self._read(select)
 
+    async def allocate_seq(self, rollout_id: str) -> int:
+        """The rollout's next ``seq``, counted in memory after one ``MAX()`` read.
+
+        A SQLite store has one writing process (the file's single gateway), so a counter
+        here is as good as one in the file and costs no write per call.
+        """
+        rollout = await self.get_rollout(rollout_id)
+        if rollout.status in TERMINAL:
+            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        seq = self._next_seq.get(rollout_id)
+        if seq is None:
+            seq = await self.next_seq(rollout_id)
+            # Two first allocations may both read the same MAX(); the later one moves on.
+            seq = max(seq, self._next_seq.get(rollout_id, 0))
+        self._next_seq[rollout_id] = seq + 1
+        return seq
+
+    async def publish(self, event: ControlEvent) -> None:
+        """Nothing to tell: a SQLite store has one process."""
+
+    async def control_events(self) -> AsyncIterator[ControlEvent]:
+        """Never yields (one process); returns when the store closes."""
+        await self._closing.wait()
+        return
+        yield  # an async generator that ends without an item
+
     async def close(self) -> None:
         """Commit what is queued, stop the threads, close the connections."""
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         await asyncio.to_thread(self._writer.close)
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)

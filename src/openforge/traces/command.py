@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from openforge.store.base import Store
     from openforge.traces.samples import TraceOptions
-    from openforge.traces.source import StorePlan
+    from openforge.traces.source import CallSource, StorePlan
 
-_STORE = typer.Option(..., "--store", help="The SQLite store file to read.")
+_STORE = typer.Option(..., "--store", help="The store: a SQLite file or a postgresql:// URL.")
 _OUT = typer.Option(..., "--out", help="Output file (.parquet, or .pkl for a veRL DataProto).")
 _HTML = typer.Option(None, "--html", help="Also write a self-contained HTML page.")
 _TOKENIZER = typer.Option(
@@ -46,12 +45,12 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-async def _with_store(path: Path, options: TraceOptions) -> StorePlan:
+async def _with_store(path: str, options: TraceOptions) -> StorePlan:
     from openforge.store.base import StoreError
     from openforge.traces.source import open_store, plan_store
 
     try:
-        store: Store = open_store(path)
+        store: CallSource = open_store(path)
     except (FileNotFoundError, StoreError) as e:
         raise _fail(str(e)) from None
     try:
@@ -61,7 +60,7 @@ async def _with_store(path: Path, options: TraceOptions) -> StorePlan:
 
 
 def _export(
-    store: Path,
+    store: str,
     fmt: str,
     mode: str,
     out: Path,
@@ -110,7 +109,7 @@ def _export(
         typer.echo(f"wrote {n} rollouts to {out}{why}")
 
 
-def _stats_rows(store: Path, include_running: bool, mask_forks: bool) -> dict[str, Any]:
+def _stats_rows(store: str, include_running: bool, mask_forks: bool) -> dict[str, Any]:
     from openforge.traces.samples import Mode, TraceOptions
 
     per_call = asyncio.run(
@@ -149,7 +148,7 @@ def register(app: typer.Typer) -> None:
 
     @traces.command("export")
     def export_cmd(
-        store: Path = _STORE,
+        store: str = _STORE,
         fmt: str = typer.Option("verl", "--format", help="verl | sft | jsonl"),
         mode: str = typer.Option("merged", "--mode", help="per_call | merged"),
         out: Path = _OUT,
@@ -163,7 +162,7 @@ def register(app: typer.Typer) -> None:
 
     @traces.command("stats")
     def stats_cmd(
-        store: Path = _STORE,
+        store: str = _STORE,
         include_running: bool = typer.Option(False, "--include-running"),
         mask_forks: bool = typer.Option(False, "--mask-forks"),
     ) -> None:
@@ -181,7 +180,7 @@ def register(app: typer.Typer) -> None:
     @traces.command("show")
     def show_cmd(
         rollout_id: str = typer.Argument(..., help="The rollout to show."),
-        store: Path = _STORE,
+        store: str = _STORE,
         html: Path | None = _HTML,
         tokenizer: Path | None = _TOKENIZER,
     ) -> None:

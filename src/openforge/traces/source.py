@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from openforge.store.base import Store
-from openforge.store.schemas import Rollout, RolloutStatus
+from openforge.store.location import open_store as _open_location
+from openforge.store.schemas import CallRecord, Rollout, RolloutStatus
 from openforge.traces.samples import (
     Mode,
     RolloutPlan,
@@ -18,7 +20,32 @@ from openforge.traces.samples import (
     plan_rollout,
 )
 
-__all__ = ["StorePlan", "iter_plans", "iter_samples", "open_store", "plan_store"]
+__all__ = [
+    "CallSource",
+    "StorePlan",
+    "iter_plans",
+    "iter_samples",
+    "open_store",
+    "plan_rollouts",
+    "plan_store",
+]
+
+
+class CallSource(Protocol):
+    """What reading traces needs of a store (every :class:`~openforge.store.base.Store`
+    has it): training and the CLI read calls through this, never the store's writes."""
+
+    async def get_rollout(self, rollout_id: str) -> Rollout: ...
+
+    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]: ...
+
+    async def rollouts(
+        self,
+        statuses: Sequence[RolloutStatus] | None = None,
+        group_id: str | None = None,
+    ) -> list[Rollout]: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -34,17 +61,34 @@ class StorePlan:
         return [s for p in self.kept for s in p.samples]
 
 
-def open_store(path: str | Path) -> Store:
-    """Open an existing SQLite store for reading; a missing file is refused, not created.
+def open_store(location: str | Path) -> CallSource:
+    """Open an existing store for reading: a SQLite file (a missing one is refused, not
+    created) or a ``postgresql://`` URL.
 
     Raises :class:`FileNotFoundError`, or the store's ``SchemaMismatch`` for a store of
     another schema version (its message says what to do).
     """
-    from openforge.store.sqlite import SqliteStore
+    return _open_location(location, create=False)
 
-    if str(path) != ":memory:" and not Path(path).is_file():
-        raise FileNotFoundError(f"no store at {path}")
-    return SqliteStore(path)
+
+async def plan_rollouts(
+    source: CallSource,
+    rollout_ids: Sequence[str],
+    options: TraceOptions,
+    rewards: Mapping[str, float] | None = None,
+) -> list[RolloutPlan]:
+    """The plans of the given rollouts, in order (no group-level filtering).
+
+    ``rewards`` fills in a reward the store does not have yet (a finish in flight).
+    """
+    plans: list[RolloutPlan] = []
+    for rollout_id in rollout_ids:
+        rollout = await source.get_rollout(rollout_id)
+        reward = (rewards or {}).get(rollout_id)
+        if rollout.reward is None and reward is not None:
+            rollout = dataclasses.replace(rollout, reward=reward)  # not the store's cached one
+        plans.append(plan_rollout(rollout, await source.calls(rollout.id), options))
+    return plans
 
 
 def _key(r: Rollout) -> str:
@@ -52,7 +96,7 @@ def _key(r: Rollout) -> str:
 
 
 async def iter_plans(
-    store: Store,
+    store: CallSource,
     options: TraceOptions | None = None,
     statuses: Sequence[RolloutStatus] | None = None,
 ) -> AsyncIterator[list[RolloutPlan]]:
@@ -72,7 +116,7 @@ async def iter_plans(
 
 
 async def iter_samples(
-    store: Store,
+    store: CallSource,
     mode: Mode | str = Mode.MERGED,
     *,
     include_running: bool = False,
@@ -98,7 +142,7 @@ async def iter_samples(
                 yield s
 
 
-async def plan_store(store: Store, options: TraceOptions | None = None) -> StorePlan:
+async def plan_store(store: CallSource, options: TraceOptions | None = None) -> StorePlan:
     """Plan every rollout of ``store``; counters summed over all of them."""
     out = StorePlan([], [])
     async for plans in iter_plans(store, options):

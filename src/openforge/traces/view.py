@@ -181,7 +181,7 @@ def _plan_view(rollout: Rollout, calls: list[CallRecord]) -> RolloutGraph:
 
 
 async def show(
-    store_path: Path, rollout_id: str, html: Path | None, model_dir: Path | None
+    store_path: str | Path, rollout_id: str, html: Path | None, model_dir: Path | None
 ) -> None:
     """Print one rollout of the store at ``store_path``; write ``html`` too when given."""
     import typer

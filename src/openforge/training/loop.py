@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from openforge.rollouts.config import RolloutConfig, RolloutResult
-from openforge.store.base import Store
 from openforge.tasks.model import Task
-from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions, plan_rollout
+from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions
+from openforge.traces.source import CallSource, plan_rollouts
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
 from openforge.training.metrics import MetricsWriter, reward_summary
@@ -63,7 +63,7 @@ class LoopEnv:
 
     gateway_url: str  # the gateway's admin listener
     admin_token: str | None
-    store: Store
+    store: CallSource
     run_rollouts: RunRollouts
     trainer: Trainer
     sync: WeightSync
@@ -142,20 +142,23 @@ async def collect(
 
 
 async def read_samples(
-    store: Store, results: Sequence[RolloutResult], mode: str
+    source: CallSource, results: Sequence[RolloutResult], mode: str
 ) -> tuple[list[Sample], TraceCounts]:
     """The finished rollouts' samples, read from the store through ``traces/``."""
     options = TraceOptions(mode=Mode(mode), require_reward=True)
     counts = TraceCounts()
-    samples: list[Sample] = []
+    read: list[str] = []
+    rewards: dict[str, float] = {}
     for res in results:
         if res.rollout_id is None:
             counts.masked_rollouts[res.status or "no_rollout"] += 1
             continue
-        rollout = await store.get_rollout(res.rollout_id)
-        if rollout.reward is None and res.reward is not None and res.status != "infra_error":
-            rollout.reward = res.reward  # the orchestrator's finish may not have reached the store
-        plan = plan_rollout(rollout, await store.calls(rollout.id), options)
+        read.append(res.rollout_id)
+        # The orchestrator's finish may not have reached the store yet.
+        if res.reward is not None and res.status != "infra_error":
+            rewards[res.rollout_id] = res.reward
+    samples: list[Sample] = []
+    for plan in await plan_rollouts(source, read, options, rewards):
         counts.add(plan.counts)
         samples.extend(plan.samples)
     return samples, counts

@@ -181,7 +181,6 @@ async def record_teacher(
     from openforge.gateway.server import Gateway
     from openforge.rollouts import run_rollouts
     from openforge.rollouts.config import RolloutConfig
-    from openforge.store.sqlite import SqliteStore
 
     out_dir.mkdir(parents=True, exist_ok=True)
     scripts = out_dir / "scripts"
@@ -196,8 +195,7 @@ async def record_teacher(
             script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
             # One scripted engine per variant: its replies are the k-th call of any rollout.
             engine = ScriptedEngine.for_model(script, model_dir)
-            store = SqliteStore(out_dir / "teacher.db")
-            async with Gateway(engine, store, model=model_dir) as gw:
+            async with Gateway.at_store(engine, out_dir / "teacher.db", model=model_dir) as gw:
                 config = RolloutConfig(
                     tasks=[task],
                     harness="claw",

@@ -1,0 +1,100 @@
+"""The PostgreSQL store's schema: its DDL, its version, and the check made on opening."""
+
+from __future__ import annotations
+
+import psycopg
+
+from openforge.store.base import StoreError
+from openforge.store.migrations import SchemaMismatch
+
+__all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
+
+PG_SCHEMA_VERSION = 1
+_LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    n BIGSERIAL,
+    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    task_id TEXT,
+    group_id TEXT,
+    reward DOUBLE PRECISION,
+    metadata BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    finished_at DOUBLE PRECISION,
+    details BYTEA NOT NULL,
+    next_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
+CREATE TABLE IF NOT EXISTS calls (
+    id TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+    seq INTEGER NOT NULL,
+    dialect TEXT NOT NULL,
+    status TEXT NOT NULL,
+    prompt_ids BYTEA,
+    output_ids BYTEA,
+    output_logprobs BYTEA,
+    prompt_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    finish_reason TEXT,
+    request_model TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    served_model TEXT NOT NULL,
+    weight_version TEXT NOT NULL,
+    fork INTEGER NOT NULL,
+    render_info BYTEA NOT NULL,
+    raw_request BYTEA,
+    conversation BYTEA NOT NULL,
+    completion BYTEA NOT NULL,
+    error TEXT,
+    harness BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    queued_s DOUBLE PRECISION NOT NULL,
+    first_token_s DOUBLE PRECISION,
+    total_s DOUBLE PRECISION NOT NULL,
+    response_id TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
+CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
+"""
+
+
+def check_schema(url: str) -> None:
+    """Create the schema in an empty database, accept ours, refuse any other version."""
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to the store at {redact(url)}: {exc}") from None
+    with conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+        exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+        if exists is None or not exists[0]:
+            if conn.execute("SELECT to_regclass('calls') IS NOT NULL").fetchone() == (True,):
+                raise SchemaMismatch(f"{redact(url)} is not an OpenForge store (no version)")
+            conn.execute(_SCHEMA)
+            conn.execute("INSERT INTO schema_version VALUES (%s)", (PG_SCHEMA_VERSION,))
+            return
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        version = row[0] if row else None
+        if version != PG_SCHEMA_VERSION:
+            newer = version is not None and version > PG_SCHEMA_VERSION
+            raise SchemaMismatch(
+                f"store {redact(url)} has schema version {version}, this OpenForge reads"
+                f" {PG_SCHEMA_VERSION}"
+                + ("; it is newer than this OpenForge: upgrade OpenForge" if newer else "")
+            )
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for messages and logs)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable postgresql URL>"
+    host, port, db = info.get("host", ""), info.get("port", ""), info.get("dbname", "")
+    return f"postgresql://{info.get('user', '')}@{host}{':' + str(port) if port else ''}/{db}"

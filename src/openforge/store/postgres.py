@@ -1,0 +1,542 @@
+"""The PostgreSQL store: one database shared by every gateway replica.
+
+Same records and semantics as the SQLite store (rows laid out by
+:mod:`openforge.store.rows`), with what several processes need:
+
+- **Group commit.** Writes queue to one writer task per process, which runs everything
+  queued in one transaction (recorded calls as one pipelined ``executemany``, the
+  ``created -> running`` updates as one ``UPDATE``, other writes in a savepoint each) and
+  resolves the callers' futures only after ``COMMIT`` returned. ``synchronous_commit`` is
+  left ``on``: the commit has reached the server's WAL on disk, so a call acknowledged
+  to the gateway survives the gateway's SIGKILL and the server's crash.
+- **Sequence numbers from the database.** :meth:`PostgresStore.allocate_seq` is one
+  ``UPDATE … RETURNING`` of the rollout's counter (the row lock orders concurrent
+  replicas). It runs with ``synchronous_commit = off``: the WAL is written in order, so any
+  call committed durably afterwards makes its allocation durable too, and an allocation
+  lost in a crash had no recorded call. It refuses a finished rollout, which is how a
+  finish made through one replica holds for all of them at once, and moves a ``created``
+  rollout to ``running`` (its first call), so recording needs no update.
+- **No stale state across replicas.** Rollouts are cached by key only for authorisation
+  (their status is re-checked by the allocation); ``get_rollout`` and listings read the
+  database.
+
+Reads and allocations use a small connection pool (psycopg_pool), writes one dedicated
+connection. Async resources are made on first use, on the loop that uses the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+import psycopg
+import zstandard
+from psycopg_pool import AsyncConnectionPool
+
+from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
+from openforge.store.rows import (
+    CALL_COLUMNS,
+    ROLLOUT_COLUMNS,
+    call_from_row,
+    call_row,
+    new_rollout_key,
+    rollout_from_row,
+)
+from openforge.store.schemas import (
+    TERMINAL,
+    TRANSITIONS,
+    CallRecord,
+    ControlEvent,
+    ControlKind,
+    Rollout,
+    RolloutStatus,
+)
+
+__all__ = ["PG_SCHEMA_VERSION", "PostgresStore"]
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
+_CHANNEL = "openforge_control"
+Conn = psycopg.AsyncConnection[Any]
+_MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
+_TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in sorted(str(t) for t in TERMINAL)) + ")"
+
+_CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 27)})"
+_MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id = ANY(%s)"
+_ALLOCATE = f"""
+UPDATE rollouts SET next_seq = GREATEST(
+    next_seq, COALESCE((SELECT MAX(seq) + 1 FROM calls WHERE rollout_id = %(id)s), 0)) + 1,
+    status = CASE WHEN status = 'created' THEN 'running' ELSE status END
+WHERE id = %(id)s AND status NOT IN {_TERMINAL_SQL}
+RETURNING next_seq - 1
+"""
+
+
+@dataclass(slots=True)
+class _Write:
+    """A queued write: a row of ``calls`` (and a rollout to mark running) or a function."""
+
+    future: asyncio.Future[Any]
+    row: tuple[Any, ...] | None = None
+    mark: str | None = None
+    fn: Callable[[Conn], Awaitable[Any]] | None = None
+    result: Any = None
+    error: BaseException | None = field(default=None)
+
+
+class PostgresStore:
+    """A :class:`~openforge.store.base.Store` in a PostgreSQL database (``postgresql://``).
+
+    Opening checks (or creates) the schema synchronously, a one-off at startup.
+    """
+
+    def __init__(self, url: str, pool_size: int = 4) -> None:
+        self.url = url
+        self.name = redact(url)
+        check_schema(url)
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._writer_conn: Conn | None = None
+        self._queue: asyncio.Queue[_Write | None] | None = None
+        self._writer_task: asyncio.Task[None] | None = None
+        self._started: asyncio.Lock | None = None
+        self._by_key: dict[str, Rollout] = {}
+        self._running: set[str] = set()  # rollouts known past "created"
+        self._compressor = zstandard.ZstdCompressor(level=3)
+        self._compress_lock = threading.Lock()
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._closed = False
+        self._origin = secrets.token_hex(8)  # tells this process's notifications apart
+
+    # -- plumbing --------------------------------------------------------------
+
+    async def _start(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.name} is closed")
+        if self._writer_task is not None:
+            return
+        if self._started is None:
+            self._started = asyncio.Lock()
+        async with self._started:
+            if self._writer_task is not None:
+                return
+            try:
+                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs={"autocommit": True},
+                    configure=_configure_reader,
+                    open=False,
+                )
+                await pool.open(wait=True, timeout=30.0)
+                self._writer_conn = await psycopg.AsyncConnection.connect(self.url)
+            except (psycopg.Error, TimeoutError) as exc:
+                raise StoreError(f"cannot connect to the store at {self.name}: {exc}") from None
+            self._pool = pool
+            self._queue = asyncio.Queue()
+            self._writer_task = asyncio.create_task(self._write_loop(), name="store-write")
+
+    async def _read(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        await self._start()
+        assert self._pool is not None
+        try:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(sql, args)
+                return await cur.fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.name}: read failed: {exc}") from None
+
+    async def _submit(self, write: _Write) -> Any:
+        await self._start()
+        assert self._queue is not None
+        self._queue.put_nowait(write)
+        return await write.future
+
+    async def _write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        result: T = await self._submit(_Write(future, fn=fn))
+        return result
+
+    async def _write_loop(self) -> None:
+        assert self._queue is not None
+        while True:
+            first = await self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            stop = False
+            while len(group) < _MAX_GROUP and not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                group.append(item)
+            await self._run_group(group)
+            if stop:
+                return
+
+    async def _run_group(self, group: list[_Write]) -> None:
+        """Commit ``group`` in one transaction, then resolve its futures."""
+        conn = self._writer_conn
+        assert conn is not None
+        try:
+            if not await self._rows_alone(conn, group):
+                async with conn.transaction():
+                    await self._apply(conn, group)
+        except psycopg.Error as exc:  # the commit itself failed (server gone, disk full)
+            err = StoreError(f"store {self.name}: write failed: {exc}")
+            for w in group:
+                w.error = err
+        for w in group:
+            if w.future.done():  # the caller was cancelled; the write still happened
+                continue
+            if w.error is not None:
+                w.future.set_exception(w.error)
+            else:
+                w.future.set_result(w.result)
+
+    async def _rows_alone(self, conn: Conn, group: list[_Write]) -> bool:
+        """Rows alone, no update: the batch is the whole transaction, with no savepoint
+        (False: not so, or a bad row rolled it back to be sorted out by :meth:`_apply`)."""
+        rows = [w.row for w in group if w.row is not None and not w.mark]
+        if len(rows) < len(group):
+            return False
+        try:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(_CALL_INSERT, rows)
+        except psycopg.errors.IntegrityError:
+            return False
+        return True
+
+    async def _apply(self, conn: Conn, group: list[_Write]) -> None:
+        """Every write of ``group`` inside the open transaction, in order."""
+        i = 0
+        while i < len(group):
+            j = i
+            while j < len(group) and group[j].row is not None:
+                j += 1
+            if j > i:
+                await self._rows(conn, group[i:j])
+                i = j
+                continue
+            w = group[i]
+            assert w.fn is not None
+            try:
+                async with conn.transaction():  # a savepoint: one bad write sinks nothing else
+                    w.result = await w.fn(conn)
+            except (psycopg.errors.IntegrityError, StoreError) as exc:
+                w.error = exc
+            i += 1
+
+    async def _rows(self, conn: Conn, writes: list[_Write]) -> None:
+        """Insert rows in one pipelined batch; one savepoint each when that fails."""
+        try:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(_CALL_INSERT, [w.row for w in writes if w.row is not None])
+        except psycopg.errors.IntegrityError:
+            for w in writes:
+                try:
+                    async with conn.transaction():
+                        await conn.execute(_CALL_INSERT, w.row)
+                except psycopg.errors.IntegrityError as exc:
+                    w.error = exc
+        marks = sorted({w.mark for w in writes if w.mark and w.error is None})
+        if marks:
+            await conn.execute(_MARK_RUNNING, (marks,))
+
+    # -- rollouts --------------------------------------------------------------
+
+    async def create_rollout(
+        self,
+        task_id: str | None = None,
+        group_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
+        rollout = Rollout(
+            id="ro_" + secrets.token_hex(8),
+            key=new_rollout_key(),
+            task_id=task_id,
+            group_id=group_id,
+            metadata=dict(metadata or {}),
+            created_at=time.time(),
+        )
+        row = (
+            rollout.id,
+            rollout.key,
+            str(rollout.status),
+            task_id,
+            group_id,
+            None,
+            orjson.dumps(rollout.metadata),
+            rollout.created_at,
+            None,
+            b"{}",
+        )
+
+        async def insert(conn: Conn) -> None:
+            await conn.execute(
+                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})",
+                row,
+            )
+
+        await self._write(insert)
+        self._by_key[rollout.key] = rollout
+        return rollout
+
+    async def get_rollout(self, rollout_id: str) -> Rollout:
+        """The rollout as the database has it now; raises :class:`RolloutNotFound`."""
+        rows = await self._read(
+            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = %s", (rollout_id,)
+        )
+        if not rows:
+            raise RolloutNotFound(rollout_id)
+        return rollout_from_row(rows[0])
+
+    async def rollout_by_key(self, key: str) -> Rollout | None:
+        """The rollout a key belongs to; cached after the first lookup (keys never change).
+
+        The cached status may lag a finish made through another replica; the gateway's
+        :meth:`allocate_seq` re-checks it in the database before serving a call.
+        """
+        cached = self._by_key.get(key)
+        if cached is not None:
+            return cached
+        rows = await self._read(f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE key = %s", (key,))
+        if not rows:
+            return None
+        rollout = rollout_from_row(rows[0])
+        self._by_key[key] = rollout
+        return rollout
+
+    async def mark_running(self, rollout_id: str) -> None:
+        """created → running; a no-op for any other state."""
+
+        async def update(conn: Conn) -> None:
+            await conn.execute(_MARK_RUNNING, ([rollout_id],))
+
+        await self._write(update)
+
+    async def finish_rollout(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        reward: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Move to a terminal status; the same finish again is a no-op, another conflicts.
+
+        As :meth:`SqliteStore.finish_rollout <openforge.store.sqlite.SqliteStore.finish_rollout>`;
+        the row is locked while deciding, so replicas finishing at once agree.
+        """
+        status = RolloutStatus(status)
+        if status not in TERMINAL:
+            raise RolloutConflict(f"{status} is not a terminal status")
+        now = time.time()
+
+        async def finish(conn: Conn) -> Rollout:
+            cur = await conn.execute(
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = %s FOR UPDATE", (rollout_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise RolloutNotFound(rollout_id)
+            current = rollout_from_row(row)
+            return await _finish_row(conn, current, status, reward, details, now)
+
+        result = await self._write(finish)
+        cached = self._by_key.get(result.key)
+        if cached is not None:  # keep the object others hold in step
+            cached.status, cached.reward = result.status, result.reward
+            cached.finished_at, cached.details = result.finished_at, result.details
+            return cached
+        return result
+
+    async def rollouts(
+        self,
+        statuses: Sequence[RolloutStatus] | None = None,
+        group_id: str | None = None,
+    ) -> list[Rollout]:
+        """Rollouts filtered by status and group, oldest first."""
+        where: list[str] = []
+        args: list[Any] = []
+        if statuses:
+            where.append("status = ANY(%s)")
+            args.append([str(s) for s in statuses])
+        if group_id is not None:
+            where.append("group_id = %s")
+            args.append(group_id)
+        sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, n"
+        return [rollout_from_row(r) for r in await self._read(sql, args)]
+
+    # -- calls -----------------------------------------------------------------
+
+    async def record_call(self, call: CallRecord) -> None:
+        """Return once the call is committed. Marks a ``created`` rollout running."""
+        if self._closed:
+            raise StoreError(f"store {self.name} is closed")
+        with self._compress_lock:
+            row = call_row(call, self._compressor)
+        # Statuses only move forward: a rollout this store allocated for or marked needs
+        # no update (one statement less per group).
+        mark = None if call.rollout_id in self._running else call.rollout_id
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._submit(_Write(future, row=row, mark=mark))
+        self._note_running(call.rollout_id)
+
+    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
+        """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
+        columns = CALL_COLUMNS
+        if not tokens:
+            columns = columns.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
+        rows = await self._read(
+            f"SELECT {columns} FROM calls WHERE rollout_id = %s ORDER BY seq", (rollout_id,)
+        )
+        return [call_from_row(r, tokens, self._decompressor) for r in rows]
+
+    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
+        """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
+        rows = await self._read(
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE response_id = %s AND rollout_id = %s LIMIT 1",
+            (response_id, rollout_id),
+        )
+        return call_from_row(rows[0], True, self._decompressor) if rows else None
+
+    async def next_seq(self, rollout_id: str) -> int:
+        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
+        rows = await self._read("SELECT MAX(seq) FROM calls WHERE rollout_id = %s", (rollout_id,))
+        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
+
+    async def allocate_seq(self, rollout_id: str) -> int:
+        """The rollout's next ``seq``, from its counter row: distinct across replicas."""
+        rows = await self._read(_ALLOCATE, {"id": rollout_id})
+        if rows:
+            self._note_running(rollout_id)
+            return int(rows[0][0])
+        rollout = await self.get_rollout(rollout_id)  # raises RolloutNotFound
+        raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+
+    # -- admin changes across replicas -------------------------------------------
+
+    async def publish(self, event: ControlEvent) -> None:
+        """``NOTIFY`` every other process on the database (delivered to its listeners)."""
+        payload = orjson.dumps(
+            {
+                "origin": self._origin,
+                "kind": str(event.kind),
+                "weight_version": event.weight_version,
+            }
+        ).decode()
+        await self._read("SELECT pg_notify(%s, %s)", (_CHANNEL, payload))
+
+    async def control_events(self) -> AsyncIterator[ControlEvent]:
+        """Other processes' events, from a ``LISTEN`` connection of its own.
+
+        A lost connection is reopened (after a second); what was published meanwhile is
+        missed, so a replica that must not miss a change rereads it through its admin API.
+        """
+        while not self._closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            except psycopg.Error as exc:
+                _log.warning("store %s: cannot listen for admin changes: %s", self.name, exc)
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await conn.execute(f"LISTEN {_CHANNEL}")
+                async for note in conn.notifies():
+                    event = _event(note.payload, self._origin)
+                    if event is not None:
+                        yield event
+            except psycopg.Error as exc:
+                if not self._closed:
+                    _log.warning("store %s: admin changes: %s; listening again", self.name, exc)
+                    await asyncio.sleep(1.0)
+            finally:
+                await conn.close()
+
+    def _note_running(self, rollout_id: str) -> None:
+        if len(self._running) > 100_000:  # a bound, not an eviction policy: re-marking is free
+            self._running.clear()
+        self._running.add(rollout_id)
+
+    async def close(self) -> None:
+        """Commit what is queued, then close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer_task is not None and self._queue is not None:
+            self._queue.put_nowait(None)
+            await self._writer_task
+        if self._writer_conn is not None:
+            await self._writer_conn.close()
+        if self._pool is not None:
+            await self._pool.close()
+
+
+def _event(payload: str, own: str) -> ControlEvent | None:
+    """The event in a notification, or None for one's own or an unreadable one."""
+    try:
+        body = orjson.loads(payload)
+        if body.get("origin") == own:
+            return None
+        version = body.get("weight_version")
+        return ControlEvent(ControlKind(body["kind"]), None if version is None else str(version))
+    except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError):
+        _log.warning("ignored an unreadable admin change: %r", payload[:200])
+        return None
+
+
+async def _configure_reader(conn: Conn) -> None:
+    # Reader connections write only sequence allocations, which need no flush of their
+    # own (see the module docstring).
+    await conn.execute("SET synchronous_commit = off")
+
+
+async def _finish_row(
+    conn: Conn,
+    current: Rollout,
+    status: RolloutStatus,
+    reward: float | None,
+    details: dict[str, Any] | None,
+    now: float,
+) -> Rollout:
+    """The finish decided on the locked row ``current`` (see ``finish_rollout``)."""
+    if current.status in TERMINAL:
+        if current.status != status or (
+            reward is not None and current.reward is not None and reward != current.reward
+        ):
+            raise RolloutConflict(
+                f"rollout {current.id} already finished as {current.status}"
+                f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
+            )
+        if reward is not None and current.reward is None:
+            await conn.execute(
+                "UPDATE rollouts SET reward = %s WHERE id = %s", (reward, current.id)
+            )
+            current.reward = reward
+        return current
+    if status not in TRANSITIONS[current.status]:
+        raise RolloutConflict(f"rollout {current.id}: {current.status} → {status}")
+    current.status = status
+    current.reward = reward
+    current.finished_at = now
+    current.details = dict(details or {})
+    await conn.execute(
+        "UPDATE rollouts SET status = %s, reward = %s, finished_at = %s, details = %s"
+        " WHERE id = %s",
+        (str(status), reward, now, orjson.dumps(current.details), current.id),
+    )
+    return current

@@ -1,0 +1,266 @@
+"""Both stores, SQLite and PostgreSQL (a real server: tests/conftest.py), held to the same
+semantics: round trips, finish, one bad write, seq allocation, rollout-scoped response ids,
+durability under SIGKILL; and each one's schema checks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from openforge.store import (
+    CallRecord,
+    CallStatus,
+    RolloutConflict,
+    RolloutNotFound,
+    RolloutStatus,
+    SchemaMismatch,
+    SqliteStore,
+    Store,
+)
+from openforge.store.location import open_store
+from openforge.store.schemas import ControlEvent, ControlKind
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
+    base: dict[str, object] = dict(
+        id=f"c_{rollout_id}_{seq}",
+        rollout_id=rollout_id,
+        seq=seq,
+        dialect="anthropic",
+        status=CallStatus.OK,
+        prompt_ids=[1, 2, 3, 70000 + seq],
+        output_ids=[5, 6, seq],
+        output_logprobs=[-0.5, -0.25, 0.0],
+        finish_reason="tool_calls",
+        request_model="claude-sonnet",
+        raw_request=b'{"model": "claude-sonnet", "messages": []}' * 20,
+        conversation={"messages": [{"role": "user", "content": "hi"}]},
+        completion={"text": "ok", "tool_calls": []},
+        harness={"user-agent": "claude-cli/2.1.197"},
+        render_info={"fork_reason": None},
+        created_at=1.5,
+        first_token_s=0.01,
+        total_s=0.02,
+    )
+    base.update(kw)
+    return CallRecord(**base)  # type: ignore[arg-type]
+
+
+async def test_round_trip(location: str) -> None:
+    store: Store = open_store(location)
+    r = await store.create_rollout(task_id="t1", group_id="g1", metadata={"a": 1})
+    assert len(r.key) >= 32 and r.status is RolloutStatus.CREATED
+    assert await store.rollout_by_key(r.key) is not None
+    assert await store.rollout_by_key("nope") is None
+    calls = [_call(r.id, i) for i in range(5)]
+    await asyncio.gather(*(store.record_call(c) for c in calls))
+    await store.close()
+
+    store2 = open_store(location)
+    got = await store2.calls(r.id)
+    assert [c.seq for c in got] == list(range(5))
+    assert got[3] == calls[3]
+    assert (await store2.rollout_by_key(r.key)).status is RolloutStatus.RUNNING  # type: ignore[union-attr]
+    bare = await store2.calls(r.id, tokens=False)
+    assert bare[0].prompt_ids == [] and bare[0].completion == {"text": "ok", "tool_calls": []}
+    assert await store2.next_seq(r.id) == 5
+    assert await store2.allocate_seq(r.id) == 5
+    assert [x.id for x in await store2.rollouts(group_id="g1")] == [r.id]
+    await store2.close()
+
+
+async def test_finish_is_idempotent_and_conflicts(location: str) -> None:
+    store = open_store(location)
+    r = await store.create_rollout()
+    done = await store.finish_rollout(r.id, RolloutStatus.COMPLETED)
+    assert done.status is RolloutStatus.COMPLETED and done.finished_at
+    again = await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=1.0)
+    assert again.reward == 1.0
+    assert (await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=1.0)).reward == 1.0
+    with pytest.raises(RolloutConflict):
+        await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=0.0)
+    with pytest.raises(RolloutConflict):
+        await store.finish_rollout(r.id, RolloutStatus.TIMEOUT)
+    with pytest.raises(RolloutNotFound):
+        await store.finish_rollout("ro_missing", RolloutStatus.TIMEOUT)
+    with pytest.raises(RolloutNotFound):
+        await store.get_rollout("ro_missing")
+    assert [x.id for x in await store.rollouts([RolloutStatus.COMPLETED])] == [r.id]
+    await store.close()
+
+
+async def test_one_bad_write_does_not_sink_its_group(location: str) -> None:
+    store = open_store(location)
+    r = await store.create_rollout()
+    results = await asyncio.gather(
+        store.record_call(_call(r.id, 0)),
+        store.record_call(_call(r.id, 0, id="dup-seq")),  # violates (rollout_id, seq)
+        store.record_call(_call(r.id, 1)),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], sqlite3.IntegrityError | psycopg.errors.IntegrityError)
+    assert [c.seq for c in await store.calls(r.id)] == [0, 1]
+    await store.close()
+
+
+async def test_schema_version_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE schema_version SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaMismatch, match="newer than this OpenForge"):
+        SqliteStore(path)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaMismatch, match="not an OpenForge store"):
+        SqliteStore(other)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from openforge.store import CallRecord, CallStatus
+    from openforge.store.location import open_store
+
+    async def main():
+        store = open_store(sys.argv[1])
+        r = await store.create_rollout()
+        for seq in range(int(sys.argv[2])):
+            await store.record_call(CallRecord(id=f"c{seq}", rollout_id=r.id, seq=seq,
+                dialect="openai_chat", status=CallStatus.OK, output_ids=[seq, seq + 1]))
+            print(r.id, seq, flush=True)  # "answered": the call was acknowledged
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_acknowledged_calls_survive_sigkill(location: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, location, "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(20)]
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to flush or close anything
+    proc.wait()
+    proc.stdout.close()
+    rollout_id = lines[0].split()[0]
+    store = open_store(location)
+    calls = await store.calls(rollout_id)
+    assert [c.output_ids for c in calls] == [[s, s + 1] for s in range(20)]
+    await store.close()
+
+
+async def test_sqlite_call_summaries(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    r = await store.create_rollout()
+    await store.record_call(_call(r.id, 0))
+    summary = await store.call_summaries(r.id)
+    assert summary[0]["prompt_tokens"] == 4 and summary[0]["output_tokens"] == 3
+    await store.close()
+
+
+async def test_allocate_seq_is_distinct_and_refuses_finished(location: str) -> None:
+    store = open_store(location)
+    other = open_store(location) if location.startswith("postgresql") else store
+    r = await store.create_rollout()
+    await store.record_call(_call(r.id, 0))
+    seqs = await asyncio.gather(
+        *(s.allocate_seq(r.id) for s in [store, other] * 10)
+    )  # two processes' worth of stores allocating at once (PostgreSQL)
+    assert sorted(seqs) == list(range(1, 21))
+    await store.finish_rollout(r.id, RolloutStatus.COMPLETED)
+    with pytest.raises(RolloutConflict):
+        await other.allocate_seq(r.id)
+    with pytest.raises(RolloutNotFound):
+        await store.allocate_seq("ro_missing")
+    if other is not store:
+        await other.close()
+    await store.close()
+
+
+async def test_response_ids_are_scoped_to_their_rollout(location: str) -> None:
+    store = open_store(location)
+    a, b = await store.create_rollout(), await store.create_rollout()
+    await store.record_call(_call(a.id, 0, response_id="resp_a", dialect="openai_responses"))
+    found = await store.call_by_response_id(a.id, "resp_a")
+    assert found is not None and found.id == f"c_{a.id}_0"
+    assert await store.call_by_response_id(b.id, "resp_a") is None  # another rollout's answer
+    assert await store.call_by_response_id(a.id, "resp_missing") is None
+    await store.close()
+
+
+async def test_postgres_schema_version_is_checked(postgres_url: str) -> None:
+    await open_store(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(SchemaMismatch, match="newer than this OpenForge"):
+        open_store(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE schema_version")
+    with pytest.raises(SchemaMismatch, match="not an OpenForge store"):
+        open_store(postgres_url)
+
+
+async def test_control_events_reach_the_other_processes(postgres_url: str) -> None:
+    a, b = open_store(postgres_url), open_store(postgres_url)
+    received: asyncio.Queue[ControlEvent] = asyncio.Queue()
+
+    async def listen(store: Store) -> None:
+        async for event in store.control_events():
+            await received.put(event)
+
+    listeners = [asyncio.create_task(listen(s)) for s in (a, b)]
+    await asyncio.sleep(0.5)  # both LISTENing
+    await a.publish(ControlEvent(ControlKind.PAUSE))
+    await a.publish(ControlEvent(ControlKind.WEIGHTS, "7"))
+    got = [await asyncio.wait_for(received.get(), 10) for _ in range(2)]
+    assert got == [ControlEvent(ControlKind.PAUSE), ControlEvent(ControlKind.WEIGHTS, "7")]
+    await asyncio.sleep(0.2)
+    assert received.empty()  # a's own events did not come back to a
+    for task in listeners:
+        task.cancel()
+    await asyncio.gather(*listeners, return_exceptions=True)
+    await a.close()
+    await b.close()
+
+
+async def test_sqlite_has_no_one_to_tell(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    await store.publish(ControlEvent(ControlKind.RESUME))
+
+    async def collect() -> list[ControlEvent]:
+        return [event async for event in store.control_events()]
+
+    events = asyncio.create_task(collect())
+    await asyncio.sleep(0.1)
+    assert not events.done()  # waits, yields nothing ...
+    await store.close()
+    assert await asyncio.wait_for(events, 5) == []  # ... and ends with the store
