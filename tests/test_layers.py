@@ -19,6 +19,7 @@ FORBIDDEN = {
     "engines": {"dialects", "gateway"},
     "rollouts": {"gateway"},  # the orchestrator talks to the gateway over HTTP
     "store": {"gateway", "traces", "training"},
+    "training": {"store"},  # training reads calls through traces/
 }
 
 

@@ -61,11 +61,20 @@ def test_manifests_validate() -> None:
     deployment, service, budget = docs[3], docs[4], docs[5]
     assert deployment["spec"]["replicas"] == 3
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    # The store URL comes from a Secret, never from the manifest's text.
+    # The store URL and the admin token come from Secrets, never from the manifest's text.
     assert container["env"] == [
         {"name": "OPENFORGE_STORE",
-         "valueFrom": {"secretKeyRef": {"name": "openforge-store", "key": "url"}}}
+         "valueFrom": {"secretKeyRef": {"name": "openforge-store", "key": "url"}}},
+        {"name": "OPENFORGE_ADMIN_TOKEN",
+         "valueFrom": {"secretKeyRef": {"name": "openforge-admin", "key": "token"}}},
     ]  # fmt: skip
+    # The admin API has its own port, which sandbox pods may not reach: their egress is the
+    # model port only.
+    assert container["args"][container["args"].index("--admin-port") + 1] == "9001"
+    assert {p["port"] for p in service["spec"]["ports"]} == {9000, 9001}
+    policy = docs[6]
+    egress_ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
+    assert 9000 in egress_ports and 9001 not in egress_ports
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 9000}
     assert container["args"].count("--url") == 2
     labels = deployment["spec"]["selector"]["matchLabels"]

@@ -193,6 +193,7 @@ def gateway_manifests(
     engine: str = "vllm",
     engine_urls: tuple[str, ...] = (),
     store_secret: str = "openforge-store",
+    admin_secret: str = "openforge-admin",
 ) -> list[Obj]:
     """The gateway's ServiceAccount, Role, RoleBinding, Deployment, Service,
     PodDisruptionBudget and sandbox policy.
@@ -201,8 +202,11 @@ def gateway_manifests(
     whose URL (``postgresql://…`` for more than one replica) is key ``url`` of the Secret
     ``store_secret``, made by the operator, never printed here. Each replica routes a
     rollout to the same engine server (``engine_urls``), whichever replica it reached.
-    The Role lets the gateway pod (which also runs the orchestrator on a cluster) manage
-    sandbox pods, their Secrets and the NetworkPolicy in its own namespace, nothing else.
+    The admin API listens on ``port + 1`` (its token is key ``token`` of the Secret
+    ``admin_secret``); the sandbox NetworkPolicy lets sandbox pods reach ``port`` only, so an
+    agent can never reach the admin API. The Role lets the gateway pod (which also runs the
+    orchestrator on a cluster) manage sandbox pods, their Secrets and the NetworkPolicy in its
+    own namespace, nothing else.
     """
     name = "openforge-gateway"
     labels = {"app.kubernetes.io/name": "openforge", LABEL_COMPONENT: "gateway"}
@@ -218,17 +222,22 @@ def gateway_manifests(
          "verbs": ["get", "create", "patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
     ]  # fmt: skip
+    admin_port = port + 1
     args = ["gateway", "--host", "0.0.0.0", "--port", str(port), "--model", model]
+    args += ["--admin-host", "0.0.0.0", "--admin-port", str(admin_port)]
     args += ["--engine", engine]
     for url in engine_urls:
         args += ["--url", url]
     store_url = {"secretKeyRef": {"name": store_secret, "key": "url"}}
+    admin_token = {"secretKeyRef": {"name": admin_secret, "key": "token"}}
     container = {
         "name": "gateway",
         "image": image,
         "args": args,
-        "env": [{"name": "OPENFORGE_STORE", "valueFrom": store_url}],
-        "ports": [{"containerPort": port, "name": "http"}],
+        "env": [{"name": "OPENFORGE_STORE", "valueFrom": store_url},
+                {"name": "OPENFORGE_ADMIN_TOKEN", "valueFrom": admin_token}],
+        "ports": [{"containerPort": port, "name": "http"},
+                  {"containerPort": admin_port, "name": "admin"}],
         # Out of the Service while starting (tokenizer load) or stuck; harness streams idle
         # for minutes while tools run, so a slow answer is not a reason to restart it.
         "readinessProbe": {"httpGet": {"path": "/health", "port": port},
@@ -254,8 +263,9 @@ def gateway_manifests(
                                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
                   "template": {"metadata": {"labels": labels}, "spec": pod}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
-         "spec": {"selector": labels, "ports": [{"name": "http", "port": port,
-                                                 "targetPort": port}]}},
+         "spec": {"selector": labels, "ports": [
+             {"name": "http", "port": port, "targetPort": port},
+             {"name": "admin", "port": admin_port, "targetPort": admin_port}]}},
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
         {**network_policy("openforge-sandboxes", labels, port),
