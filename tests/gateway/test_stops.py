@@ -24,6 +24,9 @@ def test_cut_at_the_earliest_stop() -> None:
     assert cut_at_stop("a END b STOP", ["STOP", "END"]) == ("a ", "END")
     assert cut_at_stop("no stop here", ["STOP"]) == ("no stop here", None)
     assert cut_at_stop("x", ["", "y"]) == ("x", None)
+    # The stop that completes first wins, as generation ends there (found by hypothesis).
+    assert cut_at_stop("OPO", ["P", "OPO"]) == ("O", "P")
+    assert cut_at_stop("xAB", ["AB", "B"]) == ("x", "AB")
 
 
 def test_a_stop_split_across_deltas_is_never_sent() -> None:

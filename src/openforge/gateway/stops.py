@@ -19,13 +19,19 @@ __all__ = ["StopGuard", "cut_at_stop"]
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
-    """``text`` up to its earliest stop string, and that string (None when none occurs)."""
-    best: tuple[int, str] | None = None
+    """``text`` up to the stop string that completes first, and that string (None when none
+    occurs). First to *complete*, as generation ends there: in ``"OPO"`` with stops ``P`` and
+    ``OPO``, ``P`` ends the output at ``"OP"`` before ``OPO`` could; of stops completing at
+    the same place, the one starting earlier."""
+    best: tuple[int, int, str] | None = None  # (end, start, stop)
     for stop in stops:
         i = text.find(stop) if stop else -1
-        if i != -1 and (best is None or i < best[0]):
-            best = (i, stop)
-    return (text, None) if best is None else (text[: best[0]], best[1])
+        if i == -1:
+            continue
+        found = (i + len(stop), i, stop)
+        if best is None or found[:2] < best[:2]:
+            best = found
+    return (text, None) if best is None else (text[: best[1]], best[2])
 
 
 def _open_tail(text: str, stops: Sequence[str]) -> int:
