@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -45,9 +46,9 @@ def native_task(
 
 
 def config(
-    gateway: str, tmp_path: Path, tasks: list[Task], command: str, **kw: object
+    gateway: str, tmp_path: Path, tasks: list[Task], command: str, **kw: Any
 ) -> RolloutConfig:
-    opts: dict[str, object] = {
+    opts: dict[str, Any] = {
         "n": 1,
         "concurrency": 4,
         "retry_backoff_s": 0.0,
@@ -61,7 +62,7 @@ def config(
         gateway_url=gateway,
         out_dir=tmp_path / "run",
         **opts,
-    )  # type: ignore[arg-type]
+    )
 
 
 def admin(gateway: str, rollout_id: str) -> dict[str, object]:
