@@ -147,6 +147,8 @@ async def test_ctrl_c_leaves_no_process_or_sandbox_behind(gateway: str, tmp_path
     assert "rerun" in err.decode()
     assert _processes_with(marker) == []
     assert list(sandboxes.iterdir()) == []
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(sandboxes) not in mounts  # no sandbox disk left mounted
     assert not (tmp_path / "run" / "results.jsonl").exists()
     run_id = orjson.loads((tmp_path / "run" / "run.json").read_bytes())["run_id"]
     listed = httpx.get(

@@ -36,7 +36,7 @@ _WAIT_KILLED = "while [ ! -e killed ]; do sleep 0.05; done"
 async def _handshake(sandboxes: Path, mark: str, gateway: subprocess.Popen[bytes]) -> None:
     """Wait for ``mark`` in a sandbox's workspace, SIGKILL the gateway, answer ``killed``."""
     while True:
-        found = list(sandboxes.glob(f"*/workspace/{mark}"))
+        found = list(sandboxes.glob(f"**/workspace/{mark}"))
         if found:
             break
         assert gateway.poll() is None, "the gateway died before the handshake"
