@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openforge.sandboxes import SandboxError, SandboxSpec
+from openforge.sandboxes import SandboxSpec
 from openforge.sandboxes.disk import RESERVE_MB, loop_disks_available
 from openforge.sandboxes.local import LocalBackend, unprivileged_ids
 
@@ -109,8 +109,17 @@ async def test_disk_limit_is_enforced_and_leaves_the_host_alone(
     assert _mounts_under(backend.root) == []
 
 
-async def test_unreachable_root_is_refused(tmp_path: Path) -> None:
+async def test_a_root_the_sandbox_uid_cannot_reach_keeps_data_elsewhere(tmp_path: Path) -> None:
     hidden = tmp_path / "hidden"
     hidden.mkdir(mode=0o700)
-    with pytest.raises(SandboxError, match="cannot reach it"):
-        LocalBackend(root=hidden / "sandboxes")
+    backend = LocalBackend(root=hidden / "sandboxes")
+    try:
+        assert backend.data_root != backend.root
+        box = await backend.create(SandboxSpec(disk_mb=16))
+        res = await box.exec("echo ok > f && cat f")
+        assert res.stdout == b"ok\n"
+        assert (backend.data_dir(box.id) / "workspace" / "f").read_bytes() == b"ok\n"
+        await box.close()
+        assert not (backend.data_root / box.id).exists() and not box.dir.exists()
+    finally:
+        await backend.close()

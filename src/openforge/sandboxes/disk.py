@@ -23,7 +23,8 @@ from pathlib import Path
 
 __all__ = ["DiskError", "loop_disks_available", "make_disk", "remove_disk"]
 
-# Blocks only root may use (the orchestrator's puts after the agent filled the disk).
+# Blocks only root may use (the orchestrator's puts after the agent filled the disk), on
+# top of the limit; a disk smaller than this reserves its own size.
 RESERVE_MB = 32
 
 
@@ -49,7 +50,8 @@ def _run(argv: list[str]) -> None:
 
 def make_disk(image: Path, mountpoint: Path, size_mb: int, owner: tuple[int, int]) -> None:
     """Make a ``size_mb`` filesystem at ``mountpoint``, its root owned by ``owner``."""
-    total = size_mb + RESERVE_MB
+    reserve = min(RESERVE_MB, size_mb)  # mkfs reserves at most half
+    total = size_mb + reserve
     with open(image, "wb") as fh:
         fh.truncate(total * 1024 * 1024)
     uid, gid = owner
@@ -59,7 +61,7 @@ def make_disk(image: Path, mountpoint: Path, size_mb: int, owner: tuple[int, int
             "-q",
             "-F",
             "-m",
-            f"{100 * RESERVE_MB / total:.3f}",
+            f"{100 * reserve / total:.3f}",
             "-O",
             "^has_journal",
             "-E",

@@ -30,6 +30,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from openforge.sandboxes.base import (
+    DEFAULT_DISK_MB,
     ExecResult,
     OutputCallback,
     SandboxError,
@@ -388,7 +389,7 @@ class LocalSandbox:
     def _remove(self) -> None:
         if self._cgroup is not None:
             self._cgroup.remove()
-        self._backend.remove_dir(self.dir)
+        self._backend.remove_dirs(self.id)
 
 
 class LocalBackend:
@@ -413,7 +414,7 @@ class LocalBackend:
         gateway_relay: Literal["auto", "setns", "forwarder"] = "auto",
         sandbox_uid: int | Literal["auto", "caller"] = "auto",
         disk: Literal["auto", "loop", "rlimit"] = "auto",
-        default_disk_mb: int = 4096,
+        default_disk_mb: int = DEFAULT_DISK_MB,
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if not found:
@@ -434,15 +435,7 @@ class LocalBackend:
         default_root = Path(tempfile.gettempdir()) / "openforge-sandboxes"
         self.root = Path(root) if root is not None else default_root
         self.root.mkdir(parents=True, exist_ok=True)
-        if self.ids is not None:
-            blocked = _unreachable(self.root, self.ids[0])
-            if blocked is not None:
-                raise SandboxError(
-                    f"sandbox root {self.root}: the sandbox uid {self.ids[0]} cannot reach it"
-                    f" ({blocked} is mode {blocked.stat().st_mode & 0o7777:o}); choose a root"
-                    " whose every directory others may search (the default"
-                    " $TMPDIR/openforge-sandboxes is)"
-                )
+        self.data_root = self._data_root()
         self.max_output = max_output
         # The system's Python runs the gateway forwarder inside (only /usr etc. are visible).
         self.python = shutil.which("python3", path=_DEFAULT_PATH)
@@ -482,17 +475,36 @@ class LocalBackend:
             raise SandboxError(f"sandbox_uid must be an unprivileged uid, got {sandbox_uid}")
         return (sandbox_uid, sandbox_uid)
 
+    def _data_root(self) -> Path:
+        """Where the sandboxes' writable directories go: under ``root`` when the sandbox uid
+        can reach it (bwrap, run as that uid, opens them by path), else a directory of their
+        own in $TMPDIR (a root under /root, or pytest's 0700 temporary directories)."""
+        if self.ids is None or _unreachable(self.root, self.ids[0]) is None:
+            return self.root
+        alt = Path(tempfile.gettempdir()) / "openforge-sandbox-data"
+        alt.mkdir(exist_ok=True)
+        alt.chmod(0o711)  # others may pass, not list
+        blocked = _unreachable(alt, self.ids[0])
+        if blocked is not None:
+            raise SandboxError(
+                f"sandbox root {self.root}: the sandbox uid {self.ids[0]} can reach neither it"
+                f" nor {alt} ({blocked} is mode {blocked.stat().st_mode & 0o7777:o}); choose a"
+                " root whose every directory others may search"
+            )
+        return alt
+
     def data_dir(self, sid: str) -> Path:
         """Where sandbox ``sid``'s workspace, home and tmp live on the host."""
-        return self.root / sid / "fs" if self.loop_disks else self.root / sid
+        return self.data_root / sid / "fs" if self.loop_disks else self.data_root / sid
 
-    def remove_dir(self, d: Path) -> None:
-        """Unmount a sandbox's own disk, if any, and remove its directory (blocking)."""
+    def remove_dirs(self, sid: str) -> None:
+        """Unmount sandbox ``sid``'s own disk, if any, and remove its directories (blocking)."""
         try:
-            remove_disk(d / "fs")
+            remove_disk(self.data_root / sid / "fs")
         except DiskError as exc:
-            log.warning("sandbox %s: %s", d.name, exc)
-        shutil.rmtree(d, ignore_errors=True)
+            log.warning("sandbox %s: %s", sid, exc)
+        shutil.rmtree(self.data_root / sid, ignore_errors=True)
+        shutil.rmtree(self.root / sid, ignore_errors=True)
 
     async def offload(self, kind: str, fn: Callable[..., _T], *args: Any) -> _T:
         """Run blocking ``fn`` in this backend's own ``kind`` ("io"/"teardown") threads."""
@@ -521,7 +533,7 @@ class LocalBackend:
                 # take well under a millisecond, less than a hop to a thread pool and back.
                 self._make(sid, spec, cgroup)
         except OSError as exc:
-            await self.offload("teardown", self.remove_dir, self.root / sid)
+            await self.offload("teardown", self.remove_dirs, sid)
             if cgroup is not None:
                 cgroup.remove()
             raise SandboxError(f"cannot create sandbox {sid}: {exc}") from exc
@@ -543,6 +555,8 @@ class LocalBackend:
         d = self.root / sid
         d.mkdir()
         (d / "owner").write_text(self._owner)
+        if self.data_root != self.root:
+            (self.data_root / sid).mkdir()
         data = self.data_dir(sid)
         if self.loop_disks:
             size = spec.disk_mb or self.default_disk_mb
@@ -584,6 +598,6 @@ class LocalBackend:
             if self.cgroups is not None:
                 Cgroup(self.cgroups, f"openforge-{d.name}").remove()
             (self.relay_dir / f"{d.name}.sock").unlink(missing_ok=True)
-            self.remove_dir(d)
+            self.remove_dirs(d.name)
             reaped.append(d.name)
         return reaped
