@@ -36,7 +36,11 @@ _WAIT_KILLED = "while [ ! -e killed ]; do sleep 0.05; done"
 async def _handshake(sandboxes: Path, mark: str, gateway: subprocess.Popen[bytes]) -> None:
     """Wait for ``mark`` in a sandbox's workspace, SIGKILL the gateway, answer ``killed``."""
     while True:
-        found = list(sandboxes.glob(f"**/workspace/{mark}"))
+        # The workspace is <id>/workspace, or <id>/fs/workspace on a disk of its own, or
+        # behind the <id>/data link when the sandbox uid keeps its data elsewhere.
+        found = [
+            p for sub in ("", "fs/", "data/") for p in sandboxes.glob(f"*/{sub}workspace/{mark}")
+        ]
         if found:
             break
         assert gateway.poll() is None, "the gateway died before the handshake"

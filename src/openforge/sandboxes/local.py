@@ -476,22 +476,24 @@ class LocalBackend:
         return (sandbox_uid, sandbox_uid)
 
     def _data_root(self) -> Path:
-        """Where the sandboxes' writable directories go: under ``root`` when the sandbox uid
-        can reach it (bwrap, run as that uid, opens them by path), else a directory of their
-        own in $TMPDIR (a root under /root, or pytest's 0700 temporary directories)."""
-        if self.ids is None or _unreachable(self.root, self.ids[0]) is None:
+        """Where the sandboxes' writable directories go. Run as the caller: under ``root``.
+        Run as the sandbox uid: bwrap, as that uid, opens them by path, so every directory
+        above them must stay searchable by others; a root the caller chose may not be (under
+        /root, or pytest's 0700 temporary directories, whose mode pytest resets at any
+        session's start), so they live in a directory of their own in $TMPDIR (else /tmp),
+        and ``root/<id>/data`` links to them."""
+        if self.ids is None:
             return self.root
-        alt = Path(tempfile.gettempdir()) / "openforge-sandbox-data"
-        alt.mkdir(exist_ok=True)
-        alt.chmod(0o711)  # others may pass, not list
-        blocked = _unreachable(alt, self.ids[0])
-        if blocked is not None:
-            raise SandboxError(
-                f"sandbox root {self.root}: the sandbox uid {self.ids[0]} can reach neither it"
-                f" nor {alt} ({blocked} is mode {blocked.stat().st_mode & 0o7777:o}); choose a"
-                " root whose every directory others may search"
-            )
-        return alt
+        places = [Path(tempfile.gettempdir()), Path("/tmp")]
+        for place in places:
+            alt = place / "openforge-sandbox-data"
+            if _unreachable(place, self.ids[0]) is None:
+                alt.mkdir(exist_ok=True)
+                alt.chmod(0o711)  # others may pass, not list
+                return alt
+        raise SandboxError(
+            f"the sandbox uid {self.ids[0]} can search neither of {[str(p) for p in places]}"
+        )
 
     def data_dir(self, sid: str) -> Path:
         """Where sandbox ``sid``'s workspace, home and tmp live on the host."""
@@ -555,9 +557,10 @@ class LocalBackend:
         d = self.root / sid
         d.mkdir()
         (d / "owner").write_text(self._owner)
+        data = self.data_dir(sid)
         if self.data_root != self.root:
             (self.data_root / sid).mkdir()
-        data = self.data_dir(sid)
+            (d / "data").symlink_to(data)
         if self.loop_disks:
             size = spec.disk_mb or self.default_disk_mb
             make_disk(d / "disk.img", data, size, self.ids or (0, 0))
