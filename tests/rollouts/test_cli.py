@@ -141,12 +141,15 @@ async def test_ctrl_c_leaves_no_process_or_sandbox_behind(gateway: str, tmp_path
         await asyncio.sleep(0.05)
     assert len(_processes_with(marker)) >= 8
     assert len(list(sandboxes.iterdir())) == 4
+    sids = [d.name for d in sandboxes.iterdir()]
     proc.send_signal(signal.SIGINT)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 130, err.decode()
     assert "rerun" in err.decode()
     assert _processes_with(marker) == []
     assert list(sandboxes.iterdir()) == []
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert not [sid for sid in sids if sid in mounts]  # no sandbox disk left mounted
     assert not (tmp_path / "run" / "results.jsonl").exists()
     run_id = orjson.loads((tmp_path / "run" / "run.json").read_bytes())["run_id"]
     listed = httpx.get(

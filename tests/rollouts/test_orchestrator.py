@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -12,6 +13,7 @@ import pytest
 
 from openforge.rollouts import RolloutConfig, load_results, run_rollouts
 from openforge.sandboxes import create_backend
+from openforge.sandboxes.disk import loop_disks_available
 from openforge.tasks import Task, load_tasks
 
 from .conftest import admin_headers
@@ -45,9 +47,9 @@ def native_task(
 
 
 def config(
-    gateway: str, tmp_path: Path, tasks: list[Task], command: str, **kw: object
+    gateway: str, tmp_path: Path, tasks: list[Task], command: str, **kw: Any
 ) -> RolloutConfig:
-    opts: dict[str, object] = {
+    opts: dict[str, Any] = {
         "n": 1,
         "concurrency": 4,
         "retry_backoff_s": 0.0,
@@ -61,7 +63,7 @@ def config(
         gateway_url=gateway,
         out_dir=tmp_path / "run",
         **opts,
-    )  # type: ignore[arg-type]
+    )
 
 
 def admin(gateway: str, rollout_id: str) -> dict[str, object]:
@@ -175,3 +177,27 @@ def _processes_with(marker: str) -> list[int]:
 @pytest.fixture
 def processes_with() -> object:
     return _processes_with
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not loop_disks_available(),
+    reason="the total-disk limit needs root and loop devices",
+)
+async def test_agent_that_fills_its_disk_fails_as_itself_not_as_infra(
+    gateway: str, tmp_path: Path
+) -> None:
+    d = tmp_path / "tasks" / "fill"
+    (d / "verify").mkdir(parents=True)
+    (d / "task.toml").write_text(
+        'id = "fill"\ninstruction = "x"\ntimeout = 60\n[resources]\ndisk_mb = 48\n'
+    )
+    (d / "verify" / "verify.py").write_text(
+        "import json, os; print(json.dumps({'reward': float(os.path.exists('done'))}))"
+    )
+    task = load_tasks(d).tasks[0]
+    fill = "dd if=/dev/zero of=big bs=1M count=500 status=none && touch done"
+    (res,) = await run_rollouts(config(gateway, tmp_path, [task], fill))
+    assert (res.status, res.reward, res.attempts) == ("agent_error", 0.0, 1)
+    agent_log = (tmp_path / "run" / "rollouts" / "fill" / "0" / "agent.log").read_text()
+    assert "No space left on device" in agent_log
+    assert admin(gateway, str(res.rollout_id))["status"] == "agent_error"

@@ -26,6 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from openforge.sandboxes import SandboxSpec
+from openforge.sandboxes.base import DEFAULT_DISK_MB
 from openforge.sandboxes.kubernetes import KubernetesBackend, TokenBucket, classify, parse_pod
 from openforge.sandboxes.manifests import (
     LABEL_ROLLOUT,
@@ -50,9 +51,13 @@ def test_manifests_validate() -> None:
             owner={"apiVersion": "v1", "kind": "ConfigMap", "name": "run", "uid": "u"},
         )
     )  # fmt: skip
+    docs.append(pod_manifest(pod_name("r/2"), SandboxSpec(), image="i", secret="s", deadline_s=9))
     docs.append(secret_manifest("s", "tok", None))
     for doc in yaml.safe_load_all(yaml.safe_dump_all(docs)):
         validate(doc, K8S_VERSION, strict=True)
+    # Every sandbox pod's disk is bounded: the task's disk_mb, else the default.
+    limits = [d["spec"]["containers"][0]["resources"]["limits"] for d in docs if d["kind"] == "Pod"]
+    assert [x["ephemeral-storage"] for x in limits] == ["100Mi", f"{DEFAULT_DISK_MB}Mi"]
     kinds = [d["kind"] for d in docs]
     assert kinds[:7] == [
         "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service",

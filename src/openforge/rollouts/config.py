@@ -22,7 +22,9 @@ STATUSES = ("completed", "agent_error", "timeout", "infra_error")
 class RolloutResult:
     """One rollout's outcome: a line of ``results.jsonl``.
 
-    ``reward`` is None exactly when ``status`` is ``infra_error`` (masked from training).
+    ``reward`` is None exactly when ``status`` is ``infra_error`` (masked from training);
+    a rollout whose gateway was lost mid-run or whose finish the gateway did not record is
+    ``infra_error``.
     ``rollout_id`` is the gateway rollout of the last attempt; earlier attempts were
     finished there as ``infra_error``. ``timings`` holds seconds per phase: ``create``
     (sandbox create-to-ready), ``setup`` (workspace + harness config), ``agent``, ``verify``,
@@ -41,7 +43,10 @@ class RolloutResult:
     details: Any = None
     agent_exit_code: int | None = None
     verifier_output: str | None = None
-    finish_error: str | None = None  # the gateway's finish failed; the result still stands
+    finish_error: str | None = None  # the last attempt's finish failed (so: infra_error)
+    # Gateway rollouts of this pair whose finish was never recorded (the gateway was lost);
+    # a ``retry_infra`` run finishes them as ``infra_error`` once the gateway is back.
+    unfinished: list[str] = field(default_factory=list)
     started_at: float = 0.0
     finished_at: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -76,6 +81,10 @@ class RolloutConfig:
     retries: int = 2  # extra attempts after an infra error
     retry_backoff_s: float = 0.25
     retry_infra: bool = False
+    # The gateway's /health is probed this often during a run; a failed probe during a
+    # rollout's agent run makes that attempt infra_error (the gateway was lost mid-run).
+    health_interval_s: float = 0.5
+    health_timeout_s: float = 10.0
     workdir: str = "/workspace"
     # Give tasks that ask for the internet (Harbor allow_internet) an open network; without
     # it they keep the gateway-only network and the CLI names them.
@@ -93,6 +102,11 @@ class RolloutConfig:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.retries < 0:
             raise ValueError(f"retries must be 0 or more, got {self.retries}")
+        if self.health_interval_s <= 0 or self.health_timeout_s <= 0:
+            raise ValueError(
+                "health_interval_s and health_timeout_s must be positive, got"
+                f" {self.health_interval_s} and {self.health_timeout_s}"
+            )
         if self.split not in (None, "train", "test"):
             raise ValueError(f"split must be train or test, got {self.split!r}")
         if not self.gateway_url.startswith(("http://", "https://")):

@@ -1,4 +1,4 @@
-"""The gateway's admin API as the orchestrator uses it: mint a rollout key, finish it."""
+"""The gateway's admin API as the orchestrator uses it: mint a rollout key, finish it, probe it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ from typing import Any
 import httpx
 import orjson
 
-__all__ = ["GatewayClient", "GatewayError", "Minted"]
+__all__ = ["GatewayClient", "GatewayConflict", "GatewayError", "Minted"]
 
 
 class GatewayError(Exception):
     """The gateway could not be reached or refused a request (an infra error)."""
+
+
+class GatewayConflict(GatewayError):
+    """The gateway answered 409: the rollout was already finished differently."""
 
 
 @dataclass(slots=True)
@@ -59,8 +63,19 @@ class GatewayClient:
         if reward is not None:
             body["reward"] = reward
         resp = await self._post(f"/admin/rollouts/{rollout_id}/finish", body)
+        if resp.status_code == 409:
+            raise GatewayConflict(f"finish {rollout_id}: HTTP 409: {resp.text[:500]}")
         if resp.status_code != 200:
             raise GatewayError(f"finish {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
+
+    async def health(self, timeout_s: float) -> None:
+        """Probe ``GET /health``; raise :class:`GatewayError` unless it answers 200."""
+        try:
+            resp = await self._http.get("/health", timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise GatewayError(f"gateway {self.url}: /health answered HTTP {resp.status_code}")
 
     async def close(self) -> None:
         """Close the HTTP client."""

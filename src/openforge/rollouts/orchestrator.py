@@ -13,6 +13,10 @@ A rerun with the same RUN_DIR skips ``(task_id, sample)`` pairs already in resul
 (the last line for a pair wins). SIGINT/SIGTERM (with ``handle_signals``) cancel the run:
 every in-flight rollout is finished on the gateway as ``infra_error`` ("interrupted"), every
 sandbox is closed, and nothing is written for them, so a rerun does them again.
+
+With ``retry_infra``, the rerun first finishes as ``infra_error`` the gateway rollouts that
+an earlier run could not finish (``RolloutResult.unfinished``: its gateway was lost), so the
+store never keeps them open; those it still cannot reach are carried into the new result.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from openforge.harnesses.base import Harness
 from openforge.harnesses.fingerprint import harness_metadata
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts.config import RolloutConfig, RolloutResult
-from openforge.rollouts.gateway_client import GatewayClient
+from openforge.rollouts.gateway_client import GatewayClient, GatewayConflict, GatewayError
+from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.rollouts.runner import Attempt, RolloutJob, run_job
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.base import SandboxBackend
@@ -109,8 +114,31 @@ def _write(out_dir: Path, res: RolloutResult, att: Attempt) -> None:
         f.write(orjson.dumps(dataclasses.asdict(res), default=str) + b"\n")
 
 
+async def _close_unfinished(
+    gateway: GatewayClient, done: dict[tuple[str, int], RolloutResult]
+) -> dict[tuple[str, int], list[str]]:
+    """Finish as ``infra_error`` the earlier infra errors' unrecorded rollouts; the rest."""
+    left: dict[tuple[str, int], list[str]] = {}
+    for pair, res in done.items():
+        if res.status != "infra_error":
+            continue
+        for rid in res.unfinished:
+            details = {"error": f"gateway lost; closed by a later run ({res.error})"}
+            try:
+                await gateway.finish(rid, "infra_error", None, details)
+            except GatewayConflict:
+                pass  # its finish did land after all: the store holds a verified outcome
+            except GatewayError:
+                left.setdefault(pair, []).append(rid)
+    return left
+
+
 async def _run_all(
-    config: RolloutConfig, pending: list[tuple[Task, int]], job_of: Any, out_dir: Path | None
+    config: RolloutConfig,
+    pending: list[tuple[Task, int]],
+    job_of: Any,
+    out_dir: Path | None,
+    unfinished: dict[tuple[str, int], list[str]],
 ) -> list[RolloutResult]:
     sem = asyncio.Semaphore(config.concurrency)
     results: list[RolloutResult] = []
@@ -120,6 +148,7 @@ async def _run_all(
             if config.on_start is not None:
                 config.on_start(task.id, sample)
             res, att = await run_job(task, sample, job_of(task))
+            res.unfinished[:0] = unfinished.get((task.id, sample), [])
             if out_dir is not None:
                 await asyncio.to_thread(_write, out_dir, res, att)
             results.append(res)
@@ -146,9 +175,10 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
         out_dir.mkdir(parents=True, exist_ok=True)
         run_id = _run_meta(out_dir, config, tasks)
         done = load_results(out_dir)
-        if config.retry_infra:
-            done = {k: v for k, v in done.items() if v.status != "infra_error"}
-    pending = [(t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done]
+    redo = {k for k, v in done.items() if config.retry_infra and v.status == "infra_error"}
+    pending = [
+        (t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done.keys() - redo
+    ]
 
     harness: Harness = (
         get_harness(config.harness, **config.harness_options)
@@ -164,12 +194,14 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
         else config.backend
     )
     gateway = GatewayClient(config.gateway_url, config.admin_token)
+    watch = GatewayWatch(gateway, config.health_interval_s, config.health_timeout_s)
 
     def job_of(task: Task) -> RolloutJob:
         return RolloutJob(
             harness=harness,
             backend=backend,
             gateway=gateway,
+            watch=watch,
             group_id=f"{run_id}/{task.id}",
             model=config.model,
             workdir=config.workdir,
@@ -194,7 +226,11 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             loop.add_signal_handler(sig, stop, sig)
             installed.append(sig)
     try:
-        new = await _run_all(config, pending, job_of, out_dir)
+        unfinished: dict[tuple[str, int], list[str]] = {}
+        if config.retry_infra:
+            unfinished = await _close_unfinished(gateway, done)
+        watch.start()
+        new = await _run_all(config, pending, job_of, out_dir, unfinished)
     except asyncio.CancelledError:
         if not stopped:
             raise
@@ -202,6 +238,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+        await asyncio.shield(watch.stop())
         with contextlib.suppress(Exception):
             await asyncio.shield(gateway.close())
         if owns_backend:

@@ -7,6 +7,12 @@ a harness that runs past the task's timeout is ``timeout``; one that exits non-z
 ``agent_error``. Timeouts and agent errors are still verified: the reward says what the
 agent left behind. The task runs as an episode (``tasks/episode.py``): in its own image,
 workdir and env when it brings them, one harness launch per step for multi-step tasks.
+
+A lost gateway is infra too, whatever the harness did: an attempt during whose agent run
+the gateway's health check failed (:class:`GatewayWatch`) is not verified, and an attempt
+whose finish the gateway did not record is not scored (the store would disagree with
+results.jsonl); both are retried. Rollouts whose finish was never recorded are listed in
+``RolloutResult.unfinished`` so that a later ``retry_infra`` run can close them.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from urllib.parse import urlsplit
 from openforge.harnesses.base import ExplainsFailure, ExposesTaskTools, Harness, HarnessError
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
+from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
@@ -46,6 +53,7 @@ class RolloutJob:
     harness: Harness
     backend: SandboxBackend
     gateway: GatewayClient
+    watch: GatewayWatch
     group_id: str
     model: str
     workdir: str
@@ -94,6 +102,7 @@ def _harness_act(
     place), launched on each turn's instruction."""
     env = task.environment.env if task.environment else {}
     ready: list[bool] = []
+    started = time.monotonic()
 
     async def act(turn: Turn) -> TurnOutcome:
         t0 = time.perf_counter()
@@ -120,6 +129,10 @@ def _harness_act(
         out.agent_log += res.stdout[-_LOG_TAIL:] + (
             b"\n--- stderr ---\n" + res.stderr[-_LOG_TAIL:] if res.stderr else b""
         )
+        lost = await job.watch.lost_since(started)
+        if lost is not None:
+            # What the harness did without its model is not the model's doing: not verified.
+            raise _Infra(lost)
         if res.timed_out:
             return TurnOutcome(
                 "timeout", None, f"harness ran past the task timeout ({turn.timeout_s:g}s)"
@@ -180,7 +193,8 @@ async def _attempt(
         out.timings["teardown"] = time.perf_counter() - t2
 
 
-async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> None:
+async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> bool:
+    """Finish the rollout on the gateway; False (and ``result`` made infra) if not recorded."""
     details: dict[str, Any] = {"error": result.error, "attempt": result.attempts}
     if result.details is not None:
         details["verifier"] = result.details
@@ -188,6 +202,14 @@ async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> No
         await job.gateway.finish(rollout_id, result.status, result.reward, details)
     except GatewayError as exc:
         result.finish_error = str(exc)
+        result.unfinished.append(rollout_id)
+        if result.status != "infra_error":
+            # The store does not hold this outcome: scoring it would train on a reward
+            # the recorded calls do not carry (or on a 0 the lost gateway caused).
+            was = f"{result.status}, reward {result.reward}"
+            result.status, result.error = "infra_error", f"finish not recorded ({was}): {exc}"
+        return False
+    return True
 
 
 async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResult, Attempt]:
@@ -206,6 +228,7 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
         result.attempts, out = attempt, Attempt()
         result.status, result.error, result.reward = "infra_error", None, None
         result.details = result.verifier_output = result.agent_exit_code = None
+        result.finish_error = None
         meta = {**job.metadata, "task_id": task.id, "sample": sample, "attempt": attempt}
         try:
             minted = await job.gateway.mint(task.id, job.group_id, meta)
@@ -223,8 +246,9 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
                 result.error = "interrupted"
                 await asyncio.shield(_finish(job, minted.rollout_id, result))
                 raise
-            await _finish(job, minted.rollout_id, result)
-            if result.status != "infra_error" or result.verifier_output is not None:
+            # A verifier that crashed is not retried: rerunning the agent would not fix it.
+            final = result.status != "infra_error" or result.verifier_output is not None
+            if await _finish(job, minted.rollout_id, result) and final:
                 break
         if attempt <= job.retries:
             await asyncio.sleep(job.retry_backoff_s * attempt)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "DEFAULT_DISK_MB",
     "ExecResult",
     "NetworkPolicy",
     "OutputCallback",
@@ -24,6 +25,8 @@ __all__ = [
     "TaskImage",
 ]
 
+# What a sandbox may write in all, when its task does not say (``SandboxSpec.disk_mb``).
+DEFAULT_DISK_MB = 4096
 # "none": no network at all; "gateway": only the gateway's address; "open": unrestricted.
 NetworkPolicy = Literal["none", "gateway", "open"]
 # Called with ("stdout" | "stderr", chunk) as output arrives.

@@ -8,6 +8,7 @@ are blocking file-system calls: callers run them in a thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -61,17 +62,39 @@ def resolve(
     return host
 
 
+def _mkdirs(d: Path, owner: tuple[int, int] | None) -> None:
+    missing: list[Path] = []
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            m.mkdir()
+            if owner is not None:
+                os.chown(m, *owner, follow_symlinks=False)
+
+
 def write_files(
-    files: Mapping[str, bytes], roots: Mapping[str, Path], workdir: str, home: str
+    files: Mapping[str, bytes],
+    roots: Mapping[str, Path],
+    workdir: str,
+    home: str,
+    owner: tuple[int, int] | None = None,
 ) -> None:
-    """Write each file, creating parent directories; never follows a final symlink."""
+    """Write each file, creating parent directories; never follows a final symlink.
+
+    ``owner`` (uid, gid): what the sandbox runs as on the host; new files and directories
+    are given to it, so the sandbox may change what it was handed.
+    """
     for path, data in files.items():
         host = resolve(path, roots, workdir, home, must_exist=False)
-        host.parent.mkdir(parents=True, exist_ok=True)
+        _mkdirs(host.parent, owner)
         # Re-check: a directory the sandbox swapped for a link since the first check.
         host = resolve(path, roots, workdir, home, must_exist=False)
         fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as fh:
+            if owner is not None:
+                os.fchown(fh.fileno(), *owner)
             fh.write(data)
 
 

@@ -1,21 +1,26 @@
 """The ``local`` backend: bubblewrap process sandboxes on this machine.
 
-"Create" is only a directory (workspace, HOME, /tmp) plus a cgroup: namespaces are set up by
-``bwrap`` on each exec, so creating a sandbox costs well under a millisecond of work and
-every exec starts from the same read-only system. See docs/sandboxes.md for exactly what
-this isolates and what it does not.
+"Create" is a directory (workspace, HOME, /tmp) plus a cgroup: namespaces are set up by
+``bwrap`` on each exec, so every exec starts from the same read-only system. Run as root,
+the directories sit on the sandbox's own size-limited filesystem (``disk.py``; a few tens of
+milliseconds to make) and every exec drops to an unprivileged host uid before ``bwrap``, so
+uid 0 inside is that uid outside, never host root; otherwise creating a sandbox costs well
+under a millisecond and uid 0 inside is the (unprivileged) caller. See docs/sandboxes.md
+for exactly what this isolates and what it does not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
 import shlex
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,18 +30,20 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from openforge.sandboxes.base import (
+    DEFAULT_DISK_MB,
     ExecResult,
     OutputCallback,
     SandboxError,
     SandboxSpec,
 )
+from openforge.sandboxes.disk import DiskError, loop_disks_available, make_disk, remove_disk
 from openforge.sandboxes.fspaths import read_files, write_files
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.limits import Cgroup, CgroupLayout, detect_cgroups, rlimit_args
 from openforge.sandboxes.netns import can_setns, listen_in
 from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
 
-__all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox"]
+__all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox", "unprivileged_ids"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -45,7 +52,8 @@ SANDBOX_HOME = "/home/sandbox"
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level system paths visible read-only (symlinks such as /bin -> usr/bin are mirrored).
 _SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-# Secrets in /etc that a sandbox has no business reading (it runs as uid 0 mapped to root).
+# Secrets in /etc that a sandbox has no business reading (when it runs as the caller, and
+# the caller is root, these would be readable).
 _MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 # Where the gateway relay's socket and forwarder appear inside a "gateway" sandbox.
 _RELAY_SOCK = "/run/openforge/gateway.sock"
@@ -68,6 +76,38 @@ def _system_mounts() -> list[str]:
         if os.path.exists(secret):
             args += ["--ro-bind", "/dev/null", secret]
     return args
+
+
+_NOBODY = 65534
+
+
+def _first_subordinate(path: str, user: str) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(path).read_text().splitlines():
+            name, start, count = line.strip().split(":")
+            if name in (user, "0") and int(count) > 0:
+                return int(start)
+    return None
+
+
+def unprivileged_ids() -> tuple[int, int]:
+    """The host uid and gid a root caller's sandboxes run as.
+
+    The first id of root's subordinate ranges (/etc/subuid, /etc/subgid) when it has them
+    (ids set aside for exactly this, owned by no account), else nobody (65534).
+    """
+    uid = _first_subordinate("/etc/subuid", "root")
+    gid = _first_subordinate("/etc/subgid", "root")
+    return (_NOBODY if uid is None else uid, _NOBODY if gid is None else gid)
+
+
+def _unreachable(path: Path, uid: int) -> Path | None:
+    """The first directory on ``path`` that ``uid`` (not its owner) may not search."""
+    for d in [path, *path.parents]:
+        st = d.stat()
+        if not st.st_mode & stat.S_IXOTH and not (st.st_uid == uid and st.st_mode & stat.S_IXUSR):
+            return d
+    return None
 
 
 def _process_start(pid: int) -> str | None:
@@ -119,12 +159,13 @@ class LocalSandbox:
             self._inside_port = address.inside_port
         self._backend = backend
         self._cgroup = cgroup
-        self._running: set[int] = set()
+        self._running: dict[int, Callable[[], None]] = {}  # bwrap's pid: kill the exec
         self._closed = False
+        data = backend.data_dir(sid)
         self._roots = {
-            self.workdir: self.dir / "workspace",
-            SANDBOX_HOME: self.dir / "home",
-            "/tmp": self.dir / "tmp",
+            self.workdir: data / "workspace",
+            SANDBOX_HOME: data / "home",
+            "/tmp": data / "tmp",
         }
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
@@ -155,6 +196,7 @@ class LocalSandbox:
             "--cap-drop", "ALL",
             "--hostname", "openforge",
             "--json-status-fd", str(status_fd),
+            *(["--uid", "0", "--gid", "0"] if self._backend.ids else []),
             *self._backend.system_mounts,
             "--proc", "/proc",
             "--dev", "/dev",
@@ -184,7 +226,15 @@ class LocalSandbox:
         # Limits a cgroup does not cover are rlimits, set by prlimit just before bwrap.
         cpu_s = int(spec.lifetime_s * (spec.cpu or 1)) + 1 if spec.lifetime_s else None
         mem = None if self._cgroup and "memory" in self._cgroup.dirs else spec.memory_mb
-        limits = rlimit_args(mem, spec.disk_mb, cpu_s)
+        # A disk of its own bounds the total; else only each file's size is bounded.
+        disk_mb = None if self._backend.loop_disks else spec.disk_mb
+        limits = rlimit_args(mem, disk_mb, cpu_s)
+        if self._backend.ids is not None:
+            # After the cgroup join (root's to make): bwrap's user namespace maps uid 0
+            # inside to this unprivileged uid, so host root's files are others' to it.
+            uid, gid = self._backend.ids
+            bwrap = [self._backend.setpriv, f"--reuid={uid}", f"--regid={gid}",
+                     "--clear-groups", "--", *bwrap]  # fmt: skip
         if limits:
             bwrap = ["/usr/bin/prlimit", *limits, "--", *bwrap]
         if self._cgroup is None or not self._cgroup.dirs:
@@ -212,23 +262,31 @@ class LocalSandbox:
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
         block_r, block_w = os.pipe() if self._setns else (-1, -1)
+        ids = self._backend.ids
+        if ids is not None and block_r >= 0:
+            os.fchown(block_r, *ids)  # the gate reopens it through /proc/self/fd
         started: list[int] = []
         early = bytearray()  # status lines read while the exec ran
-
-        def register(pid: int) -> None:
-            started.append(pid)
-            self._running.add(pid)
 
         def kill(pid: int) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+            # bwrap's init does not reliably die with bwrap (its parent-death signal is lost
+            # when it changes credentials, as it does run as the sandbox uid): kill it, and
+            # with it the whole PID namespace.
+            with contextlib.suppress(ProcessLookupError, KeyError, ValueError):
+                os.kill(int(self._read_status(status_r, early)["child-pid"]), signal.SIGKILL)
+
+        def register(pid: int) -> None:
+            started.append(pid)
+            self._running[pid] = functools.partial(kill, pid)
 
         try:
             argv = self._argv(cmd, cwd, status_w, block_r)
             task = asyncio.ensure_future(run_streaming(
                 argv, env=self._env(env), stdin=stdin, timeout=timeout, on_output=on_output,
                 max_output=self._backend.max_output, kill=kill, on_start=register,
-                pass_fds=(status_w,) if block_r < 0 else (status_w, block_r),
+                pass_fds=(status_w,) if block_r < 0 else (status_w, block_r), pipe_owner=ids,
             ))  # fmt: skip
             server = None
             try:
@@ -238,15 +296,13 @@ class LocalSandbox:
                 result = await task
             except BaseException:
                 if not task.done():
-                    task.cancel()  # run_streaming kills the process tree
-                    with contextlib.suppress(ProcessLookupError, KeyError, ValueError):
-                        init = int(self._read_status(status_r, early)["child-pid"])
-                        os.kill(init, signal.SIGKILL)  # the namespace dies with its init
+                    task.cancel()  # run_streaming kills the process tree (``kill``)
                     with contextlib.suppress(BaseException):
                         await task
                 raise
             finally:
-                self._running.difference_update(started)
+                for pid in started:
+                    self._running.pop(pid, None)
                 if server is not None and self.relay is not None:
                     self.relay.stop(server)
             status = self._read_status(status_r, early)
@@ -258,7 +314,8 @@ class LocalSandbox:
                     os.close(fd)
         if result.timed_out and "child-pid" in status:
             await _wait_gone(int(status["child-pid"]))
-        if "child-pid" not in status and not result.timed_out:
+        # An exec that close() killed before bwrap was up is killed, not failed to set up.
+        if "child-pid" not in status and not result.timed_out and not self._closed:
             err = result.stderr.decode(errors="replace").strip()
             raise SandboxError(f"sandbox {self.id}: bwrap failed to set up: {err}")
         return result
@@ -292,12 +349,11 @@ class LocalSandbox:
 
     @staticmethod
     def _read_status(fd: int, early: bytearray) -> dict[str, Any]:
-        data = bytes(early)
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(fd, 65536):
-                data += chunk
+                early.extend(chunk)  # kept: a later call sees these lines too
         status: dict[str, Any] = {}
-        for line in data.splitlines():
+        for line in bytes(early).splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
                 status.update(orjson.loads(line))
         return status
@@ -307,7 +363,7 @@ class LocalSandbox:
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
         await self._backend.offload(
-            "io", write_files, files, self._roots, self.workdir, SANDBOX_HOME
+            "io", write_files, files, self._roots, self.workdir, SANDBOX_HOME, self._backend.ids
         )
 
     async def get(self, paths: Sequence[str]) -> dict[str, bytes]:
@@ -323,9 +379,8 @@ class LocalSandbox:
         if self._closed:
             return
         self._closed = True
-        for pid in list(self._running):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+        for kill in list(self._running.values()):
+            kill()
         if self.relay is not None:
             await self.relay.close()
         self._backend.forget(self.id)
@@ -334,11 +389,19 @@ class LocalSandbox:
     def _remove(self) -> None:
         if self._cgroup is not None:
             self._cgroup.remove()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._backend.remove_dirs(self.id)
 
 
 class LocalBackend:
-    """Creates :class:`LocalSandbox` es under ``root`` (default: $TMPDIR/openforge-sandboxes)."""
+    """Creates :class:`LocalSandbox` es under ``root`` (default: $TMPDIR/openforge-sandboxes).
+
+    ``sandbox_uid``: the host uid (and gid) that uid 0 inside maps to. "auto": when run as
+    root, :func:`unprivileged_ids`; otherwise the caller's own uid. "caller": always the
+    caller's (as root, uid 0 inside is host root: for trusted code only). An int: that uid
+    and gid (root only). ``disk``: "loop" gives each sandbox a filesystem of ``disk_mb``
+    (the task's, else ``default_disk_mb``) holding all it can write (root only); "rlimit"
+    only caps each file's size at the task's ``disk_mb``; "auto": "loop" where it can be.
+    """
 
     name = "local"
 
@@ -349,6 +412,9 @@ class LocalBackend:
         cgroups: bool = True,
         max_output: int = DEFAULT_MAX_OUTPUT,
         gateway_relay: Literal["auto", "setns", "forwarder"] = "auto",
+        sandbox_uid: int | Literal["auto", "caller"] = "auto",
+        disk: Literal["auto", "loop", "rlimit"] = "auto",
+        default_disk_mb: int = DEFAULT_DISK_MB,
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if not found:
@@ -356,15 +422,30 @@ class LocalBackend:
                 "the local sandbox backend needs bubblewrap: apt-get install bubblewrap"
             )
         self.bwrap = found
+        self.ids = self._sandbox_ids(sandbox_uid)
+        self.setpriv = shutil.which("setpriv") or "setpriv"
+        if self.ids is not None and not shutil.which("setpriv"):
+            raise SandboxError("the local sandbox backend run as root needs setpriv (util-linux)")
+        if disk == "loop" and not loop_disks_available():
+            raise SandboxError("disk='loop' needs root, /dev/loop-control and mkfs.ext4")
+        self.loop_disks = disk != "rlimit" and loop_disks_available()
+        if default_disk_mb < 1:
+            raise SandboxError(f"default_disk_mb must be positive, got {default_disk_mb}")
+        self.default_disk_mb = default_disk_mb
         default_root = Path(tempfile.gettempdir()) / "openforge-sandboxes"
         self.root = Path(root) if root is not None else default_root
         self.root.mkdir(parents=True, exist_ok=True)
+        self.data_root = self._data_root()
         self.max_output = max_output
         # The system's Python runs the gateway forwarder inside (only /usr etc. are visible).
         self.python = shutil.which("python3", path=_DEFAULT_PATH)
         # Unix socket paths are limited to 108 bytes: the relays live in a short directory.
         self.relay_dir = Path(tempfile.gettempdir()) / f"openforge-gw-{os.getuid()}"
         self.relay_dir.mkdir(mode=0o700, exist_ok=True)
+        if self.ids is not None:
+            # bwrap, run as the sandbox uid, binds a socket from here: it must reach it (the
+            # names are random and each socket is the sandbox uid's; listing stays closed).
+            self.relay_dir.chmod(0o711)
         # "setns" (needs CAP_SYS_ADMIN): the host listens inside each exec's namespace, no
         # process inside. "forwarder": a small stdlib relay starts first in each exec.
         if gateway_relay == "auto":
@@ -379,6 +460,53 @@ class LocalBackend:
         # Own threads for file transfer and teardown: the loop's default pool is small and
         # shared with the caller's blocking work, and a sandbox op must not queue behind it.
         self._pools: dict[str, ThreadPoolExecutor] = {}
+
+    @staticmethod
+    def _sandbox_ids(sandbox_uid: int | Literal["auto", "caller"]) -> tuple[int, int] | None:
+        if sandbox_uid == "caller":
+            return None
+        if os.geteuid() != 0:
+            if sandbox_uid == "auto":
+                return None  # the caller is unprivileged already
+            raise SandboxError("sandbox_uid needs root: run as the caller's uid instead")
+        if sandbox_uid == "auto":
+            return unprivileged_ids()
+        if sandbox_uid <= 0:
+            raise SandboxError(f"sandbox_uid must be an unprivileged uid, got {sandbox_uid}")
+        return (sandbox_uid, sandbox_uid)
+
+    def _data_root(self) -> Path:
+        """Where the sandboxes' writable directories go. Run as the caller: under ``root``.
+        Run as the sandbox uid: bwrap, as that uid, opens them by path, so every directory
+        above them must stay searchable by others; a root the caller chose may not be (under
+        /root, or pytest's 0700 temporary directories, whose mode pytest resets at any
+        session's start), so they live in a directory of their own in $TMPDIR (else /tmp),
+        and ``root/<id>/data`` links to them."""
+        if self.ids is None:
+            return self.root
+        places = [Path(tempfile.gettempdir()), Path("/tmp")]
+        for place in places:
+            alt = place / "openforge-sandbox-data"
+            if _unreachable(place, self.ids[0]) is None:
+                alt.mkdir(exist_ok=True)
+                alt.chmod(0o711)  # others may pass, not list
+                return alt
+        raise SandboxError(
+            f"the sandbox uid {self.ids[0]} can search neither of {[str(p) for p in places]}"
+        )
+
+    def data_dir(self, sid: str) -> Path:
+        """Where sandbox ``sid``'s workspace, home and tmp live on the host."""
+        return self.data_root / sid / "fs" if self.loop_disks else self.data_root / sid
+
+    def remove_dirs(self, sid: str) -> None:
+        """Unmount sandbox ``sid``'s own disk, if any, and remove its directories (blocking)."""
+        try:
+            remove_disk(self.data_root / sid / "fs")
+        except DiskError as exc:
+            log.warning("sandbox %s: %s", sid, exc)
+        shutil.rmtree(self.data_root / sid, ignore_errors=True)
+        shutil.rmtree(self.root / sid, ignore_errors=True)
 
     async def offload(self, kind: str, fn: Callable[..., _T], *args: Any) -> _T:
         """Run blocking ``fn`` in this backend's own ``kind`` ("io"/"teardown") threads."""
@@ -400,11 +528,14 @@ class LocalBackend:
         sid = "sb-" + secrets.token_hex(6)
         cgroup = Cgroup(self.cgroups, f"openforge-{sid}") if self.cgroups else None
         try:
-            # Inline on purpose: four mkdirs, one small write and a few cgroupfs writes take
-            # well under a millisecond, less than a hop to any thread pool and back.
-            self._make(sid, spec, cgroup)
+            if self.loop_disks:  # mkfs and mount: tens of milliseconds, off the loop
+                await self.offload("io", self._make, sid, spec, cgroup)
+            else:
+                # Inline on purpose: four mkdirs, one small write and a few cgroupfs writes
+                # take well under a millisecond, less than a hop to a thread pool and back.
+                self._make(sid, spec, cgroup)
         except OSError as exc:
-            shutil.rmtree(self.root / sid, ignore_errors=True)
+            await self.offload("teardown", self.remove_dirs, sid)
             if cgroup is not None:
                 cgroup.remove()
             raise SandboxError(f"cannot create sandbox {sid}: {exc}") from exc
@@ -415,6 +546,8 @@ class LocalBackend:
                 if self.python is None:
                     raise OSError("network='gateway' needs python3 in /usr/bin or /bin")
                 await box.relay.serve_unix()
+                if self.ids is not None and box.relay.path is not None:
+                    os.chown(box.relay.path, *self.ids)  # the forwarder inside connects
             except OSError as exc:
                 await box.close()
                 raise SandboxError(f"cannot create sandbox {sid}: gateway relay: {exc}") from exc
@@ -422,10 +555,20 @@ class LocalBackend:
 
     def _make(self, sid: str, spec: SandboxSpec, cgroup: Cgroup | None) -> None:
         d = self.root / sid
-        for sub in ("workspace", "home", "tmp"):
-            (d / sub).mkdir(parents=True)
-        (d / "tmp").chmod(0o1777)
+        d.mkdir()
         (d / "owner").write_text(self._owner)
+        data = self.data_dir(sid)
+        if self.data_root != self.root:
+            (self.data_root / sid).mkdir()
+            (d / "data").symlink_to(data)
+        if self.loop_disks:
+            size = spec.disk_mb or self.default_disk_mb
+            make_disk(d / "disk.img", data, size, self.ids or (0, 0))
+        for sub in ("workspace", "home", "tmp"):
+            (data / sub).mkdir()
+            if self.ids is not None:
+                os.chown(data / sub, *self.ids)
+        (data / "tmp").chmod(0o1777)
         if cgroup is not None and (spec.pids or spec.memory_mb or spec.cpu):
             cgroup.create(spec.memory_mb, spec.pids, spec.cpu)
         elif cgroup is not None:
@@ -458,6 +601,6 @@ class LocalBackend:
             if self.cgroups is not None:
                 Cgroup(self.cgroups, f"openforge-{d.name}").remove()
             (self.relay_dir / f"{d.name}.sock").unlink(missing_ok=True)
-            shutil.rmtree(d, ignore_errors=True)
+            self.remove_dirs(d.name)
             reaped.append(d.name)
         return reaped

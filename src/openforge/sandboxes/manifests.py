@@ -10,7 +10,7 @@ import hashlib
 import re
 from typing import Any
 
-from openforge.sandboxes.base import SandboxSpec
+from openforge.sandboxes.base import DEFAULT_DISK_MB, SandboxSpec
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
 __all__ = [
@@ -84,8 +84,10 @@ def pod_manifest(
     if spec.memory_mb is not None:
         resources.setdefault("limits", {})["memory"] = f"{spec.memory_mb}Mi"
         resources.setdefault("requests", {})["memory"] = f"{spec.memory_mb}Mi"
-    if spec.disk_mb is not None:
-        resources.setdefault("limits", {})["ephemeral-storage"] = f"{spec.disk_mb}Mi"
+    # Always bounded: the container's writable layer, logs and emptyDirs count against it
+    # (past it the kubelet evicts the pod; it never fills the node's disk).
+    disk_mb = spec.disk_mb if spec.disk_mb is not None else DEFAULT_DISK_MB
+    resources.setdefault("limits", {})["ephemeral-storage"] = f"{disk_mb}Mi"
     labels = {label_key(k): label_value(v) for k, v in spec.labels.items()}
     labels[LABEL_SANDBOX] = "true"
     labels[LABEL_COMPONENT] = "sandbox"

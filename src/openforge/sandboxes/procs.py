@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import signal
@@ -50,6 +51,65 @@ async def _pump(
                 await maybe
 
 
+def _same(protocol: asyncio.StreamReaderProtocol) -> asyncio.StreamReaderProtocol:
+    return protocol
+
+
+class _OwnedPipes:
+    """Stdio pipes owned by another uid: the child's ends, and the parent's streams.
+
+    A process that runs as another uid than ours cannot reopen pipes we made (mode 0600,
+    ours): ``echo x > /dev/stderr`` goes through /proc/self/fd and fails with EACCES. Both
+    ends of a pipe share one inode, so chowning it before the fork settles it for good.
+    """
+
+    def __init__(self, with_stdin: bool, owner: tuple[int, int]) -> None:
+        self._pipes = [os.pipe() for _ in range(3 if with_stdin else 2)]
+        for r, _ in self._pipes:
+            os.fchown(r, *owner)
+        # The child's stdout, stderr, stdin ends; closed here once it has them.
+        self.child = [self._pipes[0][1], self._pipes[1][1]]
+        if with_stdin:
+            self.child.append(self._pipes[2][0])
+        self._transports: list[asyncio.BaseTransport] = []
+
+    async def streams(
+        self,
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamReader, asyncio.StreamWriter | None]:
+        """The parent's stdout and stderr readers and stdin writer."""
+        loop = asyncio.get_running_loop()
+        readers: list[asyncio.StreamReader] = []
+        for r, _ in self._pipes[:2]:
+            reader = asyncio.StreamReader()
+            protocol = asyncio.StreamReaderProtocol(reader)
+            transport, _ = await loop.connect_read_pipe(
+                functools.partial(_same, protocol), os.fdopen(r, "rb", 0)
+            )
+            self._transports.append(transport)
+            readers.append(reader)
+        writer = None
+        if len(self._pipes) == 3:
+            w = self._pipes[2][1]
+            wt, wp = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, os.fdopen(w, "wb", 0)
+            )
+            self._transports.append(wt)
+            writer = asyncio.StreamWriter(wt, wp, None, loop)
+        return readers[0], readers[1], writer
+
+    def close_child_ends(self) -> None:
+        """Close the ends the child inherited (after the fork)."""
+        for fd in self.child:
+            os.close(fd)
+        self.child = []
+
+    def close(self) -> None:
+        """Close our ends (a process that outlived the kill keeps none of our fds busy)."""
+        self.close_child_ends()
+        for t in self._transports:
+            t.close()
+
+
 async def run_streaming(
     argv: Sequence[str],
     *,
@@ -62,40 +122,64 @@ async def run_streaming(
     kill: Callable[[int], None] | None = None,
     pass_fds: Sequence[int] = (),
     on_start: Callable[[int], None] | None = None,
+    pipe_owner: tuple[int, int] | None = None,
 ) -> ExecResult:
     """Run ``argv`` in a new session; stream its output; kill its whole tree on timeout.
 
     ``kill(pid)`` replaces the default process-group SIGKILL (the local backend also
     empties the sandbox's cgroup). Cancellation kills the tree too, then re-raises.
+    ``pipe_owner`` (uid, gid): the stdio pipes belong to it (a process that drops to that
+    uid can still open /dev/stdout).
     """
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-    )
+    owned: _OwnedPipes | None = None
+    if pipe_owner is None:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        stdout, stderr, writer = proc.stdout, proc.stderr, proc.stdin
+    else:
+        owned = _OwnedPipes(stdin is not None, pipe_owner)
+        try:
+            stdout, stderr, writer = await owned.streams()
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=owned.child[2] if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=owned.child[0],
+                stderr=owned.child[1],
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+                pass_fds=tuple(pass_fds),
+            )
+        except BaseException:
+            owned.close()
+            raise
+        owned.close_child_ends()
     killer = kill or _kill_group
     if on_start is not None:
         on_start(proc.pid)
     out, err = bytearray(), bytearray()
-    assert proc.stdout is not None and proc.stderr is not None
 
     async def feed() -> None:
-        if stdin is not None and proc.stdin is not None:
+        if stdin is not None and writer is not None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-            proc.stdin.close()
+                writer.write(stdin)
+                await writer.drain()
+            writer.close()
 
     async def run() -> int:
         await asyncio.gather(
             feed(),
-            _pump(proc.stdout, "stdout", out, max_output, on_output),  # type: ignore[arg-type]
-            _pump(proc.stderr, "stderr", err, max_output, on_output),  # type: ignore[arg-type]
+            _pump(stdout, "stdout", out, max_output, on_output),
+            _pump(stderr, "stderr", err, max_output, on_output),
         )
         return await proc.wait()
 
@@ -111,4 +195,7 @@ async def run_streaming(
         with contextlib.suppress(ProcessLookupError):
             await asyncio.shield(proc.wait())
         raise
+    finally:
+        if owned is not None:
+            owned.close()
     return ExecResult(exit_code_of(code), bytes(out), bytes(err), timed_out)

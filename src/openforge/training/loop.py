@@ -150,13 +150,13 @@ async def read_samples(
     read: list[str] = []
     rewards: dict[str, float] = {}
     for res in results:
-        if res.rollout_id is None:
+        if res.rollout_id is None or res.status == "infra_error" or res.reward is None:
+            # Masked on the orchestrator's word, whatever the store holds: a rollout whose
+            # gateway was lost may sit there open, or finished by a later run.
             counts.masked_rollouts[res.status or "no_rollout"] += 1
             continue
         read.append(res.rollout_id)
-        # The orchestrator's finish may not have reached the store yet.
-        if res.reward is not None and res.status != "infra_error":
-            rewards[res.rollout_id] = res.reward
+        rewards[res.rollout_id] = res.reward  # the orchestrator's finish reached the store
     samples: list[Sample] = []
     for plan in await plan_rollouts(source, read, options, rewards):
         counts.add(plan.counts)
