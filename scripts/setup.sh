@@ -12,7 +12,8 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   # initdb/pg_ctl under a temporary directory; the system service is not needed).
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    bubblewrap podman runc uidmap slirp4netns debootstrap postgresql >/dev/null
+    bubblewrap podman runc uidmap slirp4netns debootstrap postgresql \
+    util-linux mount e2fsprogs >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
