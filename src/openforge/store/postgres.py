@@ -47,7 +47,7 @@ from openforge.store.rows import (
     ROLLOUT_COLUMNS,
     call_from_row,
     call_row,
-    new_rollout_key,
+    mint_rollout,
     rollout_from_row,
 )
 from openforge.store.schemas import (
@@ -262,26 +262,7 @@ class PostgresStore:
         metadata: dict[str, Any] | None = None,
     ) -> Rollout:
         """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
-        rollout = Rollout(
-            id="ro_" + secrets.token_hex(8),
-            key=new_rollout_key(),
-            task_id=task_id,
-            group_id=group_id,
-            metadata=dict(metadata or {}),
-            created_at=time.time(),
-        )
-        row = (
-            rollout.id,
-            rollout.key,
-            str(rollout.status),
-            task_id,
-            group_id,
-            None,
-            orjson.dumps(rollout.metadata),
-            rollout.created_at,
-            None,
-            b"{}",
-        )
+        rollout, row = mint_rollout(task_id, group_id, metadata)
 
         async def insert(conn: Conn) -> None:
             await conn.execute(

@@ -8,6 +8,7 @@ tuples, so a record round-trips identically through SQLite and PostgreSQL.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "ROLLOUT_COLUMNS",
     "call_from_row",
     "call_row",
+    "mint_rollout",
     "new_rollout_key",
     "rollout_from_row",
 ]
@@ -50,6 +52,33 @@ ROLLOUT_COLUMNS = (
 def new_rollout_key() -> str:
     """A rollout key: 24 random bytes (192 bits), URL-safe."""
     return secrets.token_urlsafe(24)
+
+
+def mint_rollout(
+    task_id: str | None, group_id: str | None, metadata: dict[str, Any] | None
+) -> tuple[Rollout, tuple[Any, ...]]:
+    """A new rollout (fresh id, fresh key) and its ``ROLLOUT_COLUMNS`` row."""
+    rollout = Rollout(
+        id="ro_" + secrets.token_hex(8),
+        key=new_rollout_key(),
+        task_id=task_id,
+        group_id=group_id,
+        metadata=dict(metadata or {}),
+        created_at=time.time(),
+    )
+    row = (
+        rollout.id,
+        rollout.key,
+        str(rollout.status),
+        task_id,
+        group_id,
+        None,
+        orjson.dumps(rollout.metadata),
+        rollout.created_at,
+        None,
+        b"{}",
+    )
+    return rollout, row
 
 
 def rollout_from_row(row: Sequence[Any]) -> Rollout:
