@@ -23,6 +23,9 @@ fi
 # Harnesses, pinned (their fingerprints under src/openforge/harnesses/fingerprints match these).
 bash scripts/install-harnesses.sh
 
+# The sandbox-side Python of src/openforge/environments: the MCP bridge and suites' services.
+bash scripts/install-environments.sh
+
 # veRL 0.9.1 in its own environment, for the veRL export and bridge tests.
 bash scripts/install-verl.sh
 

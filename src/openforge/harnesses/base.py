@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from openforge.sandboxes.base import Sandbox
-from openforge.tasks.model import TaskTool
+from openforge.tasks.model import McpServer, TaskTool
 
 __all__ = [
     "ExplainsFailure",
@@ -20,6 +20,7 @@ __all__ = [
     "HarnessError",
     "HarnessNotInstalled",
     "Launch",
+    "TakesMcpServers",
 ]
 
 Dialect = Literal["openai_chat", "openai_responses", "anthropic"]
@@ -92,4 +93,13 @@ class ExposesTaskTools(Protocol):
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Make ``tools`` known to the harness in ``sandbox``."""
+        ...
+
+
+@runtime_checkable
+class TakesMcpServers(Protocol):
+    """Optional: an adapter whose harness can use a task's MCP server (its tools)."""
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """Configure the harness in ``sandbox`` to use ``server``'s tools."""
         ...

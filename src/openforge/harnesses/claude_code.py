@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from openforge.harnesses.base import Dialect, Launch
 from openforge.harnesses.launching import (
     ENV_DIR,
@@ -31,6 +33,7 @@ from openforge.harnesses.launching import (
     wrapped_launch,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
 __all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness"]
 
@@ -113,6 +116,22 @@ class ClaudeCodeHarness:
             argv += ["--allowedTools", ",".join(self.allowed_tools)]
         # The model name lives in the env file: one adapter serves every rollout.
         return wrapped_launch(self.home, _ENV_FILE, argv, capture=_STREAM)
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The task's MCP server in user scope (``~/.claude.json``), its tools allowed.
+
+        User-scope servers start without the trust prompt a project ``.mcp.json`` needs;
+        print mode runs only allowed tools, so ``mcp__<server>`` joins the allow list.
+        """
+        command, *args = server.command
+        config = {"mcpServers": {server.name: {"type": "stdio", "command": command, "args": args}}}
+        settings = {"permissions": {"allow": [f"mcp__{server.name}"]}}
+        await sandbox.put(
+            {
+                f"{self.home}/.claude.json": orjson.dumps(config),
+                f"{self.home}/.claude/settings.json": orjson.dumps(settings),
+            }
+        )
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The stream-JSON events and the session files, or None if neither exists."""

@@ -10,6 +10,7 @@ to its system prompt.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from openforge.harnesses.launching import (
     tools_markdown,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
 __all__ = ["ClawHarness"]
 
@@ -31,6 +33,7 @@ _SCRIPT = Path(claw_agent.__file__)
 _ENV_FILE = f"{ENV_DIR}/claw-env.sh"
 _AGENT_FILE = f"{ENV_DIR}/claw_agent.py"
 _TRANSCRIPT = ".claw/transcript.json"
+_TOOLS_FILE = f"{ENV_DIR}/claw-tools.json"
 
 
 class ClawHarness:
@@ -92,7 +95,7 @@ class ClawHarness:
             f'exec {self.python} "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
             f"--max-turns {self.max_turns} --max-tokens {self.max_tokens} "
             f"--temperature {self.temperature} "
-            f'--transcript "{self.home}/{_TRANSCRIPT}"\n'
+            f'--transcript "{self.home}/{_TRANSCRIPT}" --tools "{self.home}/{_TOOLS_FILE}"\n'
         )
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
 
@@ -105,6 +108,19 @@ class ClawHarness:
         if transcript and transcript.get("error"):
             return str(transcript["error"])[:2000]
         return None
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The server's tools as the agent's own, each call going through the bridge."""
+        tools = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema or {"type": "object", "properties": {}},
+                "call": [*server.call, t.name],
+            }
+            for t in server.tools
+        ]
+        await sandbox.put({f"{self.home}/{_TOOLS_FILE}": json.dumps(tools).encode()})
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``; the agent adds it to its system prompt."""

@@ -135,9 +135,37 @@ def _inside(workspace: Path, path: str) -> Path:
     return (workspace / path).resolve() if not os.path.isabs(path) else Path(path)
 
 
-def run_tool(name: str, args: dict[str, Any], workspace: Path, timeout: float) -> str:
+def load_task_tools(path: str) -> dict[str, dict[str, Any]]:
+    """A task's own tools (``--tools``): name -> {name, description, parameters, call}.
+
+    ``call`` is the command that runs one call, the arguments going in as JSON on stdin (the
+    MCP bridge's ``call`` door); no file means no task tools.
+    """
+    if not path or not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {t["name"]: t for t in json.load(f)}
+
+
+def _task_tool(tool: dict[str, Any], args: dict[str, Any], timeout: float) -> str:
+    done = subprocess.run(
+        tool["call"], input=json.dumps(args).encode(), capture_output=True, timeout=timeout
+    )
+    output = (done.stdout + done.stderr).decode(errors="replace").strip()
+    return _clip(output if done.returncode == 0 else f"{output}\n[exit code {done.returncode}]")
+
+
+def run_tool(
+    name: str,
+    args: dict[str, Any],
+    workspace: Path,
+    timeout: float,
+    task_tools: dict[str, dict[str, Any]] | None = None,
+) -> str:
     """Execute one tool call and return its observation text."""
     try:
+        if task_tools and name in task_tools:
+            return _task_tool(task_tools[name], args, timeout)
         if name == "bash":
             done = subprocess.run(
                 str(args["command"]),
@@ -193,6 +221,14 @@ def run_agent(args: argparse.Namespace) -> int:
     ]
     transcript = Path(args.transcript)
     transcript.parent.mkdir(parents=True, exist_ok=True)
+    task_tools = load_task_tools(args.tools)
+    tools = TOOLS + [
+        {
+            "type": "function",
+            "function": {k: t[k] for k in ("name", "description", "parameters")},
+        }
+        for t in task_tools.values()
+    ]
 
     def save(outcome: str, error: str | None = None) -> None:
         record = {"outcome": outcome, "error": error, "messages": messages}
@@ -202,7 +238,7 @@ def run_agent(args: argparse.Namespace) -> int:
         body = {
             "model": args.model,
             "messages": messages,
-            "tools": TOOLS,
+            "tools": tools,
             "max_tokens": args.max_tokens,
             "temperature": args.temperature,
         }
@@ -233,7 +269,7 @@ def run_agent(args: argparse.Namespace) -> int:
                 if name == "submit":
                     save("submitted")
                     return 0
-                observation = run_tool(name, arguments, workspace, args.tool_timeout)
+                observation = run_tool(name, arguments, workspace, args.tool_timeout, task_tools)
             messages.append(
                 {"role": "tool", "tool_call_id": call.get("id"), "content": observation}
             )
@@ -255,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=int(env.get("CLAW_MAX_TOKENS", "256")))
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--tool-timeout", type=float, default=30.0)
+    parser.add_argument("--tools", default="", help="a JSON file of the task's own tools")
     parser.add_argument("--request-timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
     if not args.base_url:

@@ -38,6 +38,20 @@ NODE_BIN = f"{PREFIX}/node24/bin"
 OPENCLAW_BIN = f"{PREFIX}/openclaw/bin/openclaw"
 _ENV_FILE = f"{ENV_DIR}/openclaw-env.sh"
 _OUT = f"{ENV_DIR}/openclaw-out.json"
+# This OpenClaw keeps a session's events in its agent SQLite store (``transcript_events``:
+# one session-JSONL event per row, as ``event_json``) rather than in ``sessions/*.jsonl``;
+# read with the sandbox's python3, so nothing is installed.
+_SQLITE_EVENTS = """
+import glob, json, sqlite3, sys
+for path in glob.glob(sys.argv[1] + "/agents/*/agent/openclaw-agent.sqlite"):
+    db = sqlite3.connect("file:" + path + "?mode=ro", uri=True)
+    rows = db.execute(
+        "SELECT session_id, event_json FROM transcript_events"
+        " WHERE event_json IS NOT NULL ORDER BY session_id, seq"
+    )
+    for sid, event in rows:
+        print(json.dumps({"file": path + "#" + sid, "event": json.loads(event)}))
+"""
 
 
 def openclaw_config(base_url: str, key: str, model: str, workspace: str) -> dict[str, Any]:
@@ -131,7 +145,22 @@ class OpenClawHarness:
             output: Any = orjson.loads(raw) if raw.strip() else None
         except orjson.JSONDecodeError:
             output = raw.decode(errors="replace")
+        if not sessions:
+            sessions = await self._sqlite_sessions(sandbox)
         return {"output": output, "sessions": sessions}
+
+    async def _sqlite_sessions(self, sandbox: Sandbox) -> dict[str, list[Any]]:
+        """The session events OpenClaw stored in SQLite, keyed ``<db path>#<session id>``."""
+        res = await sandbox.exec(
+            ["python3", "-c", _SQLITE_EVENTS, f"{self.home}/.openclaw"], timeout=60
+        )
+        out: dict[str, list[Any]] = {}
+        if res.exit_code != 0:
+            return out
+        for line in res.stdout.splitlines():
+            row = orjson.loads(line)
+            out.setdefault(row["file"], []).append(row["event"])
+        return out
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The error payload of its ``--json`` result ("Context overflow: …", "Unknown model")."""

@@ -38,7 +38,14 @@ GatewayOpt = Annotated[
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory (rerun to resume).")]
 ModelOpt = Annotated[str, typer.Option("--model", help="Model name the harness asks for.")]
-SplitOpt = Annotated[str | None, typer.Option("--split", help="train or test (held out).")]
+SplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--split",
+        help="train or test (held out), or a suite's own split "
+        "(ClawEval: general, multimodal, multi_turn).",
+    ),
+]
 RetriesOpt = Annotated[
     int, typer.Option("--retries", min=0, help="Extra attempts after an infra error.")
 ]
@@ -90,6 +97,7 @@ def _run(
     reward_key: str | None = None,
 ) -> None:
     import asyncio
+    import dataclasses
 
     import orjson
     from rich.console import Console
@@ -101,13 +109,15 @@ def _run(
     from openforge.rollouts.metrics import summarize
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
     from openforge.rollouts.progress import LiveCounts, print_summary
+    from openforge.rollouts.suite_metrics import suite_metrics
     from openforge.sandboxes.base import SandboxError
     from openforge.tasks.harbor import with_reward_key
-    from openforge.tasks.loading import load_tasks
+    from openforge.tasks.loading import SUITE_SPLITS, load_tasks
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
-    if split not in (None, "train", "test"):
-        raise typer.BadParameter("must be train or test", param_hint="--split")
+    if split not in (None, "train", "test", *SUITE_SPLITS):
+        allowed = ", ".join(("train", "test", *SUITE_SPLITS))
+        raise typer.BadParameter(f"must be one of {allowed}", param_hint="--split")
     loaded = load_tasks(tasks, split)
     if reward_key:
         loaded.tasks = [with_reward_key(t, reward_key) for t in loaded.tasks]
@@ -163,13 +173,21 @@ def _run(
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     summary = summarize(results, ks)
+    suites = suite_metrics(loaded.tasks, results, n)
+    body = {**dataclasses.asdict(summary), "suites": [dataclasses.asdict(m) for m in suites]}
     (out / "summary.json").write_bytes(
-        orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
     table_console = Console()
     if not table_console.is_terminal:
         table_console = Console(width=200)  # a pipe or file: don't squeeze the columns
     print_summary(table_console, summary, ks)
+    for m in suites:
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in m.overall.items())
+        table_console.print(f"{m.suite} ({m.trials} trials/task): {shown}", markup=False)
+        for name, values in m.by_category.items():
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+            table_console.print(f"  {name}: {shown}", markup=False)
     console.print(f"results: {out / 'results.jsonl'}", markup=False)
 
 

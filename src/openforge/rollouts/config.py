@@ -10,6 +10,7 @@ from typing import Any
 from openforge.harnesses.base import Harness
 from openforge.home import read_admin_token
 from openforge.sandboxes.base import SandboxBackend
+from openforge.tasks.loading import SUITE_SPLITS
 from openforge.tasks.model import Task
 
 __all__ = ["STATUSES", "RolloutConfig", "RolloutResult"]
@@ -107,7 +108,8 @@ class RolloutConfig:
                 "health_interval_s and health_timeout_s must be positive, got"
                 f" {self.health_interval_s} and {self.health_timeout_s}"
             )
-        if self.split not in (None, "train", "test"):
-            raise ValueError(f"split must be train or test, got {self.split!r}")
+        if self.split not in (None, "train", "test", *SUITE_SPLITS):
+            allowed = ", ".join(("train", "test", *SUITE_SPLITS))
+            raise ValueError(f"split must be one of {allowed}, got {self.split!r}")
         if not self.gateway_url.startswith(("http://", "https://")):
             raise ValueError(f"gateway_url must be an http(s) URL, got {self.gateway_url!r}")

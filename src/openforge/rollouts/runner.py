@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforge.harnesses.base import ExplainsFailure, ExposesTaskTools, Harness, HarnessError
+from openforge.harnesses.base import (
+    ExplainsFailure,
+    ExposesTaskTools,
+    Harness,
+    HarnessError,
+    TakesMcpServers,
+)
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
@@ -32,13 +38,14 @@ from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
     Act,
+    Grade,
     Turn,
     TurnOutcome,
     run_episode,
     sandbox_spec,
 )
 from openforge.tasks.model import Task
-from openforge.tasks.verify import VerifierError
+from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = ["Attempt", "RolloutJob", "run_job"]
 
@@ -89,10 +96,16 @@ def _sandbox_base_url(minted: Minted, sandbox: Sandbox) -> str:
 
 
 async def _setup(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> None:
+    if task.sidecars is not None:
+        await task.sidecars.prepare(box)
     await job.harness.check(box)
     await job.harness.configure(box, _sandbox_base_url(minted, box), minted.key, job.model)
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
+    if task.mcp is not None:
+        if not isinstance(job.harness, TakesMcpServers):
+            raise HarnessError(f"{job.harness.name} cannot take the task's MCP tools")
+        await job.harness.add_mcp_server(box, task.mcp)
 
 
 def _harness_act(
@@ -112,12 +125,14 @@ def _harness_act(
                 ready.append(True)
                 out.timings["setup"] = time.perf_counter() - t0
             launch = job.harness.command(turn.instruction)
+            # A task's sidecars (services) run around the harness, in its process tree.
+            argv = task.sidecars.wrap(launch.argv) if task.sidecars else launch.argv
         except _INFRA as exc:
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         t1 = time.perf_counter()
         try:
             res = await box.exec(
-                launch.argv,
+                argv,
                 env={**env, **launch.env},
                 cwd=launch.cwd if task.workdir is None else workdir,
                 timeout=turn.timeout_s,
@@ -146,6 +161,22 @@ def _harness_act(
     return act
 
 
+def _suite_grade(
+    task: Task, job: RolloutJob, box: Sandbox, out: Attempt, workdir: str
+) -> Grade | None:
+    """A published suite's own grader, given the harness's transcript (collected first)."""
+    grader = task.grader
+    if grader is None:
+        return None
+
+    async def grade() -> VerifyResult:
+        with contextlib.suppress(*_INFRA):
+            out.transcript = await job.harness.collect(box)
+        return await grader.grade(box, workdir, out.transcript)
+
+    return grade
+
+
 async def _attempt(
     task: Task, job: RolloutJob, minted: Minted, out: Attempt, result: RolloutResult
 ) -> None:
@@ -166,7 +197,8 @@ async def _attempt(
     try:
         act = _harness_act(task, job, box, minted, out, workdir)
         try:
-            episode = await run_episode(box, task, workdir, act)
+            grade = _suite_grade(task, job, box, out, workdir)
+            episode = await run_episode(box, task, workdir, act, grade)
         except VerifierError as exc:
             result.status, result.error = "infra_error", f"verifier: {exc}"
             result.verifier_output = exc.output
@@ -178,8 +210,9 @@ async def _attempt(
             episode.outcome.exit_code,
             episode.outcome.error,
         )
-        with contextlib.suppress(*_INFRA):
-            out.transcript = await job.harness.collect(box)
+        if out.transcript is None:  # a suite's grader has collected it already
+            with contextlib.suppress(*_INFRA):
+                out.transcript = await job.harness.collect(box)
         if status == "agent_error" and isinstance(job.harness, ExplainsFailure):
             reason = job.harness.failure_reason(out.transcript, out.agent_log)
             error = f"{error}: {reason}" if reason else error

@@ -26,7 +26,7 @@ from openforge.sandboxes.base import Sandbox, SandboxSpec, TaskImage
 from openforge.tasks.model import Task, TaskStep
 from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
 
-__all__ = ["Act", "EnvironmentFailed", "Episode", "Turn", "TurnOutcome", "run_episode"]
+__all__ = ["Act", "EnvironmentFailed", "Episode", "Grade", "Turn", "TurnOutcome", "run_episode"]
 
 
 NEEDS_CONTAINER = (
@@ -59,6 +59,8 @@ class TurnOutcome:
 
 
 Act = Callable[[Turn], Awaitable[TurnOutcome]]
+# A published suite's own grader (``Task.grader``), run instead of the task's verifier.
+Grade = Callable[[], Awaitable[VerifyResult]]
 
 
 @dataclass(slots=True)
@@ -139,14 +141,17 @@ def _gate(step: TaskStep, verdict: VerifyResult) -> bool:
     return all(rewards.get(k, float("-inf")) >= v for k, v in step.min_reward.items())
 
 
-async def run_episode(box: Sandbox, task: Task, workdir: str, act: Act) -> Episode:
-    """Run ``task`` in ``box`` with ``act`` as the agent; verify; return the reward."""
+async def run_episode(
+    box: Sandbox, task: Task, workdir: str, act: Act, grade: Grade | None = None
+) -> Episode:
+    """Run ``task`` in ``box`` with ``act`` as the agent; verify (or ``grade``); return the
+    reward."""
     await box.put(task.workspace_bytes())
     await _healthcheck(box, task, workdir)
     if not task.steps:
         outcome = await act(Turn(task.instruction, task.timeout_s, task.solution))
         t0 = time.perf_counter()
-        verdict = await run_verifier(box, task, workdir)
+        verdict = await (grade() if grade is not None else run_verifier(box, task, workdir))
         return Episode(
             outcome, verdict.reward, verdict.details, verdict.output,
             verify_s=time.perf_counter() - t0,

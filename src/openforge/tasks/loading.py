@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from openforge.tasks.claweval import SPLITS as CLAWEVAL_SPLITS
+from openforge.tasks.claweval import find_claweval, load_claweval_checkout
 from openforge.tasks.drills import DRILL_SUITE, drill_suite
 from openforge.tasks.foreign import load_claweval, load_qwenclawbench
 from openforge.tasks.harbor import load_harbor, load_terminal_bench
 from openforge.tasks.model import Task, TaskError
 from openforge.tasks.native import load_native
+from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
 
-__all__ = ["TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
+__all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
+
+# Published suites loaded from the user's checkout: ``load_tasks("KIND:PATH")``.
+SUITES: dict[str, Callable[[Path], tuple[list[Task], list[TaskError]]]] = {
+    "claweval": load_claweval_checkout,
+    "qwenclawbench": load_qwenclawbench_checkout,
+}
+# The suites' own splits, beside OpenForge's train and test.
+SUITE_SPLITS: tuple[str, ...] = CLAWEVAL_SPLITS
 
 
 @dataclass(slots=True)
@@ -75,14 +87,43 @@ def load_task_dir(d: Path) -> Task:
     return load_terminal_bench(d)
 
 
+def _suite_kind(root: Path) -> str | None:
+    """The published suite a checkout holds, recognised by the files its own code reads."""
+    for kind, find in (("claweval", find_claweval), ("qwenclawbench", find_checkout)):
+        try:
+            find(root)
+        except TaskError:
+            continue
+        return kind
+    return None
+
+
+def _load_suite(kind: str, root: Path, split: str | None) -> TaskSet:
+    out = TaskSet()
+    try:
+        tasks, out.errors = SUITES[kind](root)
+    except TaskError as exc:
+        out.errors.append(exc)
+        return out
+    out.tasks = [t for t in tasks if split is None or t.split == split]
+    return out
+
+
 def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
     """Load every task under ``path`` (a task dir, a suite dir, or a bundled suite's name).
 
+    ``KIND:PATH`` loads a published suite from the user's checkout (:data:`SUITES`:
+    ``claweval``, ``qwenclawbench``); a checkout given without the prefix is recognised.
     Malformed tasks land in ``errors`` (file, field, problem) and the rest still load.
     Duplicate ids are errors for every copy after the first. ``split`` keeps only tasks of
-    that split (``train`` or ``test``).
+    that split (``train`` or ``test``; a suite's own, e.g. ClawEval's ``multi_turn``).
     """
+    kind, sep, rest = str(path).partition(":")
+    if sep and kind in SUITES:
+        return _load_suite(kind, Path(rest), split)
     root = Path(path)
+    if root.is_dir() and (found := _suite_kind(root)) is not None:
+        return _load_suite(found, root, split)
     if not root.exists() and (bundled := builtin_suite(str(path))) is not None:
         root = bundled
     out = TaskSet()

@@ -12,12 +12,20 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Protocol
 
-from openforge.sandboxes.base import NetworkPolicy
+from openforge.sandboxes.base import NetworkPolicy, Sandbox
+
+if TYPE_CHECKING:
+    from openforge.tasks.verify import VerifyResult
 
 __all__ = [
     "VERIFY_DIR",
     "Healthcheck",
+    "McpServer",
+    "McpTool",
+    "Sidecars",
+    "SuiteGrader",
     "Task",
     "TaskEnvironment",
     "TaskError",
@@ -128,6 +136,57 @@ class TaskStep:
     min_reward: float | dict[str, float] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    """One tool of a task's MCP server, as the model sees it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """A task's tools as one stdio MCP server inside the sandbox (``environments/mcp_bridge``).
+
+    Harnesses that take MCP servers start ``command``; the built-in claw agent, which takes
+    tools natively, runs ``call + (tool name,)`` with the arguments as JSON on stdin.
+    """
+
+    name: str
+    command: tuple[str, ...]
+    call: tuple[str, ...]
+    tools: tuple[McpTool, ...]
+
+
+class Sidecars(Protocol):
+    """What a task runs beside the harness in its sandbox (services, the MCP bridge)."""
+
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Put the environment's files in the sandbox before the harness is configured."""
+        ...
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The harness's launch, wrapped so the environment runs around it."""
+        ...
+
+
+class SuiteGrader(Protocol):
+    """A published suite's own grader, run on the host after the agent stops.
+
+    Published suites grade outside the agent's box (ClawEval grades its trace on the host,
+    QwenClawBench copies the workspace out and grades the copy), and they grade the
+    transcript as well as the files, so they cannot be a ``verify_command``. A grader that
+    cannot run raises :class:`openforge.tasks.verify.VerifierError` (an ``infra_error``).
+    """
+
+    async def grade(
+        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+    ) -> VerifyResult:
+        """Grade what the agent left in ``sandbox`` and its harness ``transcript``."""
+        ...
+
+
 @dataclass(slots=True)
 class Task:
     """One task, whatever format it came from.
@@ -173,14 +232,27 @@ class Task:
     # Things the loader accepted but does not act on, said out loud (e.g. ``artifacts``).
     notes: tuple[str, ...] = ()
 
+    # The suite's own category of the task (ClawEval ``category``, QwenClawBench ``category``),
+    # for per-category metrics.
+    category: str = ""
+    # Workspace files given inline by the task (sandbox path -> content).
+    workspace_extra: dict[str, bytes] = field(default_factory=dict)
+    # Replaces ``verify_command`` for suites whose own grader runs on the host.
+    grader: SuiteGrader | None = None
+    # Services and tools that run beside the harness (ClawEval's mock services and tools).
+    sidecars: Sidecars | None = None
+    mcp: McpServer | None = None
+
     @property
     def workdir(self) -> str | None:
         """The task's own workdir, when its environment names one."""
         return self.environment.workdir if self.environment else None
 
     def workspace_bytes(self) -> dict[str, bytes]:
-        """The workspace's files, read now."""
-        return {rel: p.read_bytes() for rel, p in self.workspace.items()}
+        """The workspace's files, read now (inline entries included)."""
+        out = {rel: p.read_bytes() for rel, p in self.workspace.items()}
+        out.update(self.workspace_extra)
+        return out
 
     def verify_bytes(self) -> dict[str, bytes]:
         """The verifier's files as sandbox paths (under :data:`VERIFY_DIR`) to content."""

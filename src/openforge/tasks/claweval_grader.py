@@ -1,0 +1,234 @@
+"""ClawEval's own grader class on the trajectory of an OpenForge rollout.
+
+After the agent stops: the task's grader-only files are put into the sandbox (never before,
+so the agent cannot read them), ``env_snapshot_commands`` run there and
+``env_snapshot_files`` are read back, as ClawEval's runner does. The trace ClawEval's runner
+would have written is rebuilt: the messages from the harness's transcript, the tool
+dispatches and service audits from the MCP bridge's log (:mod:`openforge.environments`).
+``claweval_grade.py`` then loads the task's ``AbstractGrader`` subclass from the checkout
+(``claw_eval.graders.registry.get_grader``), calls ``grade`` with the parameters it accepts,
+and scores with ``compute_task_score`` / ``is_pass``.
+
+A task whose services did not run (no bridge log while the task declares services) cannot
+be graded fairly: that is a :class:`VerifierError` (``infra_error``), never a score.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, STATUS_FILE
+from openforge.sandboxes.base import Sandbox
+from openforge.tasks.suite_grading import judge_from_env, run_suite_code
+from openforge.tasks.transcripts import claweval_messages, turns
+from openforge.tasks.verify import VerifierError, VerifyResult
+
+__all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "build_trace"]
+
+_DRIVER = Path(__file__).with_name("claweval_grade.py")
+_GLOB = (
+    "import glob, json, sys; print(json.dumps(sorted(glob.glob(sys.argv[1], recursive=True))[:50]))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClawEvalService:
+    """A mock service a task needs running (``services[]``)."""
+
+    name: str
+    command: str
+    port: int
+    health_check: str
+    health_check_method: str
+    ready_timeout: float
+    reset_endpoint: str | None
+    env: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClawEvalSpec:
+    """What running and grading a ClawEval task needs beyond :class:`Task`."""
+
+    checkout: Path
+    task_dir: Path
+    task_yaml: Path
+    tools: tuple[dict[str, Any], ...]  # name, description, input_schema
+    endpoints: dict[str, tuple[str, str]]  # tool name -> (url, method)
+    services: tuple[ClawEvalService, ...]
+    max_turns: int
+    grader_files: dict[str, Path] = field(default_factory=dict)
+    snapshot_files: tuple[str, ...] = ()
+    snapshot_commands: tuple[str, ...] = ()
+    snapshot_timeout_s: float = 10.0
+    local_grader_files: tuple[str, ...] = ()
+    user_agent: bool = False
+
+
+def _file_entry(data: bytes) -> dict[str, Any]:
+    """A file as ClawEval's sandbox ``/read`` answers: UTF-8 text, else base64."""
+    try:
+        return {"content": data.decode("utf-8"), "encoding": "utf-8", "mime_type": "text/plain"}
+    except UnicodeDecodeError:
+        return {
+            "content": base64.b64encode(data).decode("ascii"),
+            "encoding": "base64",
+            "mime_type": "application/octet-stream",
+            "size_bytes": len(data),
+        }
+
+
+def _link_dispatches(messages: list[dict[str, Any]], dispatches: list[dict[str, Any]]) -> None:
+    """Give each logged dispatch the id of the model's call it served (same tool, in order).
+
+    The bridge sees calls, not the model's tool-use ids; ClawEval's dispatcher records them.
+    """
+    uses = [
+        b
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in m.get("content", [])
+        if b.get("type") == "tool_use"
+    ]
+    taken: set[int] = set()
+    for d in dispatches:
+        for i, b in enumerate(uses):
+            if i not in taken and b.get("name") == d.get("tool_name"):
+                d["tool_use_id"] = b.get("id", d.get("tool_use_id"))
+                taken.add(i)
+                break
+
+
+def build_trace(
+    task_id: str,
+    messages: list[dict[str, Any]],
+    dispatches: list[dict[str, Any]],
+    audits: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The JSONL events ClawEval's runner writes for one run (``claw_eval.models.trace``)."""
+    trace_id = f"openforge-{task_id}-{int(time.time() * 1000)}"
+    _link_dispatches(messages, dispatches)
+    events: list[dict[str, Any]] = [
+        {"type": "trace_start", "trace_id": trace_id, "task_id": task_id, "model": "openforge"}
+    ]
+    events += [{"type": "message", "trace_id": trace_id, "message": m} for m in messages]
+    for d in dispatches:
+        events.append({"type": "tool_dispatch", "trace_id": trace_id, **d})
+    for name, data in audits.items():
+        events.append(
+            {
+                "type": "audit_snapshot",
+                "trace_id": trace_id,
+                "service_name": name,
+                "audit_url": str(data.get("url", "")) if isinstance(data, dict) else "",
+                "audit_data": data.get("data", {}) if isinstance(data, dict) else {},
+            }
+        )
+    turns_n = sum(1 for m in messages if m.get("role") == "assistant")
+    events.append({"type": "trace_end", "trace_id": trace_id, "total_turns": turns_n})
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class ClawEvalGrader:
+    """Runs the task's own ``AbstractGrader`` on the rebuilt trace."""
+
+    spec: ClawEvalSpec
+    timeout_s: float = 900.0
+
+    async def _snapshot(self, sandbox: Sandbox, workdir: str) -> dict[str, Any]:
+        spec = self.spec
+        snap: dict[str, Any] = {}
+        for cmd in spec.snapshot_commands:
+            res = await sandbox.exec(
+                ["/bin/sh", "-c", cmd], cwd=workdir, timeout=spec.snapshot_timeout_s
+            )
+            snap[f"cmd:{cmd}"] = {
+                "exit_code": -1 if res.timed_out else res.exit_code,
+                "stdout": res.stdout.decode(errors="replace"),
+                "stderr": res.stderr.decode(errors="replace"),
+            }
+        for pattern in spec.snapshot_files:
+            paths = [pattern]
+            if "*" in pattern or "?" in pattern:
+                res = await sandbox.exec(["python3", "-c", _GLOB, pattern], cwd=workdir, timeout=60)
+                paths = json.loads(res.stdout or b"[]") if res.exit_code == 0 else []
+            got = await sandbox.get(paths)
+            for p in paths:
+                snap[f"file:{p}"] = (
+                    _file_entry(got[p]) if p in got else {"error": f"File not found: {p}"}
+                )
+        for rel in spec.local_grader_files:
+            local = spec.task_dir / rel
+            snap[f"local_file:{rel}"] = (
+                {"encoding": "base64", "content": base64.b64encode(local.read_bytes()).decode()}
+                if local.is_file()
+                else {"error": f"not found: {local}"}
+            )
+        return snap
+
+    async def _bridge_log(self, sandbox: Sandbox) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        got = await sandbox.get([DISPATCH_LOG, AUDIT_FILE, STATUS_FILE])
+        if self.spec.services:
+            names = ", ".join(s.name for s in self.spec.services)
+            if STATUS_FILE not in got:
+                raise VerifierError(
+                    f"{self.spec.task_yaml}: the task's services ({names}) did not run in the "
+                    "sandbox, so its grader would judge an agent that had no tools"
+                )
+            status = orjson.loads(got[STATUS_FILE])
+            if not status.get("ok"):
+                raise VerifierError(f"{self.spec.task_yaml}: {status.get('error')}")
+        dispatches = [
+            orjson.loads(line) for line in got.get(DISPATCH_LOG, b"").splitlines() if line.strip()
+        ]
+        # A harness killed at its timeout leaves no audit; its graders see none, as
+        # ClawEval's runner gives them none when an audit fetch fails.
+        audits = orjson.loads(got[AUDIT_FILE]) if AUDIT_FILE in got else {}
+        return dispatches, audits
+
+    async def grade(
+        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+    ) -> VerifyResult:
+        """Put grader-only files in, snapshot, rebuild the trace, run the task's grader."""
+        spec = self.spec
+        if spec.user_agent:
+            raise VerifierError(
+                f"{spec.task_yaml}: a multi_turn task needs ClawEval's simulated user, "
+                "which OpenForge does not run yet"
+            )
+        root = workdir.rstrip("/")
+        await sandbox.put({f"{root}/{rel}": p.read_bytes() for rel, p in spec.grader_files.items()})
+        dispatches, audits = await self._bridge_log(sandbox)
+        snapshot = await self._snapshot(sandbox, workdir)
+        events = build_trace(
+            spec.task_yaml.parent.name, claweval_messages(turns(transcript)), dispatches, audits
+        )
+        judge = judge_from_env()
+        with tempfile.TemporaryDirectory(prefix="openforge-claweval-") as tmp:
+            trace = Path(tmp) / "trace.jsonl"
+            trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+            payload = {
+                "checkout": str(spec.checkout),
+                "task_yaml": str(spec.task_yaml),
+                "task_dir": str(spec.task_dir),
+                "trace": str(trace),
+                "env_snapshot": snapshot,
+                "judge": judge.as_json() if judge else None,
+            }
+            result, log = await run_suite_code(
+                _DRIVER, [spec.checkout / "src"], spec.checkout, payload, self.timeout_s
+            )
+        score = result.get("task_score")
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise VerifierError(
+                f"the ClawEval grader gave a task_score outside [0, 1]: {score!r}", log
+            )
+        return VerifyResult(reward=float(score), details=result, output=log)

@@ -1,0 +1,140 @@
+"""ClawEval from a checkout: the loader reads the published task.yaml, the task's service
+runs in the sandbox around a real harness, its tools reach the harness through the MCP
+bridge, grader-only files stay out of the agent's sight, and the task's own grader class
+scores the rebuilt trace."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from harnesses.conftest import require
+from openforge.harnesses.registry import get_harness
+from openforge.probing.probe import probe, tool_reply
+from openforge.tasks.loading import load_tasks
+from openforge.tasks.model import Task
+
+from .claweval_sample import write_sample
+from .judge import judge_endpoint
+
+SOLVE = [
+    tool_reply("bash", command="ls fixtures"),
+    tool_reply("notes_search", query="answer"),
+    tool_reply("notes_create", title="answer", body="42"),
+    tool_reply("submit", answer="The answer is 42; I recorded it as a note."),
+]
+
+
+def _tasks(root: Path) -> dict[str, Task]:
+    got = load_tasks(f"claweval:{root}")
+    assert not got.errors, got.errors
+    # The environments Python and a Node-free claw need room; the sample's own limits are none.
+    return {t.id: dataclasses.replace(t, memory_mb=2048, pids=512) for t in got.tasks}
+
+
+def test_the_published_layout_loads(tmp_path: Path) -> None:
+    by = _tasks(write_sample(tmp_path / "ce"))
+    task = by["T001_notes"]
+    assert task.format == "claweval" and task.category == "productivity"
+    assert task.split == "general" and by["T003_chat"].split == "multi_turn"
+    assert task.instruction.startswith("Find the note titled answer")
+    assert task.timeout_s == 200.0
+    # The workspace has the sandbox file, never the grader-only one.
+    assert set(task.workspace_bytes()) == {"fixtures/brief.txt"}
+    assert task.mcp is not None
+    assert [t.name for t in task.mcp.tools] == ["notes_search", "notes_create"]
+    assert set(load_tasks(f"claweval:{tmp_path / 'ce'}", split="multi_turn").by_id()) == {
+        "T003_chat"
+    }
+
+
+def test_a_missing_fixture_and_a_string_prompt_name_file_and_field(tmp_path: Path) -> None:
+    root = write_sample(tmp_path / "ce")
+    (root / "tasks/T002_broken/fixtures/brief.txt").unlink()
+    yaml_file = root / "tasks/T003_chat/task.yaml"
+    text = yaml_file.read_text().replace("prompt:\n  text:", "prompt:")
+    yaml_file.write_text(text.replace("  language: en\n", ""))
+    got = load_tasks(f"claweval:{root}")
+    errors = {(Path(e.file).parent.name, e.field) for e in got.errors}
+    assert errors == {("T002_broken", "sandbox_files[0]"), ("T003_chat", "prompt.text")}
+    assert {t.id for t in got.tasks} == {"T001_notes", "T004_judged"}
+
+
+def test_another_layout_fails_with_one_message(tmp_path: Path) -> None:
+    (tmp_path / "tasks/T1").mkdir(parents=True)
+    got = load_tasks(f"claweval:{tmp_path}")
+    (err,) = got.errors
+    assert err.file.endswith("src/claw_eval/graders/base.py") and "ClawEval" in err.problem
+
+
+async def test_claw_uses_the_service_through_the_bridge_and_scores_1(tmp_path: Path) -> None:
+    require("claw")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        run.result.verifier_output,
+    )
+    messages = json.loads((run.run_dir / "rollouts/T001_notes/0/transcript.json").read_text())
+    observations = [m["content"] for m in messages["messages"] if m["role"] == "tool"]
+    assert "brief.txt" in observations[0] and "answer_key" not in observations[0]
+    assert '"body": "42"' in observations[1]  # the service's answer, through the bridge
+
+
+async def test_a_no_op_scores_what_the_grader_gives(tmp_path: Path) -> None:
+    require("claw")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    replies = [tool_reply("submit", answer="I did nothing.")]
+    run = await probe(get_harness("claw"), replies, tmp_path / "run", task=task)
+    # Only the grader-only file's presence after the run holds: completion 1/4.
+    assert run.result.status == "completed", run.result
+    assert run.result.reward == pytest.approx(0.8 * 0.25 + 0.2 * 1.0)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "why"),
+    [("T002_broken", "no database"), ("T003_chat", "simulated user")],
+)
+async def test_a_failed_service_or_unsupported_split_is_infra_error(
+    task_id: str, why: str, tmp_path: Path
+) -> None:
+    require("claw")
+    task = _tasks(write_sample(tmp_path / "ce"))[task_id]
+    run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("infra_error", None), run.result
+    assert why in (run.result.error or ""), run.result.error
+
+
+async def test_a_grader_that_needs_the_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require("claw")
+    monkeypatch.delenv("OPENFORGE_JUDGE_BASE_URL", raising=False)
+    task = _tasks(write_sample(tmp_path / "ce"))["T004_judged"]
+    run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("infra_error", None), run.result
+    assert "needs an LLM judge" in (run.result.verifier_output or "")
+    async with judge_endpoint(tmp_path / "judge", '{"score": 0.5}', monkeypatch):
+        run = await probe(get_harness("claw"), SOLVE, tmp_path / "run2", task=task)
+    assert run.result.status == "completed", (run.result, run.result.verifier_output)
+    assert run.result.reward == pytest.approx(0.8 * 0.5 + 0.2)
+    assert run.result.details["judge_calls"] == 1
+
+
+async def test_claude_code_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> None:
+    require("claude-code")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    replies = [
+        tool_reply("Bash", command="ls fixtures", description="List the fixtures"),
+        tool_reply("mcp__task__notes_search", query="answer"),
+        tool_reply("mcp__task__notes_create", title="answer", body="42"),
+        {"text": "The answer is 42; I recorded it as a note."},
+    ]
+    run = await probe(get_harness("claude-code"), replies, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        run.result.verifier_output,
+    )
