@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,6 +23,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from openforge.sandboxes.container import DEFAULT_IMAGE
+
+# trio (which selenium brings in for the GUI environments) registers a Hypothesis plugin whose
+# setup warns when Hypothesis is first imported; with warnings as errors, a run that imported
+# Hypothesis only for its end-of-session summary failed after every test had passed. Import
+# it once here with exactly that warning silenced.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="It looks like `register_random` was passed")
+    import hypothesis  # noqa: F401
 from openforge.store.pgcluster import LocalCluster
 
 # The local Debian base task Dockerfiles are built FROM (deploy/build-debian-base.sh).
