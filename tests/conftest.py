@@ -24,6 +24,8 @@ import pytest
 
 from openforge.sandboxes.container import DEFAULT_IMAGE
 
+from openforge.store.pgcluster import LocalCluster
+
 # trio (which selenium brings in for the GUI environments) registers a Hypothesis plugin whose
 # setup warns when Hypothesis is first imported; with warnings as errors, a run that imported
 # Hypothesis only for its end-of-session summary failed after every test had passed. Import
@@ -31,7 +33,6 @@ from openforge.sandboxes.container import DEFAULT_IMAGE
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="It looks like `register_random` was passed")
     import hypothesis  # noqa: F401
-from openforge.store.pgcluster import LocalCluster
 
 # The local Debian base task Dockerfiles are built FROM (deploy/build-debian-base.sh).
 DEBIAN_BASE = "localhost/openforge-debian:bookworm"
