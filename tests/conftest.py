@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 import pytest
 
 from openforge.sandboxes.container import DEFAULT_IMAGE
-
 from openforge.store.pgcluster import LocalCluster
 
 # trio (which selenium brings in for the GUI environments) registers a Hypothesis plugin whose
