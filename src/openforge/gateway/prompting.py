@@ -17,6 +17,7 @@ from openforge.conversation import (
     CompletionDelta,
     Conversation,
     FinishReason,
+    ImagePart,
     Usage,
 )
 from openforge.dialects.errors import ApiError
@@ -110,6 +111,12 @@ class Prompting:
             ]
         if prompt.images:
             info["images_omitted"] = prompt.images
+        shown = [p for m in conversation.messages for p in m.content if isinstance(p, ImagePart)]
+        if shown:  # the record refers to each image by digest (its bytes are a store blob)
+            info["images"] = [
+                {"sha256": p.sha256, "width": p.width, "height": p.height, "detail": p.detail}
+                for p in shown
+            ]
         if prompt.parent is not None:
             info["parent"] = prompt.parent
         return Rendered(prompt.ids, prompt, prompt.fork, info)

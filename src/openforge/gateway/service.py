@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from openforge.conversation import Completion, CompletionDelta, Conversation
+from openforge.conversation import Completion, CompletionDelta, Conversation, ImagePart
 from openforge.dialects.catalog import DIALECTS
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.dialect import ConversationState, Dialect
@@ -37,6 +37,7 @@ from openforge.engines.base import (
 from openforge.gateway.control import Control, RolloutState
 from openforge.gateway.heap import release_free_memory
 from openforge.gateway.identity import harness_identity, rollout_key
+from openforge.gateway.images import CallImages, stored_conversation, stored_request
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
@@ -90,6 +91,7 @@ class _Call:
     first_token_s: float | None = None
     recorded: bool = False
     rendered: Rendered | None = None
+    images: list[ImagePart] = field(default_factory=list)
     response_id: str | None = None
     stop_guard: StopGuard | None = None  # streaming with stop strings
 
@@ -164,6 +166,7 @@ class CallService:
         self.prompting = prompting
         self.allow_anonymous = allow_anonymous
         self.limits = limits or Limits()
+        self.images = CallImages(store, self.limits)
         info = engine.info()
         self.engine_kind = info.kind
         self.served_model = info.model
@@ -257,6 +260,7 @@ class CallService:
             self._check_counts(conversation)
             conversation = await call.served.memory.resolve(conversation, call.state.rollout.id)
             call.conversation = conversation
+            call.images = await self.images.resolve(conversation)
             async with call.state.render_lock:  # a rollout's history renders one call at a time
                 if offload:
                     rendered = await asyncio.to_thread(
@@ -514,8 +518,10 @@ class CallService:
             weight_version=self.control.weight_version,
             fork=call.fork,
             render_info=call.render_info,
-            raw_request=call.body,
-            conversation=self.prompting.to_json(conv) if conv is not None else {},
+            raw_request=stored_request(call.body, call.images) if call.images else call.body,
+            conversation=(
+                self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
+            ),
             completion=self.prompting.completion_json(completion) if completion else {},
             error=call.error,
             harness=harness_identity(call.scope),
