@@ -124,6 +124,7 @@ class ResponseFormat:
     schema: dict[str, Any] | None = None
     name: str | None = None
     strict: bool = False
+    param: str | None = None  # the request field it came from, for errors found later
 
 
 @dataclass(slots=True)

@@ -3,7 +3,9 @@
 Exceptions::
 
     EngineError            the engine failed or could not be reached (503 / 529 to harnesses)
-    └── EngineOverloaded   the engine is up but refuses work now (retryable)
+    ├── EngineOverloaded   the engine is up but refuses work now (retryable)
+    └── EngineRequestError the request cannot be served as asked (a response format whose
+                           schema does not compile): the client's error (400)
 
 An engine knows nothing of dialects or conversations: it takes prompt token ids and
 sampling parameters and yields the ids it sampled with the logprob of each, as it
@@ -24,6 +26,7 @@ __all__ = [
     "EngineInfo",
     "EngineOverloaded",
     "EngineRequest",
+    "EngineRequestError",
     "TextEngine",
     "TokenChunk",
     "UpdatableEngine",
@@ -38,6 +41,10 @@ class EngineError(Exception):
 
 class EngineOverloaded(EngineError):
     """The engine refuses work for now; the client should retry."""
+
+
+class EngineRequestError(EngineError):
+    """The request itself cannot be served (retrying it will not help)."""
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from openforge.engines.base import EngineError, EngineInfo, EngineRequest, TokenChunk
+from openforge.engines.constraints import Constraint, Grammars
 from openforge.engines.sampling import RowSampling, sample_rows
 
 __all__ = ["LocalEngine"]
@@ -107,6 +108,7 @@ class _Seq:
     stop_ids: frozenset[int]
     sampling: RowSampling
     deliver: _Deliver
+    constraint: Constraint | None = None  # structured output: allowed tokens per step
     out: list[int] = field(default_factory=list)
     cancelled: bool = False
     done: bool = False
@@ -159,6 +161,7 @@ class LocalEngine:
         if max_context is not None:
             self.context_length = min(self.context_length, max_context)
         self.eos_ids = _eos_ids(self.model)
+        self.grammars = Grammars(self.tokenizer, int(config.vocab_size), self.eos_ids)
         self.max_batch = max_batch
         self._version = "0"
         # ~46 KB per token for SmolLM2-135M in float32; 0 turns prefix reuse off.
@@ -192,6 +195,9 @@ class LocalEngine:
         if self._closed:
             raise EngineError("the local engine is closed")
         seq = self._make_seq(request)
+        fmt = request.params.response_format
+        if fmt is not None:  # compiling can take a while for a large schema: off the loop
+            seq.constraint = await asyncio.to_thread(self.grammars.matcher, fmt)
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[TokenChunk | BaseException] = asyncio.Queue()
 
@@ -416,8 +422,25 @@ class LocalEngine:
         self._accept(batch, out.logits[:, -1, :])
 
     def _accept(self, batch: _Batch, logits: torch.Tensor) -> None:
-        """Sample one token per row, stream it, and decide who is finished."""
+        """Sample one token per row, stream it, and decide who is finished.
+
+        Rows under a constraint get their disallowed logits set to ``-inf`` first, so the
+        sampled token and its logprob come from the constrained distribution."""
+        constrained = [
+            (row, s.constraint)
+            for row, s in enumerate(batch.seqs)
+            if s.constraint is not None and not (s.cancelled or s.done)
+        ]
+        if constrained:
+            logits = logits.float().clone()
+            for row, constraint in constrained:
+                allowed = constraint.mask().to(logits.device)
+                width = min(len(allowed), logits.shape[-1])
+                logits[row, :width].masked_fill_(~allowed[:width], float("-inf"))
+                logits[row, width:] = float("-inf")
         ids, logprobs = sample_rows(logits, [s.sampling for s in batch.seqs])
+        for row, constraint in constrained:
+            constraint.advance(ids[row])
         batch.last = torch.tensor(ids, dtype=torch.long, device=self.device)
         for seq, token, logprob in zip(batch.seqs, ids, logprobs, strict=True):
             if seq.cancelled or seq.done:

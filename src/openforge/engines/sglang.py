@@ -14,7 +14,8 @@ Request (``POST /generate``)::
                          "min_p": 0.0, "repetition_penalty": 1.0,
                          "presence_penalty": 0.0, "frequency_penalty": 0.0,
                          "stop": [...], "stop_token_ids": [...], "no_stop_trim": true,
-                         "skip_special_tokens": false, "sampling_seed": S}}
+                         "skip_special_tokens": false, "sampling_seed": S,
+                         "json_schema": "<schema as JSON text>"}}   (response_format only)
 
 ``top_k: -1`` is SGLang's "no top-k" (``0`` is rejected); ``temperature: 0`` becomes
 greedy (``top_k = 1``). Every sampling field is sent at its neutral value so a
@@ -53,10 +54,13 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+import orjson
+
+from openforge.conversation import ResponseFormat
 from openforge.engines.base import EngineError, EngineRequest, TokenChunk
 from openforge.engines.remote import RemoteEngine, StreamState, fit_max_tokens
 
-__all__ = ["SGLangEngine"]
+__all__ = ["SGLangEngine", "json_schema_text"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +103,8 @@ class SGLangEngine(RemoteEngine):
             sampling["stop_token_ids"] = params.stop_token_ids
         if params.seed is not None:
             sampling["sampling_seed"] = params.seed
+        if params.response_format is not None:
+            sampling["json_schema"] = json_schema_text(params.response_format)
         body: dict[str, Any] = {
             "input_ids": request.prompt_ids,
             "sampling_params": sampling,
@@ -158,6 +164,13 @@ class SGLangEngine(RemoteEngine):
     async def resume(self) -> None:
         """Resume after :meth:`pause`."""
         await self.post_json("/continue_generation", {})
+
+
+def json_schema_text(fmt: ResponseFormat) -> str:
+    """SGLang's ``sampling_params.json_schema`` (a JSON string) for a response format;
+    ``json_object`` is the schema of any object."""
+    schema = fmt.schema if fmt.type == "json_schema" and fmt.schema else {"type": "object"}
+    return orjson.dumps(schema).decode()
 
 
 def _new_triples(triples: list[Any], total: int, received: int) -> list[Any]:

@@ -119,6 +119,9 @@ class Prompting:
             ]
         if prompt.parent is not None:
             info["parent"] = prompt.parent
+        fmt = conversation.params.response_format
+        if fmt is not None:  # sampled under a grammar: its logprobs are the constrained ones
+            info["constrained"] = {"type": fmt.type, "name": fmt.name, "strict": fmt.strict}
         return Rendered(prompt.ids, prompt, prompt.fork, info)
 
     def parser(self, conversation: Conversation, tool_prefix: str) -> CallParser:

@@ -47,7 +47,9 @@ def _part(d: dict[str, Any]) -> ContentPart:
 def _response_format(d: dict[str, Any] | None) -> ResponseFormat | None:
     if not d:
         return None
-    return ResponseFormat(d["type"], d.get("schema"), d.get("name"), bool(d.get("strict")))
+    return ResponseFormat(
+        d["type"], d.get("schema"), d.get("name"), bool(d.get("strict")), d.get("param")
+    )
 
 
 def _calls(items: list[dict[str, Any]] | None) -> list[ToolCall]:

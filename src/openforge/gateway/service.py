@@ -32,6 +32,7 @@ from openforge.engines.base import (
     EngineError,
     EngineOverloaded,
     EngineRequest,
+    EngineRequestError,
     TextEngine,
 )
 from openforge.gateway.control import Control, RolloutState
@@ -139,7 +140,11 @@ def _refused(rollout: Rollout, exc: StoreError) -> ApiError:
     return ApiError("overloaded", f"The store is unavailable: {exc}")
 
 
-def _engine_error(exc: EngineError) -> ApiError:
+def _engine_error(exc: EngineError, conversation: Conversation | None = None) -> ApiError:
+    if isinstance(exc, EngineRequestError):  # the request's own fault: retrying won't help
+        fmt = conversation.params.response_format if conversation is not None else None
+        param = fmt.param if fmt is not None else None
+        return ApiError("invalid_request", f"Cannot serve this request: {exc}", param)
     # Both map to 503 / 529 so harnesses retry.
     what = "overloaded" if isinstance(exc, EngineOverloaded) else "unavailable"
     return ApiError("overloaded", f"The engine is {what}: {exc}")
@@ -420,7 +425,7 @@ class CallService:
                         call.stop_text = chunk.stop_text
                         break
             except EngineError as exc:
-                await self._fail(call, _engine_error(exc), writer, send)
+                await self._fail(call, _engine_error(exc, conversation), writer, send)
                 return
             finally:
                 await chunks.aclose()  # type: ignore[attr-defined]
@@ -474,7 +479,9 @@ class CallService:
     async def _fail(
         self, call: _Call, err: ApiError, writer: StreamWriter | None, send: Send
     ) -> None:
-        call.status, call.error, call.finish = CallStatus.ENGINE_ERROR, err.message, "error"
+        refused = err.kind == "invalid_request"  # the request's fault, not the engine's
+        call.status = CallStatus.REJECTED if refused else CallStatus.ENGINE_ERROR
+        call.error, call.finish = err.message, "error"
         await self._record(call)
         if writer is not None and writer.started:
             encoder = writer.encoder

@@ -93,10 +93,12 @@ def parse_request(body: bytes) -> Conversation:
 def _response_format(fmt: ResponseFormatParam | None) -> ResponseFormat | None:
     """``response_format`` as the canonical structured-output request (None for text)."""
     if isinstance(fmt, JsonObjectFormat):
-        return ResponseFormat("json_object")
+        return ResponseFormat("json_object", param="response_format")
     if isinstance(fmt, JsonSchemaFormat):
         spec = fmt.json_schema
-        return ResponseFormat("json_schema", spec.json_schema, spec.name, bool(spec.strict))
+        return ResponseFormat(
+            "json_schema", spec.json_schema, spec.name, bool(spec.strict), "response_format"
+        )
     return None
 
 

@@ -107,9 +107,11 @@ def _response_format(text: TextConfig | None) -> ResponseFormat | None:
     """``text.format`` as the canonical structured-output request (None for plain text)."""
     fmt = text.format if text is not None else None
     if isinstance(fmt, JsonObjectFormat):
-        return ResponseFormat("json_object")
+        return ResponseFormat("json_object", param="text.format")
     if isinstance(fmt, JsonSchemaFormat):
-        return ResponseFormat("json_schema", fmt.json_schema, fmt.name, bool(fmt.strict))
+        return ResponseFormat(
+            "json_schema", fmt.json_schema, fmt.name, bool(fmt.strict), "text.format"
+        )
     return None
 
 
