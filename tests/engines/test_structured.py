@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from openforge.conversation import ResponseFormat, SamplingParams
-from openforge.engines.base import EngineRequest, EngineRequestError
+from openforge.engines.base import EngineRequest, EngineRequestError, PromptImage
 from openforge.engines.local import LocalEngine
 from openforge.engines.sglang import SGLangEngine
 from openforge.engines.vllm import VLLMEngine
@@ -133,3 +134,16 @@ def test_vllm_and_sglang_parameters() -> None:
         "type": "object"
     }
     assert "json_schema" not in sglang.payload(_request(None))["sampling_params"]
+
+
+def test_images_reach_sglang_as_image_data_and_vllm_refuses_them() -> None:
+    png = b"\x89PNG\r\n\x1a\nrest"
+    image = PromptImage(png, "image/png", "ab" * 32)
+    request = EngineRequest(prompt_ids=[1, 2, 3], params=SamplingParams(), images=[image])
+    sglang = SGLangEngine("http://127.0.0.1:9", model="m", context_length=4096)
+    body = sglang.payload(request)
+    assert body["image_data"] == ["data:image/png;base64," + base64.b64encode(png).decode()]
+    assert body["input_ids"] == [1, 2, 3]
+    vllm = VLLMEngine("http://127.0.0.1:9", model="m", context_length=4096)
+    with pytest.raises(EngineRequestError, match="takes no images"):
+        vllm.payload(request)

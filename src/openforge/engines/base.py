@@ -27,6 +27,7 @@ __all__ = [
     "EngineOverloaded",
     "EngineRequest",
     "EngineRequestError",
+    "PromptImage",
     "TextEngine",
     "TokenChunk",
     "UpdatableEngine",
@@ -47,6 +48,16 @@ class EngineRequestError(EngineError):
     """The request itself cannot be served (retrying it will not help)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PromptImage:
+    """An image the prompt shows a VLM, in prompt order. Its placeholder ids are already
+    expanded in ``prompt_ids`` (to the grid the model's own image processor gives it)."""
+
+    data: bytes = field(repr=False)
+    media_type: str
+    sha256: str
+
+
 @dataclass(slots=True)
 class EngineRequest:
     prompt_ids: list[int]
@@ -56,6 +67,7 @@ class EngineRequest:
     request_id: str = ""
     # Absolute limit on prompt + output tokens; engines cap max_tokens to fit.
     context_length: int | None = None
+    images: list[PromptImage] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ manager's output processor and ``managers/logprob_ops.py``.
 Request (``POST /generate``)::
 
     {"input_ids": [ids...], "stream": true, "return_logprob": true,
-     "logprob_start_len": -1, "rid": ID,
+     "logprob_start_len": -1, "rid": ID, "image_data": ["data:image/png;base64,..."],
      "sampling_params": {"max_new_tokens": N, "temperature": T, "top_p": P, "top_k": K,
                          "min_p": 0.0, "repetition_penalty": 1.0,
                          "presence_penalty": 0.0, "frequency_penalty": 0.0,
@@ -51,6 +51,7 @@ V, "flush_cache": true, "abort_all_requests": false}`` answers ``{"success", "me
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any, ClassVar
 
@@ -114,6 +115,11 @@ class SGLangEngine(RemoteEngine):
         }
         if request.request_id:
             body["rid"] = request.request_id
+        if request.images:  # GenerateReqInput.image_data: one data URL per image, in order
+            body["image_data"] = [
+                f"data:{i.media_type};base64,{base64.b64encode(i.data).decode()}"
+                for i in request.images
+            ]
         return body
 
     def parse(self, event: dict[str, Any], state: StreamState) -> TokenChunk | None:

@@ -65,7 +65,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from openforge.conversation import ResponseFormat
-from openforge.engines.base import EngineError, EngineRequest, TokenChunk
+from openforge.engines.base import EngineError, EngineRequest, EngineRequestError, TokenChunk
 from openforge.engines.remote import RemoteEngine, StreamState, fit_max_tokens
 
 __all__ = ["VLLMEngine", "structured_outputs"]
@@ -81,6 +81,13 @@ class VLLMEngine(RemoteEngine):
 
     def payload(self, request: EngineRequest) -> dict[str, Any]:
         """The completions body for ``request`` (token-id prompt, streamed, with ids)."""
+        if request.images:
+            # /v1/completions takes a token prompt or text, never image data beside it
+            # (multi_modal_data exists only in vLLM's Python API, TokensPrompt).
+            raise EngineRequestError(
+                "the vLLM engine client sends token prompts to /v1/completions, which takes "
+                "no images; serve VLMs with --engine sglang or local"
+            )
         params = request.params
         body: dict[str, Any] = {
             "prompt": request.prompt_ids,

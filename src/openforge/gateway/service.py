@@ -396,6 +396,7 @@ class CallService:
             rollout_id=call.state.rollout.id,
             request_id=f"{call.state.rollout.id}-{call.seq}",
             context_length=self.context_length,
+            images=self.prompting.engine_images(call.rendered) if call.rendered else [],
         )
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
