@@ -31,12 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 from PIL import Image
 
 from openforge.engines.scripted import ScriptedEngine
 from openforge.gateway.server import Gateway
 from openforge.models.registry import resolve_model
 from openforge.store.sqlite import SqliteStore
+
+_JSON = {"content-type": "application/json"}
 
 
 def screenshot(step: int) -> bytes:
@@ -69,9 +72,8 @@ async def run(calls: int, images: bool, tmp: Path) -> dict[str, Any]:
                     ]
                 messages.append({"role": "user", "content": content})
                 t0 = time.perf_counter()
-                r = await client.post(
-                    "/v1/chat/completions", json={"model": "m", "messages": messages}
-                )
+                body = orjson.dumps({"model": "m", "messages": messages})  # as harnesses send it
+                r = await client.post("/v1/chat/completions", content=body, headers=_JSON)
                 latencies.append(time.perf_counter() - t0)
                 r.raise_for_status()
                 messages.append(r.json()["choices"][0]["message"])
