@@ -5,7 +5,9 @@ Inline images are decoded and checked here, while the dialect parses, so a bad o
 bytes must be an image Pillow recognises, of the declared media type, within
 :data:`MAX_IMAGE_BYTES` and :data:`MAX_IMAGE_PIXELS`. Pillow reads the header and checks
 the file's structure (``verify``: PNG chunk CRCs, truncation) without decoding pixels;
-a model that needs the pixels (a VLM) decodes them when it renders. Remote images keep
+a model that needs the pixels (a VLM) decodes them when it renders. An image re-sent
+with every call (a GUI harness's screenshot history) is checked once: later copies of
+the same base64 text are found in a bounded cache. Remote images keep
 their URL; the gateway fetches them only when its options allow it and then checks the
 bytes with :func:`decode_image`.
 """
@@ -16,7 +18,10 @@ import base64
 import binascii
 import hashlib
 import io
+import threading
 import warnings
+from collections import OrderedDict
+from dataclasses import replace
 
 from PIL import Image, UnidentifiedImageError
 
@@ -110,6 +115,50 @@ def decode_image(data: bytes, declared: str | None, param: str | None) -> ImageP
     )
 
 
+class _Checked:
+    """Images already decoded and checked, keyed by their base64 text (bounded in bytes).
+
+    A GUI harness re-sends every screenshot of its history on every call; each is checked
+    once, later copies cost a dictionary lookup instead of base64 decoding, Pillow's
+    verification and a sha256. Locked: large bodies are parsed on worker threads."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._d: OrderedDict[tuple[str, str], ImagePart] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> ImagePart | None:
+        with self._lock:
+            found = self._d.get(key)
+            if found is not None:
+                self._d.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str], part: ImagePart) -> None:
+        with self._lock:
+            if key in self._d:
+                return
+            self._d[key] = part
+            self._bytes += len(part.data or b"")
+            while self._bytes > self.max_bytes and self._d:
+                _, old = self._d.popitem(last=False)
+                self._bytes -= len(old.data or b"")
+
+
+_CHECKED = _Checked(256 << 20)
+
+
+def _checked_base64(payload: str, declared: str | None, param: str | None) -> ImagePart:
+    """The image ``payload`` (base64) holds, checked once per distinct payload."""
+    key = (declared or "", payload)
+    found = _CHECKED.get(key)
+    if found is None or len(found.data or b"") > MAX_IMAGE_BYTES:  # (the limit may change)
+        found = decode_image(_b64(payload, param), declared, param)
+        _CHECKED.put(key, found)
+    return replace(found, param=param)
+
+
 def _b64(data: str, param: str | None) -> bytes:
     try:
         return base64.b64decode(data, validate=True)
@@ -130,7 +179,7 @@ def image_from_url(url: str, param: str | None = None, detail: str | None = None
                 "'data:<media type>;base64,<data>'.",
                 param,
             )
-        part = decode_image(_b64(payload, param), media_type or None, param)
+        part = _checked_base64(payload, media_type or None, param)
         part.url, part.detail = url, detail
         return part
     if url.startswith(("http://", "https://")):
@@ -143,6 +192,6 @@ def image_from_url(url: str, param: str | None = None, detail: str | None = None
 
 def image_from_base64(media_type: str, data: str, param: str | None = None) -> ImagePart:
     """An :class:`ImagePart` from base64 ``data`` of ``media_type``, decoded and checked."""
-    part = decode_image(_b64(data, param), media_type, param)
+    part = _checked_base64(data, media_type, param)
     part.url = f"data:{media_type};base64,{data}"
     return part

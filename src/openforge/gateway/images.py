@@ -65,16 +65,26 @@ def _stored_url(part: ImagePart) -> str:
 def stored_request(body: bytes, images: list[ImagePart]) -> bytes:
     """The raw request with each inline image's base64 replaced by its reference.
 
-    The base64 text is found as the client sent it (JSON writes base64 without escapes);
-    one that cannot be found (an escaped ``\\/``) is left in place.
+    The base64 text is found as the client sent it (JSON writes base64 without escapes),
+    each occurrence searched from the end of the previous one: images appear in the body
+    in conversation order, so the body is scanned once, however many screenshots it
+    re-sends. One that cannot be found (an escaped ``\\/``) is left in place.
     """
+    pieces: list[bytes] = []
+    pos = 0
     for part in images:
         if part.sha256 is None or not part.url.startswith("data:"):
             continue
         payload = part.url.partition(",")[2].encode()
-        if payload:
-            body = body.replace(payload, f"{BLOB_REF}{part.sha256}".encode())
-    return body
+        at = body.find(payload, pos) if payload else -1
+        if at < 0:
+            continue
+        pieces += [body[pos:at], f"{BLOB_REF}{part.sha256}".encode()]
+        pos = at + len(payload)
+    if not pieces:
+        return body
+    pieces.append(body[pos:])
+    return b"".join(pieces)
 
 
 class CallImages:
