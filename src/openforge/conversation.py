@@ -19,6 +19,7 @@ __all__ = [
     "ImagePart",
     "Message",
     "ReasoningDelta",
+    "ResponseFormat",
     "Role",
     "SamplingParams",
     "TextDelta",
@@ -47,11 +48,24 @@ class TextPart:
 
 @dataclass(slots=True)
 class ImagePart:
-    """An image as a URL: a ``data:`` URL for inline bytes, or a remote address."""
+    """An image: a ``data:`` URL for inline bytes, or a remote address.
+
+    Dialects decode and validate inline images as they parse (``data`` holds the bytes,
+    ``sha256`` their digest, ``width``/``height`` the pixel size); a remote image has only
+    its ``url`` until the gateway fetches it (when allowed). ``param`` is the request
+    field it came from, so an error found later still names it. ``detail`` is OpenAI's
+    resolution hint, kept as sent.
+    """
 
     url: str
     media_type: str | None = None
     type: Literal["image"] = "image"
+    data: bytes | None = field(default=None, repr=False)
+    sha256: str | None = None
+    width: int = 0
+    height: int = 0
+    detail: str | None = None
+    param: str | None = None
 
 
 ContentPart = TextPart | ImagePart
@@ -99,6 +113,21 @@ class ToolChoice:
 
 
 @dataclass(slots=True)
+class ResponseFormat:
+    """Structured output: ``json_object`` (any JSON object) or ``json_schema`` (``schema``).
+
+    Served by constrained decoding: the engine samples only tokens the grammar allows.
+    ``strict`` is recorded as sent; OpenForge always enforces the schema it is given.
+    """
+
+    type: Literal["json_object", "json_schema"]
+    schema: dict[str, Any] | None = None
+    name: str | None = None
+    strict: bool = False
+    param: str | None = None  # the request field it came from, for errors found later
+
+
+@dataclass(slots=True)
 class SamplingParams:
     max_tokens: int | None = None
     temperature: float = 1.0
@@ -109,6 +138,8 @@ class SamplingParams:
     seed: int | None = None
     logprobs: bool = False  # the client asked for logprobs in its answer (we always record them)
     top_logprobs: int = 0
+    # Constrained decoding; None: free text ("text" response format).
+    response_format: ResponseFormat | None = None
 
 
 @dataclass(slots=True)

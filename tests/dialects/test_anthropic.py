@@ -30,6 +30,11 @@ from openforge.dialects.anthropic import (
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
 
+# A real 1x1 PNG: images are decoded and checked as requests are parsed.
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4wcUFAAJ6AN1nJ0J9AAAAAElFTkSuQmCC"
+)
+
 Make = Callable[[tuple[int, bytes, str]], anthropic.Anthropic]
 CLAUDE_CODE = "claude-code-2.1.197.messages.first-call.json"
 
@@ -79,7 +84,11 @@ def test_history_blocks_map_to_canonical() -> None:
                         {"type": "text", "text": "see", "cache_control": {"type": "ephemeral"}},
                         {
                             "type": "image",
-                            "source": {"type": "base64", "media_type": "image/png", "data": "AA=="},
+                            "source": {
+                                "type": "base64",
+                                "media_type": "image/png",
+                                "data": PNG_1PX,
+                            },
                         },
                         {"type": "image", "source": {"type": "url", "url": "https://x/y.jpg"}},
                     ],
@@ -125,7 +134,8 @@ def test_history_blocks_map_to_canonical() -> None:
     roles = [m.role for m in conv.messages]
     assert roles == ["system", "user", "assistant", "tool", "tool", "user"]
     img = conv.messages[1].content[1]
-    assert isinstance(img, ImagePart) and img.url == "data:image/png;base64,AA=="
+    assert isinstance(img, ImagePart) and img.url == f"data:image/png;base64,{PNG_1PX}"
+    assert img.width == img.height == 1 and img.sha256 is not None
     assert isinstance(conv.messages[1].content[2], ImagePart)
     asst = conv.messages[2]
     assert asst.reasoning == "hmm" and asst.text == "ok"

@@ -29,7 +29,10 @@ from openforge.dialects.openai_chat import (
 )
 
 Make = Callable[[tuple[int, bytes, str]], openai.OpenAI]
-PNG = "data:image/png;base64,iVBORw0KGgo="
+PNG = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4wcUFAAJ6AN1nJ0J9AAAAAElFTkSuQmCC"
+)
 
 
 def body(**fields: object) -> bytes:

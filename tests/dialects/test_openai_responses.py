@@ -27,6 +27,11 @@ from openforge.dialects.openai_responses import (
     render_response,
 )
 
+# A real 1x1 PNG: images are decoded and checked as requests are parsed.
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4wcUFAAJ6AN1nJ0J9AAAAAElFTkSuQmCC"
+)
+
 Make = Callable[[tuple[int, bytes, str]], openai.OpenAI]
 CODEX = "codex-0.171.0.responses.first-call.json"
 
@@ -67,7 +72,7 @@ def test_history_items_group_into_assistant_turns() -> None:
                     "role": "user",
                     "content": [
                         {"type": "input_text", "text": "at"},
-                        {"type": "input_image", "image_url": "data:image/jpeg;base64,AA=="},
+                        {"type": "input_image", "image_url": f"data:image/png;base64,{PNG_1PX}"},
                     ],
                 },
                 {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,12 +32,8 @@ TOOLS_ANT: list[Any] = [
         "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
     }
 ]
-PNG = base64.b64encode(
-    bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
-    )
-).decode()
+# A real 1x1 PNG (the gateway decodes and checks every image it is sent).
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4wcUFAAJ6AN1nJ0J9AAAAAElFTkSuQmCC"
 
 
 _CLIENTS: list[Any] = []

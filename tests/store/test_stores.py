@@ -264,3 +264,22 @@ async def test_sqlite_has_no_one_to_tell(tmp_path: Path) -> None:
     assert not events.done()  # waits, yields nothing ...
     await store.close()
     assert await asyncio.wait_for(events, 5) == []  # ... and ends with the store
+
+
+async def test_blobs_are_stored_once_by_digest(location: str) -> None:
+    import hashlib
+
+    from openforge.store.schemas import Blob
+
+    data = [b"\x89PNG first image", b"\x89PNG second image"]
+    blobs = [Blob(hashlib.sha256(d).hexdigest(), "image/png", d) for d in data]
+    store: Store = open_store(location)
+    await store.put_blobs(blobs)
+    await asyncio.gather(*(store.put_blobs([blobs[0]]) for _ in range(5)))  # repeats: no-ops
+    await store.put_blobs([])
+    await store.close()
+    store2 = open_store(location)
+    for blob in blobs:
+        assert await store2.get_blob(blob.sha256) == blob
+    assert await store2.get_blob("0" * 64) is None
+    await store2.close()

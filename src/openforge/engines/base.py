@@ -3,7 +3,9 @@
 Exceptions::
 
     EngineError            the engine failed or could not be reached (503 / 529 to harnesses)
-    └── EngineOverloaded   the engine is up but refuses work now (retryable)
+    ├── EngineOverloaded   the engine is up but refuses work now (retryable)
+    └── EngineRequestError the request cannot be served as asked (a response format whose
+                           schema does not compile): the client's error (400)
 
 An engine knows nothing of dialects or conversations: it takes prompt token ids and
 sampling parameters and yields the ids it sampled with the logprob of each, as it
@@ -24,6 +26,8 @@ __all__ = [
     "EngineInfo",
     "EngineOverloaded",
     "EngineRequest",
+    "EngineRequestError",
+    "PromptImage",
     "TextEngine",
     "TokenChunk",
     "UpdatableEngine",
@@ -40,6 +44,20 @@ class EngineOverloaded(EngineError):
     """The engine refuses work for now; the client should retry."""
 
 
+class EngineRequestError(EngineError):
+    """The request itself cannot be served (retrying it will not help)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptImage:
+    """An image the prompt shows a VLM, in prompt order. Its placeholder ids are already
+    expanded in ``prompt_ids`` (to the grid the model's own image processor gives it)."""
+
+    data: bytes = field(repr=False)
+    media_type: str
+    sha256: str
+
+
 @dataclass(slots=True)
 class EngineRequest:
     prompt_ids: list[int]
@@ -49,6 +67,7 @@ class EngineRequest:
     request_id: str = ""
     # Absolute limit on prompt + output tokens; engines cap max_tokens to fit.
     context_length: int | None = None
+    images: list[PromptImage] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -36,7 +36,10 @@ from typing import Any
 import torch
 
 from openforge.engines.base import EngineError, EngineInfo, EngineRequest, TokenChunk
+from openforge.engines.constraints import Constraint, Grammars
 from openforge.engines.sampling import RowSampling, sample_rows
+from openforge.engines.vision_local import VisionRunner
+from openforge.rendering.vision import load_vision
 
 __all__ = ["LocalEngine"]
 
@@ -107,6 +110,7 @@ class _Seq:
     stop_ids: frozenset[int]
     sampling: RowSampling
     deliver: _Deliver
+    constraint: Constraint | None = None  # structured output: allowed tokens per step
     out: list[int] = field(default_factory=list)
     cancelled: bool = False
     done: bool = False
@@ -152,13 +156,23 @@ class LocalEngine:
         if threads is not None:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-        loaded: Any = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype)
+        vision = load_vision(self.path, self._token_id)
+        auto: Any = AutoModelForCausalLM
+        if vision is not None:  # Qwen2.5-VL / Qwen3-VL: vision tower + language model
+            from transformers import AutoModelForImageTextToText
+
+            auto = AutoModelForImageTextToText
+        loaded: Any = auto.from_pretrained(str(self.path), dtype=dtype)
         self.model: Any = loaded.to(self.device).eval()
-        config = self.model.config
+        self._vision_runner = (
+            VisionRunner(self.model, vision, self.device) if vision is not None else None
+        )
+        config = self.model.config.get_text_config()
         self.context_length = int(getattr(config, "max_position_embeddings", 2048))
         if max_context is not None:
             self.context_length = min(self.context_length, max_context)
         self.eos_ids = _eos_ids(self.model)
+        self.grammars = Grammars(self.tokenizer, int(config.vocab_size), self.eos_ids)
         self.max_batch = max_batch
         self._version = "0"
         # ~46 KB per token for SmolLM2-135M in float32; 0 turns prefix reuse off.
@@ -192,6 +206,9 @@ class LocalEngine:
         if self._closed:
             raise EngineError("the local engine is closed")
         seq = self._make_seq(request)
+        fmt = request.params.response_format
+        if fmt is not None:  # compiling can take a while for a large schema: off the loop
+            seq.constraint = await asyncio.to_thread(self.grammars.matcher, fmt)
         loop = asyncio.get_running_loop()
         chunks: asyncio.Queue[TokenChunk | BaseException] = asyncio.Queue()
 
@@ -203,7 +220,11 @@ class LocalEngine:
         if seq.budget <= 0:
             yield TokenChunk(finish_reason="length")
             return
-        self._inbox.put(seq)
+        runner = self._vision_runner
+        if runner is not None:  # a VLM: one request at a time, off the shared batch
+            task = asyncio.create_task(asyncio.to_thread(self._run_vision, runner, seq, request))
+        else:
+            self._inbox.put(seq)
         try:
             while True:
                 item = await chunks.get()
@@ -216,6 +237,21 @@ class LocalEngine:
             if not seq.done:
                 seq.cancelled = True
                 self._inbox.put(None)  # wake the worker so the slot is freed now
+            if runner is not None:
+                await task
+
+    def _run_vision(self, runner: VisionRunner, seq: _Seq, request: EngineRequest) -> None:
+        """Generate one VLM sequence (on a worker thread); failures reach the consumer."""
+        try:
+            runner.run(
+                seq.prompt,
+                request.images,
+                lambda logits: _sample_constrained(logits, [seq]),
+                lambda token, logprob: seq.cancelled or self._emit(seq, token, logprob),
+            )
+        except Exception as exc:
+            log.exception("local engine: VLM request failed")
+            seq.deliver(EngineError(f"local engine failed: {exc}"))
 
     async def update_weights(self, path: str, version: str) -> None:
         """Load the safetensors checkpoint directory (or file) at ``path`` as ``version``."""
@@ -226,7 +262,9 @@ class LocalEngine:
         """Replace the weights between two forward passes; sequences in flight continue."""
 
         def apply() -> None:
-            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            runner = self._vision_runner
+            with runner.lock if runner is not None else contextlib.nullcontext():
+                missing, unexpected = self.model.load_state_dict(state, strict=False)
             real_missing = [k for k in missing if not _is_tied(self.model, k)]
             if real_missing or unexpected:
                 raise EngineError(
@@ -245,6 +283,10 @@ class LocalEngine:
         self._closed = True
         self._inbox.put(None)
         await asyncio.to_thread(self._thread.join)
+
+    def _token_id(self, token: str) -> int | None:
+        found = self.tokenizer.convert_tokens_to_ids(token)
+        return found if isinstance(found, int) and found != self.tokenizer.unk_token_id else None
 
     # ---- request set-up ---------------------------------------------------------------
 
@@ -417,21 +459,26 @@ class LocalEngine:
 
     def _accept(self, batch: _Batch, logits: torch.Tensor) -> None:
         """Sample one token per row, stream it, and decide who is finished."""
-        ids, logprobs = sample_rows(logits, [s.sampling for s in batch.seqs])
+        ids, logprobs = _sample_constrained(logits, batch.seqs)
         batch.last = torch.tensor(ids, dtype=torch.long, device=self.device)
         for seq, token, logprob in zip(batch.seqs, ids, logprobs, strict=True):
             if seq.cancelled or seq.done:
                 continue
-            seq.out.append(token)
-            chunk = TokenChunk(ids=[token], logprobs=[logprob])
-            if token in seq.stop_ids:
-                chunk.finish_reason = "stop"
-            elif seq.stops and (hit := self._stop_hit(seq)) is not None:
-                chunk.finish_reason, chunk.stop_text = "stop", hit
-            elif len(seq.out) >= seq.budget:
-                chunk.finish_reason = "length"
-            seq.done = chunk.finish_reason is not None
-            seq.deliver(chunk)
+            self._emit(seq, token, logprob)
+
+    def _emit(self, seq: _Seq, token: int, logprob: float) -> bool:
+        """Stream one sampled token of ``seq``; True once the sequence is finished."""
+        seq.out.append(token)
+        chunk = TokenChunk(ids=[token], logprobs=[logprob])
+        if token in seq.stop_ids:
+            chunk.finish_reason = "stop"
+        elif seq.stops and (hit := self._stop_hit(seq)) is not None:
+            chunk.finish_reason, chunk.stop_text = "stop", hit
+        elif len(seq.out) >= seq.budget:
+            chunk.finish_reason = "length"
+        seq.done = chunk.finish_reason is not None
+        seq.deliver(chunk)
+        return seq.done
 
     def _stop_hit(self, seq: _Seq) -> str | None:
         # Only a suffix can hold a new match: earlier tokens were checked when they came.
@@ -490,6 +537,27 @@ class _Control:
             self.future.set_exception(exc)
         else:
             self.future.set_result(None)
+
+
+def _sample_constrained(logits: torch.Tensor, seqs: list[_Seq]) -> tuple[list[int], list[float]]:
+    """Sample one token per row. Rows under a constraint get their disallowed logits set to
+    ``-inf`` first, so the token and its logprob come from the constrained distribution."""
+    constrained = [
+        (row, s.constraint)
+        for row, s in enumerate(seqs)
+        if s.constraint is not None and not (s.cancelled or s.done)
+    ]
+    if constrained:
+        logits = logits.float().clone()
+        for row, constraint in constrained:
+            allowed = constraint.mask().to(logits.device)
+            width = min(len(allowed), logits.shape[-1])
+            logits[row, :width].masked_fill_(~allowed[:width], float("-inf"))
+            logits[row, width:] = float("-inf")
+    ids, logprobs = sample_rows(logits, [s.sampling for s in seqs])
+    for row, constraint in constrained:
+        constraint.advance(ids[row])
+    return ids, logprobs
 
 
 def _merge(old: _Batch, new: _Batch) -> _Batch:

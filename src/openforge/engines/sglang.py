@@ -9,12 +9,13 @@ manager's output processor and ``managers/logprob_ops.py``.
 Request (``POST /generate``)::
 
     {"input_ids": [ids...], "stream": true, "return_logprob": true,
-     "logprob_start_len": -1, "rid": ID,
+     "logprob_start_len": -1, "rid": ID, "image_data": ["data:image/png;base64,..."],
      "sampling_params": {"max_new_tokens": N, "temperature": T, "top_p": P, "top_k": K,
                          "min_p": 0.0, "repetition_penalty": 1.0,
                          "presence_penalty": 0.0, "frequency_penalty": 0.0,
                          "stop": [...], "stop_token_ids": [...], "no_stop_trim": true,
-                         "skip_special_tokens": false, "sampling_seed": S}}
+                         "skip_special_tokens": false, "sampling_seed": S,
+                         "json_schema": "<schema as JSON text>"}}   (response_format only)
 
 ``top_k: -1`` is SGLang's "no top-k" (``0`` is rejected); ``temperature: 0`` becomes
 greedy (``top_k = 1``). Every sampling field is sent at its neutral value so a
@@ -50,13 +51,17 @@ V, "flush_cache": true, "abort_all_requests": false}`` answers ``{"success", "me
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any, ClassVar
 
+import orjson
+
+from openforge.conversation import ResponseFormat
 from openforge.engines.base import EngineError, EngineRequest, TokenChunk
 from openforge.engines.remote import RemoteEngine, StreamState, fit_max_tokens
 
-__all__ = ["SGLangEngine"]
+__all__ = ["SGLangEngine", "json_schema_text"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,8 @@ class SGLangEngine(RemoteEngine):
             sampling["stop_token_ids"] = params.stop_token_ids
         if params.seed is not None:
             sampling["sampling_seed"] = params.seed
+        if params.response_format is not None:
+            sampling["json_schema"] = json_schema_text(params.response_format)
         body: dict[str, Any] = {
             "input_ids": request.prompt_ids,
             "sampling_params": sampling,
@@ -108,6 +115,11 @@ class SGLangEngine(RemoteEngine):
         }
         if request.request_id:
             body["rid"] = request.request_id
+        if request.images:  # GenerateReqInput.image_data: one data URL per image, in order
+            body["image_data"] = [
+                f"data:{i.media_type};base64,{base64.b64encode(i.data).decode()}"
+                for i in request.images
+            ]
         return body
 
     def parse(self, event: dict[str, Any], state: StreamState) -> TokenChunk | None:
@@ -158,6 +170,13 @@ class SGLangEngine(RemoteEngine):
     async def resume(self) -> None:
         """Resume after :meth:`pause`."""
         await self.post_json("/continue_generation", {})
+
+
+def json_schema_text(fmt: ResponseFormat) -> str:
+    """SGLang's ``sampling_params.json_schema`` (a JSON string) for a response format;
+    ``json_object`` is the schema of any object."""
+    schema = fmt.schema if fmt.type == "json_schema" and fmt.schema else {"type": "object"}
+    return orjson.dumps(schema).decode()
 
 
 def _new_triples(triples: list[Any], total: int, received: int) -> list[Any]:

@@ -10,7 +10,12 @@ Request (``POST /v1/completions``)::
      "top_k": K, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
      "frequency_penalty": 0.0, "seed": S, "stop": [...], "stop_token_ids": [...],
      "logprobs": 0, "stream": true, "return_token_ids": true,
-     "include_stop_str_in_output": true, "skip_special_tokens": false, "request_id": R}
+     "include_stop_str_in_output": true, "skip_special_tokens": false, "request_id": R,
+     "structured_outputs": {"json": SCHEMA} | {"json_object": true}}   (response_format only)
+
+``structured_outputs`` is ``CompletionRequest.structured_outputs`` (a
+``StructuredOutputsParams``); vLLM applies the grammar's bitmask to the logits before
+sampling, so with ``processed_logprobs`` the reported logprobs are the constrained ones.
 
 Every sampling field is sent even at its neutral value: vLLM fills a field the request
 leaves out from the model's ``generation_config.json`` first ("user -> server default ->
@@ -59,10 +64,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from openforge.engines.base import EngineError, EngineRequest, TokenChunk
+from openforge.conversation import ResponseFormat
+from openforge.engines.base import EngineError, EngineRequest, EngineRequestError, TokenChunk
 from openforge.engines.remote import RemoteEngine, StreamState, fit_max_tokens
 
-__all__ = ["VLLMEngine"]
+__all__ = ["VLLMEngine", "structured_outputs"]
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
@@ -75,6 +81,13 @@ class VLLMEngine(RemoteEngine):
 
     def payload(self, request: EngineRequest) -> dict[str, Any]:
         """The completions body for ``request`` (token-id prompt, streamed, with ids)."""
+        if request.images:
+            # /v1/completions takes a token prompt or text, never image data beside it
+            # (multi_modal_data exists only in vLLM's Python API, TokensPrompt).
+            raise EngineRequestError(
+                "the vLLM engine client sends token prompts to /v1/completions, which takes "
+                "no images; serve VLMs with --engine sglang or local"
+            )
         params = request.params
         body: dict[str, Any] = {
             "prompt": request.prompt_ids,
@@ -102,6 +115,8 @@ class VLLMEngine(RemoteEngine):
             body["stop_token_ids"] = params.stop_token_ids
         if request.request_id:
             body["request_id"] = request.request_id
+        if params.response_format is not None:
+            body["structured_outputs"] = structured_outputs(params.response_format)
         return body
 
     def parse(self, event: dict[str, Any], state: StreamState) -> TokenChunk | None:
@@ -155,6 +170,15 @@ class VLLMEngine(RemoteEngine):
     async def resume(self) -> None:
         """Resume after :meth:`pause`."""
         await self.post_json("/resume")
+
+
+def structured_outputs(fmt: ResponseFormat) -> dict[str, Any]:
+    """vLLM's ``structured_outputs`` (``StructuredOutputsParams`` in
+    ``vllm/sampling_params.py``) for a response format: ``{"json": schema}`` or
+    ``{"json_object": true}``, compact (``disable_any_whitespace``) like the local engine."""
+    if fmt.type == "json_schema" and fmt.schema:
+        return {"json": fmt.schema, "disable_any_whitespace": True}
+    return {"json_object": True, "disable_any_whitespace": True}
 
 
 def _token_logprobs(logprobs_obj: Any, count: int) -> list[float]:

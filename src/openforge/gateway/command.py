@@ -73,6 +73,10 @@ def gateway(
     served_model: Annotated[
         str, typer.Option(help="Model name the engine server knows (vllm, sglang, upstream).")
     ] = "",
+    fetch_image_urls: Annotated[
+        bool,
+        typer.Option(help="Fetch images given by http(s) URL (off: such calls get a 400)."),
+    ] = False,
 ) -> None:
     """Serve OpenAI Chat, OpenAI Responses and Anthropic Messages, recording every call."""
     from openforge.gateway.launch import build_engine, resolve_model_dir
@@ -126,6 +130,7 @@ def gateway(
             header_timeout_s=header_timeout,
             body_timeout_s=body_timeout,
             offload_bytes=int(offload_mb * (1 << 20)),
+            fetch_image_urls=fetch_image_urls,
         ),
     )
 

@@ -24,3 +24,8 @@ class Limits:
     # Bodies at least this large are parsed and rendered on a worker thread, so one huge
     # request does not hold the event loop (and every other call) while it is decoded.
     offload_bytes: int = 1 << 20
+    # Images given by http(s) URL: fetched only when allowed (a sandboxed agent must not
+    # make the gateway reach arbitrary addresses), each within a size and a time limit.
+    fetch_image_urls: bool = False
+    image_fetch_max_bytes: int = 20 << 20
+    image_fetch_timeout_s: float = 10.0

@@ -17,10 +17,12 @@ from openforge.conversation import (
     CompletionDelta,
     Conversation,
     FinishReason,
+    ImagePart,
     Usage,
 )
 from openforge.dialects.errors import ApiError
 from openforge.dialects.ids import new_id
+from openforge.engines.base import PromptImage
 from openforge.gateway.control import RolloutState
 from openforge.store.schemas import CallRecord, CallStatus
 
@@ -87,9 +89,11 @@ class Prompting:
     def __init__(self, model_dir: str) -> None:
         from openforge.rendering.renderer import Renderer
         from openforge.rendering.tokenizer import load_tokenizer
+        from openforge.rendering.vision import load_vision
 
         self.tokenizer = load_tokenizer(model_dir)
-        self.renderer = Renderer(self.tokenizer)
+        self.vision = load_vision(model_dir, self.tokenizer.token_id)
+        self.renderer = Renderer(self.tokenizer, vision=self.vision)
         # One token's text, for logprobs in answers.
         self.token_text = self.tokenizer.token_text
 
@@ -110,9 +114,38 @@ class Prompting:
             ]
         if prompt.images:
             info["images_omitted"] = prompt.images
+        shown = [p for m in conversation.messages for p in m.content if isinstance(p, ImagePart)]
+        if shown:  # the record refers to each image by digest (its bytes are a store blob)
+            info["images"] = [self._image_info(p) for p in shown]
+            if self.vision is not None:
+                info["image_processor"] = self.vision.settings
         if prompt.parent is not None:
             info["parent"] = prompt.parent
+        fmt = conversation.params.response_format
+        if fmt is not None:  # sampled under a grammar: its logprobs are the constrained ones
+            info["constrained"] = {"type": fmt.type, "name": fmt.name, "strict": fmt.strict}
         return Rendered(prompt.ids, prompt, prompt.fork, info)
+
+    def _image_info(self, part: ImagePart) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sha256": part.sha256,
+            "width": part.width,
+            "height": part.height,
+            "detail": part.detail,
+        }
+        if self.vision is not None and part.data is not None:
+            out["grid_thw"] = list(self.vision.grid(part))
+            out["tokens"] = self.vision.tokens(part)
+        return out
+
+    @staticmethod
+    def engine_images(rendered: Rendered) -> list[PromptImage]:
+        """The images a VLM prompt shows, in prompt order, for the engine."""
+        return [
+            PromptImage(p.data, p.media_type or "", p.sha256 or "")
+            for p in rendered.prompt.image_parts
+            if p.data is not None
+        ]
 
     def parser(self, conversation: Conversation, tool_prefix: str) -> CallParser:
         """A fresh parser whose tool calls get ids in the dialect's style."""

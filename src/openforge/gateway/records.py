@@ -16,6 +16,7 @@ from openforge.conversation import (
     Conversation,
     ImagePart,
     Message,
+    ResponseFormat,
     SamplingParams,
     TextPart,
     ToolCall,
@@ -30,9 +31,25 @@ _PARAMS = frozenset(SamplingParams.__slots__)
 
 
 def _part(d: dict[str, Any]) -> ContentPart:
-    if d.get("type") == "image":
-        return ImagePart(url=d.get("url", ""), media_type=d.get("media_type"))
+    if d.get("type") == "image":  # its bytes are in the store's blobs, by sha256
+        return ImagePart(
+            url=d.get("url", ""),
+            media_type=d.get("media_type"),
+            sha256=d.get("sha256"),
+            width=int(d.get("width") or 0),
+            height=int(d.get("height") or 0),
+            detail=d.get("detail"),
+            param=d.get("param"),
+        )
     return TextPart(d.get("text", ""))
+
+
+def _response_format(d: dict[str, Any] | None) -> ResponseFormat | None:
+    if not d:
+        return None
+    return ResponseFormat(
+        d["type"], d.get("schema"), d.get("name"), bool(d.get("strict")), d.get("param")
+    )
 
 
 def _calls(items: list[dict[str, Any]] | None) -> list[ToolCall]:
@@ -58,6 +75,7 @@ def conversation_from_json(d: dict[str, Any]) -> Conversation:
     """A stored canonical conversation; unknown keys are ignored."""
     choice = d.get("tool_choice") or {}
     params = {k: v for k, v in (d.get("params") or {}).items() if k in _PARAMS}
+    params["response_format"] = _response_format(params.get("response_format"))
     return Conversation(
         messages=[message_from_json(m) for m in d.get("messages") or []],
         tools=[

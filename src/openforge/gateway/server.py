@@ -189,6 +189,7 @@ class Gateway:
             self._follow = None
         self._sock.close()
         self._admin_sock.close()
+        await self.apps.service.images.close()
         await self.engine.close()
         await self.store.close()
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from openforge.conversation import Completion, CompletionDelta, Conversation
+from openforge.conversation import Completion, CompletionDelta, Conversation, ImagePart
 from openforge.dialects.catalog import DIALECTS
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.dialect import ConversationState, Dialect
@@ -32,11 +32,13 @@ from openforge.engines.base import (
     EngineError,
     EngineOverloaded,
     EngineRequest,
+    EngineRequestError,
     TextEngine,
 )
 from openforge.gateway.control import Control, RolloutState
 from openforge.gateway.heap import release_free_memory
 from openforge.gateway.identity import harness_identity, rollout_key
+from openforge.gateway.images import CallImages, stored_conversation, stored_request
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
 from openforge.gateway.records import answer_message, conversation_from_json
@@ -90,6 +92,7 @@ class _Call:
     first_token_s: float | None = None
     recorded: bool = False
     rendered: Rendered | None = None
+    images: list[ImagePart] = field(default_factory=list)
     response_id: str | None = None
     stop_guard: StopGuard | None = None  # streaming with stop strings
 
@@ -137,7 +140,11 @@ def _refused(rollout: Rollout, exc: StoreError) -> ApiError:
     return ApiError("overloaded", f"The store is unavailable: {exc}")
 
 
-def _engine_error(exc: EngineError) -> ApiError:
+def _engine_error(exc: EngineError, conversation: Conversation | None = None) -> ApiError:
+    if isinstance(exc, EngineRequestError):  # the request's own fault: retrying won't help
+        fmt = conversation.params.response_format if conversation is not None else None
+        param = fmt.param if fmt is not None else None
+        return ApiError("invalid_request", f"Cannot serve this request: {exc}", param)
     # Both map to 503 / 529 so harnesses retry.
     what = "overloaded" if isinstance(exc, EngineOverloaded) else "unavailable"
     return ApiError("overloaded", f"The engine is {what}: {exc}")
@@ -164,6 +171,7 @@ class CallService:
         self.prompting = prompting
         self.allow_anonymous = allow_anonymous
         self.limits = limits or Limits()
+        self.images = CallImages(store, self.limits)
         info = engine.info()
         self.engine_kind = info.kind
         self.served_model = info.model
@@ -257,6 +265,7 @@ class CallService:
             self._check_counts(conversation)
             conversation = await call.served.memory.resolve(conversation, call.state.rollout.id)
             call.conversation = conversation
+            call.images = await self.images.resolve(conversation)
             async with call.state.render_lock:  # a rollout's history renders one call at a time
                 if offload:
                     rendered = await asyncio.to_thread(
@@ -387,6 +396,7 @@ class CallService:
             rollout_id=call.state.rollout.id,
             request_id=f"{call.state.rollout.id}-{call.seq}",
             context_length=self.context_length,
+            images=self.prompting.engine_images(call.rendered) if call.rendered else [],
         )
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
@@ -416,7 +426,7 @@ class CallService:
                         call.stop_text = chunk.stop_text
                         break
             except EngineError as exc:
-                await self._fail(call, _engine_error(exc), writer, send)
+                await self._fail(call, _engine_error(exc, conversation), writer, send)
                 return
             finally:
                 await chunks.aclose()  # type: ignore[attr-defined]
@@ -470,7 +480,9 @@ class CallService:
     async def _fail(
         self, call: _Call, err: ApiError, writer: StreamWriter | None, send: Send
     ) -> None:
-        call.status, call.error, call.finish = CallStatus.ENGINE_ERROR, err.message, "error"
+        refused = err.kind == "invalid_request"  # the request's fault, not the engine's
+        call.status = CallStatus.REJECTED if refused else CallStatus.ENGINE_ERROR
+        call.error, call.finish = err.message, "error"
         await self._record(call)
         if writer is not None and writer.started:
             encoder = writer.encoder
@@ -514,8 +526,10 @@ class CallService:
             weight_version=self.control.weight_version,
             fork=call.fork,
             render_info=call.render_info,
-            raw_request=call.body,
-            conversation=self.prompting.to_json(conv) if conv is not None else {},
+            raw_request=stored_request(call.body, call.images) if call.images else call.body,
+            conversation=(
+                self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
+            ),
             completion=self.prompting.completion_json(completion) if completion else {},
             error=call.error,
             harness=harness_identity(call.scope),

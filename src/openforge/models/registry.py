@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openforge.home import openforge_home
+from openforge.models.tiny_vlm import TINY_VLMS, build_tiny_vlm
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -93,6 +94,9 @@ def resolve_model(name_or_path: str) -> Path:
     """
     if name_or_path == TINY:
         return build_tiny_model(models_dir() / TINY)
+    if name_or_path in TINY_VLMS:
+        tokenizer_dir = resolve_model(DEFAULT_MODEL)
+        return build_tiny_vlm(models_dir() / name_or_path, TINY_VLMS[name_or_path], tokenizer_dir)
     if name_or_path in KNOWN_MODELS:
         target = models_dir() / name_or_path
         if is_complete(target):

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from openforge.conversation import Message, ToolCall
+from openforge.conversation import ImagePart, Message, ToolCall
 from openforge.rendering.toolformat import canonical_arguments, content_text
 
 if TYPE_CHECKING:
@@ -49,7 +49,9 @@ class RenderedPrompt:
     # prompt tokens taken from caches or recorded outputs rather than tokenized now
     reused_tokens: int = 0
     drift: list[DriftPoint] = field(default_factory=list)
-    images: int = 0  # images replaced by a text placeholder
+    images: int = 0  # images replaced by a text placeholder (a text-only model)
+    # images the prompt shows a VLM, in prompt order (their placeholders are expanded)
+    image_parts: list[ImagePart] = field(default_factory=list, repr=False)
     parent: int | None = None  # index (in the history) of the call this prompt extends
     segments: list[Segment] = field(default_factory=list, repr=False)
     path_hash: int = field(default=0, repr=False)  # over all segments but the generation prompt
@@ -108,6 +110,15 @@ def canonical_key(message: Message) -> TurnKey:
     """Like :func:`fast_key` with arguments compared as parsed JSON (harnesses re-serialize)."""
     calls = tuple((c.name, canonical_arguments(c.arguments)) for c in message.tool_calls)
     return _text_of(message), calls
+
+
+def _dropped_images(before: Hashable, now: Hashable) -> int:
+    """How many images a turn lost between two calls (0 when it is not that edit)."""
+    if not (isinstance(before, tuple) and before and before[0] == "images"):
+        return 0
+    kept = now[2] if isinstance(now, tuple) and now and now[0] == "images" else ()
+    lost = len(before[2]) - len(kept)
+    return lost if lost > 0 and set(kept) <= set(before[2]) else 0
 
 
 class RolloutHistory:
@@ -194,6 +205,9 @@ class RolloutHistory:
             if seg.key == keys[j]:
                 continue
             where = f"message {seg.message_index} ({seg.kind})"
+            dropped = _dropped_images(keys[j], seg.key)
+            if dropped:
+                return f"{where}: {dropped} image(s) dropped from history (screenshots pruned)"
             if j == 0:
                 return "the system prompt or tool list changed"
             if j == len(keys) - 1:

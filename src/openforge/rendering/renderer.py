@@ -21,19 +21,21 @@ from collections.abc import Hashable, Sequence
 
 import orjson
 
-from openforge.conversation import Conversation, Message, ToolCall
+from openforge.conversation import Conversation, ImagePart, Message, ToolCall
 from openforge.rendering.chat_template import render_chat_template
 from openforge.rendering.hf_template import TemplateRenderer
 from openforge.rendering.history import DriftPoint, RenderedPrompt, RolloutHistory, Segment
 from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
 from openforge.rendering.tokenizer import Tokenizer, TokenizerError
 from openforge.rendering.toolformat import (
+    IMAGE_PLACEHOLDER,
     canonical_arguments,
     content_text,
     reply_body,
     tool_results_text,
     tools_section,
 )
+from openforge.rendering.vision import Vision
 
 __all__ = ["RenderError", "Renderer"]
 
@@ -92,10 +94,15 @@ class Renderer:
         *,
         cache_size: int = 256,
         use_model_template: bool | None = None,
+        vision: Vision | None = None,
     ) -> None:
         """``use_model_template``: render through the model's own chat template (default:
-        when that template handles tools) instead of OpenForge's ChatML tool template."""
+        when that template handles tools) instead of OpenForge's ChatML tool template.
+        ``vision``: the model reads images (user and tool-result images become its
+        expanded placeholders; see :mod:`openforge.rendering.vision`)."""
         self.tokenizer = tokenizer
+        self.vision = vision
+        self._image_text = vision.marker if vision is not None else IMAGE_PLACEHOLDER
         self._shared = _LRU(cache_size)
         self._tools_text: OrderedDict[bytes, str] = OrderedDict()
         if use_model_template is None:
@@ -151,9 +158,10 @@ class Renderer:
                 j = i
                 while j < len(msgs) and msgs[j].role == "tool":
                     j += 1
-                body, n = tool_results_text(msgs[i:j])
-                out.images += n
-                segs.append(self._text_segment("user\n" + body, cache, i, "tool", task))
+                body, n = tool_results_text(msgs[i:j], self._image_text)
+                seg = self._text_segment("user\n" + body, cache, i, "tool", task, msgs[i:j], out)
+                out.images += n if self.vision is None else 0
+                segs.append(seg)
                 i = j
             elif m.role == "assistant":
                 if i == len(msgs) - 1:
@@ -163,10 +171,10 @@ class Renderer:
                 task = False
                 i += 1
             else:
-                body, n = content_text(m.content)
-                out.images += n
+                body, n = content_text(m.content, self._image_text)
+                out.images += n if self.vision is None else 0
                 text = f"{_ROLE[m.role]}\n{body}"
-                segs.append(self._text_segment(text, cache, i, m.role, task))
+                segs.append(self._text_segment(text, cache, i, m.role, task, [m], out))
                 i += 1
             if segs[-1].kind != "prefill":
                 h = hash((h, segs[-1].key))
@@ -211,8 +219,24 @@ class Renderer:
         return [self.start_id, *self.tokenizer.encode(text), self.end_id, *self.turn_separator_ids]
 
     def _text_segment(
-        self, text: str, cache: dict[Hashable, Sequence[int]], index: int, kind: str, shared: bool
+        self,
+        text: str,
+        cache: dict[Hashable, Sequence[int]],
+        index: int,
+        kind: str,
+        shared: bool,
+        messages: Sequence[Message] = (),
+        out: RenderedPrompt | None = None,
     ) -> Segment:
+        images = (
+            [p for m in messages for p in m.content if isinstance(p, ImagePart)]
+            if self.vision is not None
+            else []
+        )
+        if images:
+            assert out is not None
+            out.image_parts += images
+            return self._image_segment(text, images, cache, index, kind)
         # Segments before the first reply (the task) are alike across a group's rollouts.
         ids = cache.get(text)
         if ids is None and shared:
@@ -226,6 +250,26 @@ class Renderer:
         if shared:
             self._shared.put(text, ids)
         return Segment(text, ids, index, kind, True)
+
+    def _image_segment(
+        self,
+        text: str,
+        images: list[ImagePart],
+        cache: dict[Hashable, Sequence[int]],
+        index: int,
+        kind: str,
+    ) -> Segment:
+        """A turn with images: keyed by its text and the images' digests (the text alone
+        is the same for any screenshot), placeholders expanded to the images' grids."""
+        key = ("images", text, tuple(p.sha256 for p in images))
+        ids = cache.get(key)
+        if ids is not None:
+            return Segment(key, ids, index, kind, False)
+        assert self.vision is not None
+        ids = [self.start_id, *self.vision.encode(text, images, self.tokenizer.encode)]
+        ids += [self.end_id, *self.turn_separator_ids]
+        cache[key] = ids
+        return Segment(key, ids, index, kind, True)
 
     def _tools(self, conv: Conversation) -> str:
         key = orjson.dumps([conv.tools, conv.tool_choice])

@@ -51,8 +51,9 @@ _HEAD_RE = re.compile(r'\{\s*"name"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*"arguments"\s*
 _DECODER = json.JSONDecoder()
 
 
-def content_text(parts: list[ContentPart]) -> tuple[str, int]:
-    """Join a message's parts with newlines (as vLLM does); images become a placeholder."""
+def content_text(parts: list[ContentPart], image_text: str = IMAGE_PLACEHOLDER) -> tuple[str, int]:
+    """Join a message's parts with newlines (as vLLM does); each image becomes
+    ``image_text`` (a text-only model's placeholder, or a VLM's image marker)."""
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return parts[0].text, 0
     pieces: list[str] = []
@@ -61,7 +62,7 @@ def content_text(parts: list[ContentPart]) -> tuple[str, int]:
         if isinstance(p, TextPart):
             pieces.append(p.text)
         else:
-            pieces.append(IMAGE_PLACEHOLDER)
+            pieces.append(image_text)
             images += 1
     return "\n".join(pieces), images
 
@@ -105,12 +106,14 @@ def reply_body(text: str, reasoning: str | None, calls: list[ToolCall]) -> str:
     return out
 
 
-def tool_results_text(messages: list[Message]) -> tuple[str, int]:
+def tool_results_text(
+    messages: list[Message], image_text: str = IMAGE_PLACEHOLDER
+) -> tuple[str, int]:
     """Consecutive tool results as one user turn's content."""
     pieces: list[str] = []
     images = 0
     for m in messages:
-        body, n = content_text(m.content)
+        body, n = content_text(m.content, image_text)
         images += n
         pieces.append(f"{RESPONSE_OPEN}\n{body}\n{RESPONSE_CLOSE}")
     return "\n".join(pieces), images

@@ -1,4 +1,4 @@
-"""The store interface: durable rollouts and calls.
+"""The store interface: durable rollouts, calls and content-addressed blobs (images).
 
 SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
 (:mod:`openforge.store.postgres`) is shared by several gateway replicas.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from openforge.store.schemas import CallRecord, ControlEvent, Rollout, RolloutStatus
+from openforge.store.schemas import Blob, CallRecord, ControlEvent, Rollout, RolloutStatus
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
@@ -103,6 +103,15 @@ class Store(Protocol):
 
         Runs until cancelled; a SQLite store's never yields.
         """
+        ...
+
+    async def put_blobs(self, blobs: Sequence[Blob]) -> None:
+        """Store content-addressed blobs; return once durable. Idempotent: a sha256 already
+        stored is left as it is (same digest, same bytes)."""
+        ...
+
+    async def get_blob(self, sha256: str) -> Blob | None:
+        """The blob with this digest; None when none is stored."""
         ...
 
     async def close(self) -> None: ...

@@ -21,6 +21,8 @@ History:
 * v1 — rollouts and calls (the first released schema).
 * v2 — ``calls.response_id`` (the id of the answer a harness saw, e.g. ``resp_…``) with an
   index, so OpenAI Responses ``previous_response_id`` survives a gateway restart.
+* v3 — ``blobs``: content-addressed bytes (images sent in calls), keyed by sha256, so a
+  screenshot a rollout re-sends on every call is stored once.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from pathlib import Path
 
 from openforge.store.base import StoreError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "SchemaMismatch", "migrate"]
+__all__ = ["BLOBS_DDL", "MIGRATIONS", "SCHEMA_VERSION", "Migration", "SchemaMismatch", "migrate"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaMismatch(StoreError):
@@ -58,8 +60,24 @@ def _v2_response_id(conn: sqlite3.Connection) -> None:
     )
 
 
+BLOBS_DDL = """
+CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def _v3_blobs(conn: sqlite3.Connection) -> None:
+    conn.execute(BLOBS_DDL)
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
+    3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
 }
 
 

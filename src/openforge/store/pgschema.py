@@ -12,7 +12,20 @@ __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 PG_SCHEMA_VERSION = 1
 _LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 
-_SCHEMA = """
+# Content-addressed images calls refer to by sha256. Added to version 1 as a new table
+# (created on open when missing), so a version-1 store from before it opens unchanged.
+_BLOBS = """
+CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    data BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+"""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
     n BIGSERIAL,
@@ -62,6 +75,8 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
+    + _BLOBS
+)
 
 
 def check_schema(url: str) -> None:
@@ -88,6 +103,7 @@ def check_schema(url: str) -> None:
                 f" {PG_SCHEMA_VERSION}"
                 + ("; it is newer than this OpenForge: upgrade OpenForge" if newer else "")
             )
+        conn.execute(_BLOBS)
 
 
 def redact(url: str) -> str:

@@ -53,6 +53,7 @@ from openforge.store.rows import (
 from openforge.store.schemas import (
     TERMINAL,
     TRANSITIONS,
+    Blob,
     CallRecord,
     ControlEvent,
     ControlKind,
@@ -394,6 +395,29 @@ class PostgresStore:
             (response_id, rollout_id),
         )
         return call_from_row(rows[0], True, self._decompressor) if rows else None
+
+    async def put_blobs(self, blobs: Sequence[Blob]) -> None:
+        """Store blobs not stored yet (``ON CONFLICT DO NOTHING`` on the digest); durable
+        on return."""
+        if not blobs:
+            return
+        now = time.time()
+        rows = [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs]
+
+        async def insert(conn: Conn) -> None:
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO blobs (sha256, media_type, size, data, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING",
+                    rows,
+                )
+
+        await self._write(insert)
+
+    async def get_blob(self, sha256: str) -> Blob | None:
+        """The blob with this digest, or None."""
+        rows = await self._read("SELECT media_type, data FROM blobs WHERE sha256 = %s", (sha256,))
+        return Blob(sha256, rows[0][0], bytes(rows[0][1])) if rows else None
 
     async def next_seq(self, rollout_id: str) -> int:
         """One past the highest recorded ``seq`` of the rollout (0 for none)."""

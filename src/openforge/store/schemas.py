@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "TERMINAL",
     "TRANSITIONS",
+    "Blob",
     "CallRecord",
     "CallStatus",
     "Rollout",
@@ -128,6 +129,15 @@ class CallRecord:
     # The id of the answer the harness saw (``resp_…``, ``chatcmpl-…``, ``msg_…``), so a
     # Responses ``previous_response_id`` can be resolved from the store after a restart.
     response_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """Content-addressed bytes (an image): stored once however many calls refer to them."""
+
+    sha256: str  # hex digest of ``data``: the key calls refer to it by
+    media_type: str
+    data: bytes = field(repr=False)
 
 
 def encode_ids(ids: list[int]) -> bytes:

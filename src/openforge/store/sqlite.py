@@ -30,7 +30,13 @@ import zstandard
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.checkpoint import WalCheckpointer
-from openforge.store.migrations import SCHEMA_VERSION, SchemaMismatch, migrate, read_version
+from openforge.store.migrations import (
+    BLOBS_DDL,
+    SCHEMA_VERSION,
+    SchemaMismatch,
+    migrate,
+    read_version,
+)
 from openforge.store.rows import (
     CALL_COLUMNS,
     CALL_WIDTH,
@@ -43,6 +49,7 @@ from openforge.store.rows import (
 from openforge.store.schemas import (
     TERMINAL,
     TRANSITIONS,
+    Blob,
     CallRecord,
     ControlEvent,
     Rollout,
@@ -55,7 +62,8 @@ __all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
     id TEXT PRIMARY KEY,
@@ -103,6 +111,8 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
+    + BLOBS_DDL
+)
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
 
@@ -454,6 +464,44 @@ class SqliteStore:
         await self._closing.wait()
         return
         yield  # an async generator that ends without an item
+
+    # -- blobs -----------------------------------------------------------------
+
+    async def put_blobs(self, blobs: Sequence[Blob]) -> None:
+        """Store blobs not stored yet (``INSERT OR IGNORE`` on the digest); durable on return."""
+        if not blobs:
+            return
+        now = time.time()
+        rows = [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs]
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT OR IGNORE INTO blobs (sha256, media_type, size, data, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+        await self._write(insert)
+
+    async def get_blob(self, sha256: str) -> Blob | None:
+        """The blob with this digest, or None."""
+
+        def select(conn: sqlite3.Connection) -> Blob | None:
+            row = conn.execute(
+                "SELECT media_type, data FROM blobs WHERE sha256 = ?", (sha256,)
+            ).fetchone()
+            return Blob(sha256, row[0], bytes(row[1])) if row else None
+
+        return await self._read(select)
+
+    async def blob_bytes(self) -> int:
+        """Total bytes of stored blobs (for reports and benchmarks)."""
+
+        def select(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT COALESCE(SUM(size), 0) FROM blobs").fetchone()
+            return int(row[0])
+
+        return await self._read(select)
 
     async def close(self) -> None:
         """Commit what is queued, stop the threads, close the connections."""

@@ -76,8 +76,8 @@ def _conversation(req: CountTokensRequest) -> Conversation:
     if req.system:
         system = [req.system] if isinstance(req.system, str) else [b.text for b in req.system]
         messages.append(Message("system", [TextPart(t) for t in system]))
-    for msg in req.messages:
-        messages.extend(_messages(msg, counts))
+    for i, msg in enumerate(req.messages):
+        messages.extend(_messages(msg, counts, f"messages[{i}]"))
     tools: list[ToolSpec] = []
     ignored: list[str] = []
     for tool in req.tools or []:
@@ -112,16 +112,17 @@ def _tool_choice(choice: ToolChoice | None) -> tuple[CanonicalToolChoice, bool]:
     return CanonicalToolChoice(choice.type), parallel
 
 
-def _part(block: TextBlock | ImageBlock) -> ContentPart:
+def _part(block: TextBlock | ImageBlock, where: str) -> ContentPart:
+    """A text or image block; an image is decoded and checked (``where``: its JSON path)."""
     if isinstance(block, TextBlock):
         return TextPart(block.text)
     src = block.source
     if isinstance(src, Base64Source):
-        return image_from_base64(src.media_type, src.data)
-    return image_from_url(src.url)
+        return image_from_base64(src.media_type, src.data, f"{where}.source.data")
+    return image_from_url(src.url, f"{where}.source.url")
 
 
-def _messages(msg: MessageParam, counts: dict[str, int]) -> list[Message]:
+def _messages(msg: MessageParam, counts: dict[str, int], where: str) -> list[Message]:
     """One wire message -> canonical messages (tool results become ``tool`` messages)."""
     if isinstance(msg.content, str):
         return [Message(msg.role, [TextPart(msg.content)])]
@@ -129,16 +130,18 @@ def _messages(msg: MessageParam, counts: dict[str, int]) -> list[Message]:
         return [_assistant(msg.content, counts)]
     out: list[Message] = []
     parts: list[ContentPart] = []
-    for block in msg.content:
+    for j, block in enumerate(msg.content):
         if isinstance(block, TextBlock | ImageBlock):
-            parts.append(_part(block))
+            parts.append(_part(block, f"{where}.content[{j}]"))
         elif isinstance(block, ToolResultBlock):
             if parts:  # keep the order the client wrote
                 out.append(Message(msg.role, parts))
                 parts = []
             content = block.content
             result: list[ContentPart] = (
-                [TextPart(content)] if isinstance(content, str) else [_part(b) for b in content]
+                [TextPart(content)]
+                if isinstance(content, str)
+                else [_part(b, f"{where}.content[{j}].content[{k}]") for k, b in enumerate(content)]
             )
             counts["tool_errors"] += block.is_error
             out.append(Message("tool", result, tool_call_id=block.tool_use_id))

@@ -6,6 +6,7 @@ from openforge.conversation import (
     ContentPart,
     Conversation,
     Message,
+    ResponseFormat,
     SamplingParams,
     TextPart,
     ToolCall,
@@ -21,7 +22,10 @@ from openforge.dialects.openai_chat.protocol import (
     ChatMessage,
     FunctionTool,
     ImageContent,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     NamedToolChoice,
+    ResponseFormatParam,
     TextContent,
     ToolMessage,
     UserMessage,
@@ -37,7 +41,7 @@ def parse_request(body: bytes) -> Conversation:
 
     Raises ``ApiError("invalid_request")`` naming the field for malformed JSON, a
     missing or ill-typed field, ``n`` > 1, or an unknown message role or content type.
-    ``metadata`` carries ``include_usage``, ``user``, ``response_format``,
+    ``metadata`` carries ``include_usage``, ``user``,
     ``reasoning_effort`` and the client's ``metadata`` when sent.
     """
     req = decode_body(body, ChatCompletionRequest, union_tags=_TAGS)
@@ -63,11 +67,12 @@ def parse_request(body: bytes) -> Conversation:
         seed=req.seed,
         logprobs=bool(req.logprobs),
         top_logprobs=(req.top_logprobs or 0) if req.logprobs else 0,
+        response_format=_response_format(req.response_format),
     )
     metadata: dict[str, object] = {}
     if req.stream_options is not None and req.stream_options.include_usage:
         metadata["include_usage"] = True
-    for key in ("user", "response_format", "reasoning_effort", "metadata"):
+    for key in ("user", "reasoning_effort", "metadata"):
         value = getattr(req, key)
         if value is not None:
             metadata[key] = value
@@ -83,6 +88,18 @@ def parse_request(body: bytes) -> Conversation:
         ignored_tools=ignored,
         metadata=metadata,
     )
+
+
+def _response_format(fmt: ResponseFormatParam | None) -> ResponseFormat | None:
+    """``response_format`` as the canonical structured-output request (None for text)."""
+    if isinstance(fmt, JsonObjectFormat):
+        return ResponseFormat("json_object", param="response_format")
+    if isinstance(fmt, JsonSchemaFormat):
+        spec = fmt.json_schema
+        return ResponseFormat(
+            "json_schema", spec.json_schema, spec.name, bool(spec.strict), "response_format"
+        )
+    return None
 
 
 def _schema(parameters: dict[str, object] | None) -> dict[str, object]:
@@ -116,9 +133,12 @@ def _message(msg: ChatMessage, index: int) -> Message:
         if isinstance(msg.content, str):
             parts: list[ContentPart] = [TextPart(msg.content)]
         else:
+            where = f"messages[{index}].content"
             parts = [
-                image_from_url(p.image_url.url) if isinstance(p, ImageContent) else TextPart(p.text)
-                for p in msg.content
+                image_from_url(p.image_url.url, f"{where}[{j}].image_url.url", p.image_url.detail)
+                if isinstance(p, ImageContent)
+                else TextPart(p.text)
+                for j, p in enumerate(msg.content)
             ]
         return Message("user", parts, name=msg.name)
     if isinstance(msg, AssistantMessage):

@@ -136,6 +136,33 @@ class StreamOptions(WireIn):
     include_usage: bool = False
 
 
+class TextFormat(WireIn):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(WireIn):
+    type: Literal["json_object"]
+
+
+class JsonSchemaSpec(WireIn):
+    name: str
+    description: str | None = None
+    # "schema" would shadow a BaseModel attribute; the wire name is kept by the alias.
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class JsonSchemaFormat(WireIn):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+# https://platform.openai.com/docs/api-reference/chat/create#chat-create-response_format
+ResponseFormatParam = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")
+]
+
+
 class ChatCompletionRequest(WireIn):
     messages: list[ChatMessage]
     model: str
@@ -146,7 +173,7 @@ class ChatCompletionRequest(WireIn):
     n: int | None = None
     parallel_tool_calls: bool | None = None
     reasoning_effort: str | None = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormatParam | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool | None = None

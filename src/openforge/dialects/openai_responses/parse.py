@@ -9,6 +9,7 @@ from openforge.conversation import (
     ContentPart,
     Conversation,
     Message,
+    ResponseFormat,
     SamplingParams,
     TextPart,
     ToolCall,
@@ -23,6 +24,8 @@ from openforge.dialects.openai_responses.protocol import (
     FunctionTool,
     InputImage,
     InputItem,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     MessageItem,
     NamedToolChoice,
     NamespaceTool,
@@ -30,6 +33,7 @@ from openforge.dialects.openai_responses.protocol import (
     ReasoningItem,
     Refusal,
     ResponsesRequest,
+    TextConfig,
 )
 
 __all__ = ["LOGPROBS_INCLUDE", "parse_request"]
@@ -41,7 +45,7 @@ _TAGS = frozenset(
     | {"input_text", "output_text", "input_image", "refusal", "function"}
 )
 _EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_metadata")
-_MORE_EXTRAS = ("prompt_cache_key", "metadata", "user", "text")
+_MORE_EXTRAS = ("prompt_cache_key", "metadata", "user")
 
 
 def parse_request(body: bytes) -> Conversation:
@@ -75,6 +79,8 @@ def parse_request(body: bytes) -> Conversation:
         metadata["reasoning"] = req.reasoning.model_dump(exclude_none=True)
     if ignored_items:
         metadata["ignored_items"] = ignored_items
+    if req.text is not None:  # echoed back in the answer's "text"
+        metadata["text"] = req.text.model_dump(by_alias=True, exclude_none=True)
     want_logprobs = LOGPROBS_INCLUDE in (req.include or [])
     return Conversation(
         messages=messages,
@@ -87,6 +93,7 @@ def parse_request(body: bytes) -> Conversation:
             top_p=1.0 if req.top_p is None else req.top_p,
             logprobs=want_logprobs,
             top_logprobs=(req.top_logprobs or 0) if want_logprobs else 0,
+            response_format=_response_format(req.text),
         ),
         model=req.model,
         stream=bool(req.stream),
@@ -94,6 +101,18 @@ def parse_request(body: bytes) -> Conversation:
         ignored_tools=ignored,
         metadata=metadata,
     )
+
+
+def _response_format(text: TextConfig | None) -> ResponseFormat | None:
+    """``text.format`` as the canonical structured-output request (None for plain text)."""
+    fmt = text.format if text is not None else None
+    if isinstance(fmt, JsonObjectFormat):
+        return ResponseFormat("json_object", param="text.format")
+    if isinstance(fmt, JsonSchemaFormat):
+        return ResponseFormat(
+            "json_schema", fmt.json_schema, fmt.name, bool(fmt.strict), "text.format"
+        )
+    return None
 
 
 def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], list[str]]:
@@ -131,7 +150,7 @@ def _tool_choice(choice: object) -> ToolChoice:
     return ToolChoice()  # auto, or a hosted-tool / allowed_tools choice we do not serve
 
 
-def _parts(content: str | list[Part], where: str) -> list[ContentPart]:
+def _parts(content: str | list[Part], where: str, field: str = "content") -> list[ContentPart]:
     if isinstance(content, str):
         return [TextPart(content)]
     parts: list[ContentPart] = []
@@ -140,10 +159,12 @@ def _parts(content: str | list[Part], where: str) -> list[ContentPart]:
             if part.image_url is None:
                 raise ApiError(
                     "invalid_request",
-                    f"{where}.content[{j}]: images by file_id are not supported; send image_url.",
-                    f"{where}.content[{j}].image_url",
+                    f"{where}.{field}[{j}]: images by file_id are not supported; send image_url.",
+                    f"{where}.{field}[{j}].image_url",
                 )
-            parts.append(image_from_url(part.image_url))
+            parts.append(
+                image_from_url(part.image_url, f"{where}.{field}[{j}].image_url", part.detail)
+            )
         elif isinstance(part, Refusal):
             parts.append(TextPart(part.refusal))
         else:
@@ -179,7 +200,9 @@ def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
         name = f"{item.namespace}.{item.name}" if item.namespace else item.name
         _open_assistant(messages).tool_calls.append(ToolCall(item.call_id, name, item.arguments))
     elif isinstance(item, FunctionCallOutputItem):
-        messages.append(Message("tool", _parts(item.output, where), tool_call_id=item.call_id))
+        messages.append(
+            Message("tool", _parts(item.output, where, "output"), tool_call_id=item.call_id)
+        )
     elif isinstance(item, ReasoningItem):
         texts = [c.text for c in item.content or []] or [s.text for s in item.summary]
         if not texts:

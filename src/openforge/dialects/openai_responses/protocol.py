@@ -154,6 +154,33 @@ class ReasoningConfig(WireIn):
     summary: str | None = None
 
 
+class TextFormat(WireIn):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(WireIn):
+    type: Literal["json_object"]
+
+
+class JsonSchemaFormat(WireIn):
+    type: Literal["json_schema"]
+    name: str
+    description: str | None = None
+    # "schema" would shadow a BaseModel attribute; the wire name is kept by the alias.
+    json_schema: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(WireIn):
+    """https://platform.openai.com/docs/api-reference/responses/create#responses-create-text
+    (``verbosity`` and other fields are kept as extras)."""
+
+    format: (
+        Annotated[TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")]
+        | None
+    ) = None
+
+
 class ResponsesRequest(WireIn):
     include: list[str] | None = None
     input: str | list[InputItem]
@@ -168,7 +195,7 @@ class ResponsesRequest(WireIn):
     store: bool | None = None
     stream: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    text: dict[str, Any] | None = None
+    text: TextConfig | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | dict[str, Any] | None = (
         None
     )

@@ -96,7 +96,7 @@ def _response(
         "reasoning": meta.get("reasoning"),
         "store": bool(meta.get("store", False)),
         "temperature": conv.params.temperature if conv is not None else None,
-        "text": {"format": {"type": "text"}},
+        "text": meta.get("text") or {"format": {"type": "text"}},
         "tool_choice": choice,
         "tools": _echo_tools(ctx),
         "top_p": conv.params.top_p if conv is not None else None,
