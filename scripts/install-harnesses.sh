@@ -54,3 +54,20 @@ if ! mswea_ok; then
     echo "install-harnesses: mini-swe-agent install failed; skipped" >&2
   fi
 fi
+
+# Browser-Use (PyPI) in its own venv under /opt/openforge on the system Python, like
+# mini-swe-agent: its dependency pins (anthropic, pydantic, …) must not touch .venv.
+BU_VERSION=0.13.14
+BU="$PREFIX/browser-use"
+bu_ok() {
+  [ -x "$BU/bin/python" ] && [ "$("$BU/bin/python" -c 'from importlib.metadata import version
+print(version("browser-use"))' 2>/dev/null)" = "$BU_VERSION" ]
+}
+if ! bu_ok; then
+  rm -rf "$BU"
+  if ! { "$SYS_PY" -m venv "$BU" &&
+         "$BU/bin/pip" install -q --disable-pip-version-check "browser-use==$BU_VERSION"; }; then
+    rm -rf "$BU"
+    echo "install-harnesses: browser-use install failed; skipped" >&2
+  fi
+fi
