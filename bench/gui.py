@@ -92,9 +92,7 @@ def _pss_kb(sid: str) -> int:
 async def _sandbox(backend: LocalBackend) -> Sandbox:
     task = miniwob_task(*TASK)
     assert task.gui is not None
-    box = await backend.create(
-        SandboxSpec(network="none", host_paths=task.gui.host_paths())
-    )
+    box = await backend.create(SandboxSpec(network="none", host_paths=task.gui.host_paths()))
     await box.put({**task.workspace_bytes(), "client.py": CLIENT.encode()})
     await task.gui.prepare(box, HOME)
     return box

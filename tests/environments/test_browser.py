@@ -36,9 +36,7 @@ print(json.dumps(out))
 async def _box(backend: LocalBackend, name: str, seed: int) -> Sandbox:
     task = miniwob_task(name, seed)
     assert task.gui is not None
-    box = await backend.create(
-        SandboxSpec(network="none", host_paths=task.gui.host_paths())
-    )
+    box = await backend.create(SandboxSpec(network="none", host_paths=task.gui.host_paths()))
     await box.put({**task.workspace_bytes(), "client.py": CLIENT.encode()})
     await task.gui.prepare(box, HOME)
     return box

@@ -17,28 +17,30 @@ from openforge.tasks.miniwob import miniwob_task
 from .conftest import admin_headers
 
 
-def _reply(action: dict[str, object]) -> str:
+def _reply(*actions: dict[str, object]) -> str:
     return json.dumps(
         {
             "evaluation_previous_goal": "Started.",
             "memory": "On the task page.",
             "next_goal": "Do the task.",
-            "action": [action],
+            "action": list(actions),
         }
     )
 
 
-async def test_browser_use_clicks_through_the_gateway_and_scores(
+async def test_browser_use_drives_the_page_through_the_gateway_and_scores(
     scripted_gateway: Callable[[list[str]], str], tmp_path: Path
 ) -> None:
     if not Path(PREFIX, "bin", "python").is_file():
         pytest.fail(f"Browser-Use is not installed at {PREFIX}: scripts/install-harnesses.sh")
-    # click-button seed 3 ('Click on the "no" button.'): Browser-Use lists the "no" button
-    # as [11] (its own DOM indices), then says it is done.
+    # click-button seed 3 ('Click on the "no" button.'): the "no" button is the page's first
+    # focusable element. Browser-Use's element indices are its DOM's backend node ids, which
+    # vary between browser starts, so a fixed script presses keys (through Browser-Use's own
+    # send_keys action over DevTools) rather than clicking an index; then it says it is done.
     gateway = scripted_gateway(
         [
-            _reply({"click": {"index": 11}}),
-            _reply({"done": {"text": "Clicked no.", "success": True}}),
+            _reply({"send_keys": {"keys": "Tab"}}, {"send_keys": {"keys": "Enter"}}),
+            _reply({"done": {"text": "Pressed no.", "success": True}}),
         ]
     )
     config = RolloutConfig(
@@ -55,7 +57,7 @@ async def test_browser_use_clicks_through_the_gateway_and_scores(
     assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
     assert res.details is not None and res.details["raw"] == 1
     rec = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
-    # Two policy calls (click, done) and no judge call: it is off.
+    # Two policy calls (the keys, done) and no judge call: it is off.
     assert len(rec["calls"]) == 2
     history = json.loads(
         (
@@ -69,5 +71,5 @@ async def test_browser_use_clicks_through_the_gateway_and_scores(
             / "transcript.json"
         ).read_text()
     )["history"]
-    assert "[11]<button />\n\tno" in history[0]["state_message"]
+    assert "<button />\n\tno" in history[0]["state_message"]
     assert history[-1]["result"][0]["is_done"] is True

@@ -86,9 +86,7 @@ async def _all_gone(sid: str) -> bool:
 async def _run(backend: LocalBackend, task: Task, code: list[str]) -> tuple[dict[str, Any], float]:
     """Do ``code`` in the task's desktop, then its evaluator; (client output, reward)."""
     assert task.gui is not None
-    box = await backend.create(
-        SandboxSpec(network="none", host_paths=task.gui.host_paths())
-    )
+    box = await backend.create(SandboxSpec(network="none", host_paths=task.gui.host_paths()))
     try:
         await box.put({"client.py": CLIENT.encode()})
         await task.gui.prepare(box, HOME)
