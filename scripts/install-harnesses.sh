@@ -71,3 +71,21 @@ if ! bu_ok; then
     echo "install-harnesses: browser-use install failed; skipped" >&2
   fi
 fi
+
+# The GUI environments' servers (Playwright driving Debian's chromium, PyAutoGUI) in a venv on
+# the system Python under /opt: local sandboxes run as an unprivileged uid that cannot read
+# a pyenv under /root, but every sandbox sees /opt (environments/base.py GUI_PREFIX).
+GUI_PINS="playwright==1.65.2 pyautogui==0.9.54 pillow==13.0.0"
+GUI="$PREFIX/gui"
+gui_ok() {
+  [ -x "$GUI/bin/python" ] && [ "$("$GUI/bin/python" -c 'from importlib.metadata import version as v
+print(" ".join(f"{p}=={v(p)}" for p in ("playwright", "pyautogui", "pillow")))' 2>/dev/null)" = "$GUI_PINS" ]
+}
+if ! gui_ok; then
+  rm -rf "$GUI"
+  if ! { "$SYS_PY" -m venv "$GUI" &&
+         "$GUI/bin/pip" install -q --disable-pip-version-check $GUI_PINS; }; then
+    rm -rf "$GUI"
+    echo "install-harnesses: the GUI environments' venv failed; skipped" >&2
+  fi
+fi

@@ -14,7 +14,18 @@ from typing import Protocol, runtime_checkable
 
 from openforge.sandboxes.base import Sandbox, SandboxError
 
-__all__ = ["EnvironmentUnavailable", "GuiEnvironment", "python_host_paths", "server_python"]
+__all__ = [
+    "GUI_PREFIX",
+    "EnvironmentUnavailable",
+    "GuiEnvironment",
+    "python_host_paths",
+    "server_python",
+]
+
+# The environment servers' own Python (scripts/install-harnesses.sh): a venv on the system
+# Python under /opt, which every local sandbox sees and its unprivileged uid may read.
+GUI_PREFIX = "/opt/openforge/gui"
+_GUI_PYTHON = Path(GUI_PREFIX, "bin", "python")
 
 
 class EnvironmentUnavailable(SandboxError):
@@ -39,8 +50,13 @@ class GuiEnvironment(Protocol):
 
 
 def python_host_paths() -> tuple[str, ...]:
-    """This Python's prefix (the venv with the GUI extra) and its base install, resolved,
-    since the venv's interpreter is a link into the base install."""
+    """Nothing when the servers run with :data:`GUI_PREFIX`'s Python (under /opt, always
+    visible); else this Python's prefix (the venv with the GUI extra) and its base install,
+    resolved, since the venv's interpreter is a link into the base install. That fallback
+    works only where the sandbox's uid may read them (``LocalBackend(sandbox_uid="caller")``:
+    a pyenv under /root is closed to the unprivileged default)."""
+    if _GUI_PYTHON.is_file():
+        return ()
     paths = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     # A venv reached through a symlink must also exist at the path sys.executable names.
     paths.add(str(Path(sys.prefix).absolute()))
@@ -48,7 +64,13 @@ def python_host_paths() -> tuple[str, ...]:
 
 
 def server_python(package: str, what: str) -> str:
-    """This Python, which runs an environment's server: it must have ``package``."""
+    """The Python that runs an environment's server: :data:`GUI_PREFIX`'s, else this one,
+    which must then have ``package``."""
+    if _GUI_PYTHON.is_file():
+        return str(_GUI_PYTHON)
     if importlib.util.find_spec(package) is None:
-        raise EnvironmentUnavailable(f"the {what} needs {package}: pip install 'openforge[gui]'")
+        raise EnvironmentUnavailable(
+            f"the {what} needs {package}: bash scripts/install-harnesses.sh "
+            f"(the venv {GUI_PREFIX}) or pip install 'openforge[gui]'"
+        )
     return sys.executable

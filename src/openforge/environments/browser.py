@@ -6,8 +6,8 @@ started before the harness and stopped after it, in the same exec: the harness f
 ``$OPENFORGE_BROWSER_URL``. The server writes the task's reward state to
 :data:`RESULT_FILE` after every action; the task's verifier (:data:`VERIFY_SCRIPT`) reads it.
 
-On the local backend the server runs with this process's own Python (which has
-Playwright), made visible read-only in the sandbox (:meth:`BrowserEnvironment.host_paths`);
+The server runs with the GUI venv under /opt (:data:`openforge.environments.base.GUI_PREFIX`),
+else this process's own Python made visible read-only (:meth:`BrowserEnvironment.host_paths`);
 container images must carry ``chromium`` and a ``python3`` with ``playwright`` themselves.
 Because the server and every Chromium process live in the exec's PID namespace, ending the
 exec (the harness finished, timed out or was cancelled) ends the browser too.

@@ -7,7 +7,7 @@ OSWorld-style setup steps and then serves screenshots and actions in OSWorld's
 ``$OPENFORGE_DESKTOP_URL``. Everything runs in the harness's exec and ends with it.
 
 Needs Debian's ``xvfb``, ``openbox`` (``scripts/setup.sh``) and the apps a task launches,
-and a Python with ``pyautogui`` (the ``gui`` extra) shown read-only to the local backend.
+and a Python with ``pyautogui``: the GUI venv under /opt, else the ``gui`` extra's.
 """
 
 from __future__ import annotations
