@@ -17,8 +17,8 @@ from openforge.tasks.harbor import load_harbor, load_terminal_bench
 from openforge.tasks.miniwob import MINIWOB_FILE, MINIWOB_SUITE, load_miniwob, miniwob_suite
 from openforge.tasks.model import Task, TaskError
 from openforge.tasks.native import load_native
-from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
 from openforge.tasks.osworld import is_osworld_suite, load_osworld
+from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
 
 __all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
 
