@@ -54,3 +54,38 @@ if ! mswea_ok; then
     echo "install-harnesses: mini-swe-agent install failed; skipped" >&2
   fi
 fi
+
+# Browser-Use (PyPI) in its own venv under /opt/openforge on the system Python, like
+# mini-swe-agent: its dependency pins (anthropic, pydantic, …) must not touch .venv.
+BU_VERSION=0.13.14
+BU="$PREFIX/browser-use"
+bu_ok() {
+  [ -x "$BU/bin/python" ] && [ "$("$BU/bin/python" -c 'from importlib.metadata import version
+print(version("browser-use"))' 2>/dev/null)" = "$BU_VERSION" ]
+}
+if ! bu_ok; then
+  rm -rf "$BU"
+  if ! { "$SYS_PY" -m venv "$BU" &&
+         "$BU/bin/pip" install -q --disable-pip-version-check "browser-use==$BU_VERSION"; }; then
+    rm -rf "$BU"
+    echo "install-harnesses: browser-use install failed; skipped" >&2
+  fi
+fi
+
+# The GUI environments' servers (Playwright driving Debian's chromium, PyAutoGUI) in a venv on
+# the system Python under /opt: local sandboxes run as an unprivileged uid that cannot read
+# a pyenv under /root, but every sandbox sees /opt (environments/base.py GUI_PREFIX).
+GUI_PINS="playwright==1.65.2 pyautogui==0.9.54 pillow==13.0.0"
+GUI="$PREFIX/gui"
+gui_ok() {
+  [ -x "$GUI/bin/python" ] && [ "$("$GUI/bin/python" -c 'from importlib.metadata import version as v
+print(" ".join(f"{p}=={v(p)}" for p in ("playwright", "pyautogui", "pillow")))' 2>/dev/null)" = "$GUI_PINS" ]
+}
+if ! gui_ok; then
+  rm -rf "$GUI"
+  if ! { "$SYS_PY" -m venv "$GUI" &&
+         "$GUI/bin/pip" install -q --disable-pip-version-check $GUI_PINS; }; then
+    rm -rf "$GUI"
+    echo "install-harnesses: the GUI environments' venv failed; skipped" >&2
+  fi
+fi

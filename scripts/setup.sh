@@ -9,16 +9,20 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   # bubblewrap: the local sandbox backend; podman + runc: the container backend;
   # debootstrap: the local Debian base image task Dockerfiles build FROM (deploy/build-debian-base.sh);
   # postgresql: the shared store of gateway replicas (tests start a private cluster with its
-  # initdb/pg_ctl under a temporary directory; the system service is not needed).
+  # initdb/pg_ctl under a temporary directory; the system service is not needed);
+  # chromium (+ driver), xvfb, xdotool, scrot, openbox: the GUI setting's environments;
+  # mousepad: the desktop's text editor (OSWorld-format tasks launch it); python3-tk:
+  # PyAutoGUI's MouseInfo imports tkinter, and the GUI venv is on the system Python.
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     bubblewrap podman runc uidmap slirp4netns debootstrap postgresql \
-    util-linux mount e2fsprogs >/dev/null
+    util-linux mount e2fsprogs \
+    chromium chromium-driver xvfb xdotool scrot openbox mousepad python3-tk >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[dev]'
+.venv/bin/pip install -q -e '.[dev,gui]'
 
 # Harnesses, pinned (their fingerprints under src/openforge/harnesses/fingerprints match these).
 bash scripts/install-harnesses.sh

@@ -23,6 +23,8 @@ HARNESSES: dict[str, str | HarnessFactory] = {
     "codex": "openforge.harnesses.codex:CodexHarness",
     "openclaw": "openforge.harnesses.openclaw:OpenClawHarness",
     "mini-swe-agent": "openforge.harnesses.mini_swe_agent:MiniSweAgentHarness",
+    "browser-agent": "openforge.harnesses.browser:BrowserAgentHarness",
+    "browser-use": "openforge.harnesses.browser_use:BrowserUseHarness",
 }
 
 

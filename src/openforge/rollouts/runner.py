@@ -50,6 +50,8 @@ from openforge.tasks.verify import VerifierError, VerifyResult
 __all__ = ["Attempt", "RolloutJob", "run_job"]
 
 _LOG_TAIL = 64 * 1024
+# Every backend's HOME (the adapters' default too): where environments keep their files.
+_SANDBOX_HOME = "/home/sandbox"
 _INFRA = (SandboxError, GatewayError, HarnessError, OSError)
 
 
@@ -122,11 +124,17 @@ def _harness_act(
         try:
             if not ready:
                 await _setup(task, job, box, minted)
+                if task.gui is not None:
+                    await task.gui.prepare(box, _SANDBOX_HOME)
                 ready.append(True)
                 out.timings["setup"] = time.perf_counter() - t0
             launch = job.harness.command(turn.instruction)
             # A task's sidecars (services) run around the harness, in its process tree.
             argv = task.sidecars.wrap(launch.argv) if task.sidecars else launch.argv
+            if task.gui is not None:
+                # The GUI environment lives in the harness's exec: it ends when the harness
+                # does (finished, timed out or cancelled).
+                argv = task.gui.wrap_argv(argv, _SANDBOX_HOME)
         except _INFRA as exc:
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         t1 = time.perf_counter()
@@ -187,6 +195,8 @@ async def _attempt(
         return
     spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
     spec.labels = {"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id}
+    if task.gui is not None:
+        spec.host_paths = task.gui.host_paths()
     workdir = spec.workdir
     t0 = time.perf_counter()
     try:

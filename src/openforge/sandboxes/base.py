@@ -73,6 +73,9 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     # Upper bound on the sandbox's whole life (Kubernetes activeDeadlineSeconds, reapers).
     lifetime_s: float | None = None
+    # Host paths an environment needs, shown read-only at the same path (local backend;
+    # container images carry what they need). The browser environment's Python, say.
+    host_paths: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

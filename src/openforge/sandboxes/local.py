@@ -198,6 +198,7 @@ class LocalSandbox:
             "--json-status-fd", str(status_fd),
             *(["--uid", "0", "--gid", "0"] if self._backend.ids else []),
             *self._backend.system_mounts,
+            *(arg for p in spec.host_paths for arg in ("--ro-bind", p, p)),
             "--proc", "/proc",
             "--dev", "/dev",
             "--bind", str(self._roots["/tmp"]), "/tmp",

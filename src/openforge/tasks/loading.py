@@ -14,8 +14,10 @@ from openforge.tasks.claweval import find_claweval, load_claweval_checkout
 from openforge.tasks.drills import DRILL_SUITE, drill_suite
 from openforge.tasks.foreign import load_claweval, load_qwenclawbench
 from openforge.tasks.harbor import load_harbor, load_terminal_bench
+from openforge.tasks.miniwob import MINIWOB_FILE, MINIWOB_SUITE, load_miniwob, miniwob_suite
 from openforge.tasks.model import Task, TaskError
 from openforge.tasks.native import load_native
+from openforge.tasks.osworld import is_osworld_suite, load_osworld
 from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
 
 __all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
@@ -48,12 +50,14 @@ def builtin_suite(name: str) -> Path | None:
     """
     if name == DRILL_SUITE:
         return drill_suite()
+    if name == MINIWOB_SUITE:
+        return miniwob_suite()
     path = Path(str(resources.files("openforge.tasks") / name))
     return path if path.is_dir() else None
 
 
 def _is_task_dir(d: Path) -> bool:
-    return (d / "task.toml").is_file() or (d / "task.yaml").is_file()
+    return any((d / f).is_file() for f in ("task.toml", "task.yaml", MINIWOB_FILE))
 
 
 # Tables and directories only a Harbor task has; a task.toml with one of them (and no
@@ -80,6 +84,8 @@ def _toml_kind(d: Path) -> str:
 
 def load_task_dir(d: Path) -> Task:
     """Load one task directory, choosing its loader by the files it holds."""
+    if (d / MINIWOB_FILE).is_file():
+        return load_miniwob(d)
     if (d / "task.toml").is_file():
         return load_harbor(d) if _toml_kind(d) == "harbor" else load_native(d)
     if (d / "grader.py").is_file():
@@ -129,6 +135,10 @@ def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
     out = TaskSet()
     if not root.exists():
         out.errors.append(TaskError(root, "(path)", "does not exist"))
+        return out
+    if is_osworld_suite(root):
+        out.tasks, out.errors = load_osworld(root)
+        out.tasks = [t for t in out.tasks if split is None or t.split == split]
         return out
     candidates: list[tuple[str, Path]] = []
     if root.is_file():

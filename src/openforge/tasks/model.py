@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
+from openforge.environments.base import GuiEnvironment
 from openforge.sandboxes.base import NetworkPolicy, Sandbox
 
 if TYPE_CHECKING:
@@ -231,6 +232,8 @@ class Task:
     wants_internet: bool = False
     # Things the loader accepted but does not act on, said out loud (e.g. ``artifacts``).
     notes: tuple[str, ...] = ()
+    # The GUI setting: a browser or desktop the orchestrator starts beside the harness.
+    gui: GuiEnvironment | None = None
 
     # The suite's own category of the task (ClawEval ``category``, QwenClawBench ``category``),
     # for per-category metrics.

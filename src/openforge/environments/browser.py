@@ -1,0 +1,165 @@
+"""The browser environment of the GUI setting, as the orchestrator sets it up in a sandbox.
+
+A task that declares a :class:`BrowserEnvironment` gets, in its sandbox, the environment
+server (:mod:`openforge.environments.browser_server`: headless Chromium under Playwright)
+started before the harness and stopped after it, in the same exec: the harness finds it at
+``$OPENFORGE_BROWSER_URL``. The server writes the task's reward state to
+:data:`RESULT_FILE` after every action; the task's verifier (:data:`VERIFY_SCRIPT`) reads it.
+
+The server runs with the GUI venv under /opt (:data:`openforge.environments.base.GUI_PREFIX`),
+else this process's own Python made visible read-only (:meth:`BrowserEnvironment.host_paths`);
+container images must carry ``chromium`` and a ``python3`` with ``playwright`` themselves.
+Because the server and every Chromium process live in the exec's PID namespace, ending the
+exec (the harness finished, timed out or was cancelled) ends the browser too.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import orjson
+
+from openforge.environments.base import EnvironmentUnavailable, python_host_paths, server_python
+from openforge.sandboxes.base import Sandbox
+
+__all__ = [
+    "BROWSER_URL_ENV",
+    "CDP_URL_ENV",
+    "RESULT_FILE",
+    "VERIFY_SCRIPT",
+    "BrowserEnvironment",
+    "chromium_path",
+    "prepare",
+    "verify_script",
+    "wrap_argv",
+]
+
+BROWSER_URL_ENV = "OPENFORGE_BROWSER_URL"
+# Chromium's DevTools endpoint, for harnesses that drive the browser themselves.
+CDP_URL_ENV = "OPENFORGE_BROWSER_CDP_URL"
+# Under the sandbox's HOME (never the workspace the agent's files live in).
+_DIR = ".openforge/gui"
+RESULT_FILE = f"{_DIR}/result.json"
+_SERVER = f"{_DIR}/browser_server.py"
+_CONFIG = f"{_DIR}/browser.json"
+_PORT = f"{_DIR}/port"
+_LOG = f"{_DIR}/server.log"
+VERIFY_SCRIPT = "gui_result.py"
+# Read, not imported: it needs Playwright, which only the sandbox's Python must have.
+_SERVER_SRC = Path(__file__).with_name("browser_server.py")
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserEnvironment:
+    """What the browser shows and how the task's reward is read from it.
+
+    ``start_url`` is opened first: a path relative to the workspace (then ``site_root``,
+    relative too, is served over HTTP on the sandbox's loopback, and the page opened
+    there) or a URL (then ``file://`` pages under an absolute ``site_root`` are allowed);
+    ``setup_js`` runs once it has loaded; ``goal_js`` returns the goal as the page states
+    it; ``reward_js`` returns ``{done, reward in [0, 1], raw, reason}`` and is evaluated
+    after every action; elements matching ``skip_selector`` are left out of observations.
+    ``allowed_origins`` are the only http(s) origins the page may reach.
+    """
+
+    start_url: str
+    site_root: str = ""
+    goal: str = ""
+    goal_js: str = ""
+    setup_js: str = ""
+    reward_js: str = ""
+    allowed_origins: tuple[str, ...] = ()
+    # Parts of the page that are not the task's (a benchmark's own score display).
+    skip_selector: str = ""
+    viewport: tuple[int, int] = (800, 600)
+    settle_ms: int = 100
+    # Set from the machine when the environment is prepared (not part of a task's file).
+    chromium: str = field(default="", compare=False)
+
+    def host_paths(self) -> tuple[str, ...]:
+        """The server's Python (Playwright's venv) for the local backend."""
+        return python_host_paths()
+
+    async def prepare(self, box: Sandbox, home: str) -> None:
+        """Copy the server and this config into ``box``."""
+        await prepare(box, self, home)
+
+    def wrap_argv(self, argv: list[str], home: str) -> list[str]:
+        """``argv`` run with the browser up (see :func:`wrap_argv`)."""
+        return wrap_argv(argv, home)
+
+
+def chromium_path() -> str:
+    """The Chromium binary (Debian's ``chromium``); :class:`EnvironmentUnavailable` if absent."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        raise EnvironmentUnavailable(
+            "the browser environment needs Chromium: apt-get install chromium chromium-driver"
+        )
+    return found
+
+
+async def prepare(box: Sandbox, env: BrowserEnvironment, home: str) -> None:
+    """Copy the server and its config into ``box`` (under ``home``)."""
+    config = asdict(env)
+    config["chromium"] = env.chromium or chromium_path()
+    await box.put(
+        {
+            f"{home}/{_SERVER}": _SERVER_SRC.read_bytes(),
+            f"{home}/{_CONFIG}": orjson.dumps(config),
+        }
+    )
+
+
+def wrap_argv(argv: list[str], home: str, python: str | None = None) -> list[str]:
+    """The harness's ``argv`` run between the environment server's start and its orderly stop.
+
+    The server's port reaches the harness as ``$OPENFORGE_BROWSER_URL`` and Chromium's
+    DevTools endpoint as ``$OPENFORGE_BROWSER_CDP_URL``; a server that
+    dies before it is ready ends the exec with status 96 (an infrastructure failure the
+    verifier then reports: no result file).
+    """
+    py = shlex.quote(python or server_python("playwright", "browser environment"))
+    d = shlex.quote(f"{home}/{_DIR}")
+    script = f"""d={d}
+rm -f "$d/port" "$d/cdp" "$d/result.json"
+{py} "$d/browser_server.py" --config "$d/browser.json" --port-file "$d/port" \\
+  --cdp-port-file "$d/cdp" --result "$d/result.json" >"$d/server.log" 2>&1 &
+srv=$!
+while [ ! -s "$d/port" ]; do
+  if ! kill -0 $srv 2>/dev/null; then
+    echo "browser environment failed:" >&2; tail -5 "$d/server.log" >&2; exit 96
+  fi
+  sleep 0.05
+done
+export {BROWSER_URL_ENV}="http://127.0.0.1:$(cat "$d/port")"
+export {CDP_URL_ENV}="http://127.0.0.1:$(cat "$d/cdp")"
+"$@"
+rc=$?
+kill -TERM $srv 2>/dev/null
+wait $srv
+exit $rc
+"""
+    return ["/bin/sh", "-c", script, "openforge-browser", *argv]
+
+
+def verify_script() -> bytes:
+    """The verifier every browser task runs: the reward state the server last wrote.
+
+    A missing or unreadable result means the environment never ran: the script exits
+    non-zero, which the orchestrator records as ``infra_error``, never a reward of 0.
+    """
+    return f"""import json, os, sys
+path = os.path.join(os.environ.get("HOME", "/home/sandbox"), {RESULT_FILE!r})
+try:
+    with open(path, encoding="utf-8") as f:
+        state = json.load(f)
+except (OSError, ValueError) as exc:
+    print("no browser environment result: %s" % exc, file=sys.stderr)
+    sys.exit(3)
+reward = min(1.0, max(0.0, float(state.get("reward") or 0.0)))
+print(json.dumps({{"reward": reward, "details": state}}))
+""".encode()

@@ -1,0 +1,493 @@
+"""The in-sandbox browser environment server: headless Chromium under Playwright, over HTTP.
+
+Copied into the sandbox and run there with a Python that has ``playwright`` (the sandbox's
+own, or the host's made visible read-only by the local backend). Standard library plus
+Playwright only: no OpenForge install inside the sandbox. It listens on 127.0.0.1 inside
+the sandbox, writes its port to ``--port-file`` and serves, one request at a time (the
+Playwright sync API is single-threaded):
+
+    GET  /observation?mode=axtree|som|screenshot   page state; ``som`` and ``screenshot``
+                                                  carry a base64 PNG
+    POST /action   {"action": "click", "id": 3}   click · type · key · scroll · goto · back
+                                                  · tab · answer
+    GET  /result                                  the task's reward state
+
+After every action it evaluates the task's reward JavaScript and writes the result file
+(``--result``) atomically, so a rollout killed mid-step still leaves its last state for the
+verifier; between requests it polls that state too, so a harness that drives Chromium
+over DevTools (``--cdp-port-file``) is scored the same. A task's own pages are served over
+HTTP on the sandbox's loopback. Requests the page makes go only to that site and the
+allowed origins; everything else is aborted (the sandbox's network policy stands behind
+that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import (
+    BaseHTTPRequestHandler,
+    HTTPServer,
+    SimpleHTTPRequestHandler,
+    ThreadingHTTPServer,
+)
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Route, sync_playwright
+
+# Marks every visible element that is interactive or carries its own text with a
+# ``data-of-id`` and returns them in document order with role, name, box and depth.
+_LABEL_JS = """(skip) => {
+  document.querySelectorAll('[data-of-id]').forEach(e => e.removeAttribute('data-of-id'));
+  const INTERACTIVE = 'a,button,input,select,textarea,summary,label,[role],[onclick],'
+    + '[tabindex],[contenteditable=true]';
+  const roleOf = e => {
+    const r = e.getAttribute('role'); if (r) return r;
+    const t = e.tagName.toLowerCase();
+    if (t === 'a') return 'link';
+    if (t === 'button') return 'button';
+    if (t === 'select') return 'combobox';
+    if (t === 'textarea') return 'textbox';
+    if (t === 'input') {
+      const ty = (e.getAttribute('type') || 'text').toLowerCase();
+      if (ty === 'checkbox' || ty === 'radio') return ty;
+      if (ty === 'button' || ty === 'submit' || ty === 'reset') return 'button';
+      return 'textbox';
+    }
+    if (t === 'label') return 'label';
+    return e.matches(INTERACTIVE) ? 'clickable' : 'text';
+  };
+  const ownText = e => Array.from(e.childNodes).filter(n => n.nodeType === 3)
+    .map(n => n.textContent).join(' ').replace(/\\s+/g, ' ').trim();
+  const visible = e => {
+    const s = getComputedStyle(e);
+    if (s.visibility === 'hidden' || s.display === 'none' || +s.opacity === 0) return false;
+    const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  };
+  const out = [];
+  const walk = (node, depth) => {
+    for (const e of node.children) {
+      if (e.tagName === 'SCRIPT' || e.tagName === 'STYLE' || (skip && e.matches(skip))) continue;
+      let d = depth;
+      if (visible(e)) {
+        const interactive = e.matches(INTERACTIVE) || getComputedStyle(e).cursor === 'pointer';
+        const text = ownText(e);
+        if (interactive || text) {
+          const r = e.getBoundingClientRect();
+          const name = (e.getAttribute('aria-label') || text || e.getAttribute('placeholder')
+            || e.getAttribute('title') || e.getAttribute('alt') || '').slice(0, 120);
+          const id = out.length + 1;
+          e.setAttribute('data-of-id', String(id));
+          const box = [r.left, r.top, r.width, r.height].map(Math.round);
+          const item = {id, role: roleOf(e), name, depth, box};
+          if ('value' in e && typeof e.value === 'string' && e.tagName !== 'BUTTON') {
+            item.value = e.value.slice(0, 120);
+          }
+          if (e.type === 'checkbox' || e.type === 'radio') item.checked = !!e.checked;
+          out.push(item);
+          d = depth + 1;
+        }
+      }
+      walk(e, d);
+    }
+  };
+  walk(document.body || document.documentElement, 0);
+  return out;
+}"""
+
+# Draws a numbered box over each labelled element (set-of-marks); removed after the shot.
+_MARKS_JS = """(items) => {
+  const layer = document.createElement('div');
+  layer.id = '__of_marks';
+  layer.style.cssText = 'position:fixed;left:0;top:0;width:0;height:0;'
+    + 'z-index:2147483647;pointer-events:none';
+  for (const it of items) {
+    if (it.role === 'text') continue;
+    const [x, y, w, h] = it.box;
+    const b = document.createElement('div');
+    b.style.cssText = `position:fixed;left:${x}px;top:${y}px;width:${w}px;height:${h}px;`
+      + 'border:1px solid #e00;box-sizing:border-box';
+    const t = document.createElement('span');
+    t.textContent = String(it.id);
+    t.style.cssText = 'position:absolute;left:0;top:-1px;background:#e00;color:#fff;'
+      + 'font:10px monospace;padding:0 1px';
+    b.appendChild(t); layer.appendChild(b);
+  }
+  document.documentElement.appendChild(layer);
+}"""
+_UNMARK_JS = "() => { const l = document.getElementById('__of_marks'); if (l) l.remove(); }"
+
+_KEYS = {
+    "enter": "Enter",
+    "tab": "Tab",
+    "escape": "Escape",
+    "backspace": "Backspace",
+    "space": " ",
+    "up": "ArrowUp",
+    "down": "ArrowDown",
+    "left": "ArrowLeft",
+    "right": "ArrowRight",
+    "delete": "Delete",
+    "home": "Home",
+    "end": "End",
+    "pageup": "PageUp",
+    "pagedown": "PageDown",
+}
+
+
+class ActionError(Exception):
+    """An action the page cannot do (unknown element, bad argument): told to the agent."""
+
+
+class BrowserEnv:
+    """One browser, one context, the task's pages; its reward state kept up to date."""
+
+    def __init__(self, config: dict[str, Any], result_path: str, cdp_port: int = 0) -> None:
+        self.config = config
+        self.site: ThreadingHTTPServer | None = None
+        if "://" not in config["start_url"]:
+            self._serve_site()
+        self.result_path = result_path
+        self.steps = 0
+        self.answer: str | None = None
+        self.final: dict[str, Any] | None = None  # the reward state once the task is done
+        self.last: dict[str, Any] = {"done": False, "reward": 0.0, "raw": None, "reason": None}
+        self.items: list[dict[str, Any]] = []
+        self._pw = sync_playwright().start()
+        viewport = config.get("viewport") or [800, 600]
+        self.browser = self._pw.chromium.launch(
+            executable_path=config["chromium"],
+            headless=True,
+            # --no-sandbox: the OpenForge sandbox is the boundary (Chromium's own needs
+            # user namespaces it may not get); /dev/shm may be small or absent there.
+            args=[
+                "--no-sandbox",
+                "--disable-dev-shm-usage",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-extensions",
+                # For harnesses that drive the browser themselves (Browser-Use): its
+                # DevTools port, on the sandbox's own loopback.
+                *([f"--remote-debugging-port={cdp_port}"] if cdp_port else []),
+            ],
+        )
+        self.context = self.browser.new_context(
+            viewport={"width": int(viewport[0]), "height": int(viewport[1])}
+        )
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self._start()
+
+    def _serve_site(self) -> None:
+        """Serve ``site_root`` (relative to the workspace) over HTTP on the loopback, the
+        way a site is reached (some harnesses refuse ``file://``), and start there."""
+        config = self.config
+        root = os.path.abspath(str(config.get("site_root") or "."))
+        page = os.path.relpath(os.path.abspath(config["start_url"]), root)
+        if page.startswith(".."):
+            raise SystemExit(f"start_url {config['start_url']} is outside site_root {root}")
+        handler = functools.partial(_SiteHandler, directory=root)
+        self.site = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.site.serve_forever, daemon=True).start()
+        origin = f"http://127.0.0.1:{self.site.server_address[1]}"
+        config["start_url"] = f"{origin}/{page}"
+        config["site_root"] = ""  # no file:// pages: the site is served
+        config["allowed_origins"] = [*config.get("allowed_origins", []), origin]
+
+    def _allowed(self, url: str) -> bool:
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            root = self.config.get("site_root") or ""
+            return bool(root) and parts.path.startswith(root)
+        if parts.scheme in ("data", "blob", "about"):
+            return True
+        origin = f"{parts.scheme}://{parts.netloc}"
+        return origin in self.config.get("allowed_origins", [])
+
+    def _route(self, route: Route) -> None:
+        if self._allowed(route.request.url):
+            route.continue_()
+        else:
+            route.abort("blockedbyclient")
+
+    def _start(self) -> None:
+        self.page.goto(self.config["start_url"], wait_until="load")
+        if self.config.get("setup_js"):
+            self.page.evaluate(self.config["setup_js"])
+        self.write_result()
+
+    # -- observations ---------------------------------------------------------------
+
+    def observe(self, mode: str) -> dict[str, Any]:
+        """The page as the agent sees it in ``mode`` (axtree, som or screenshot)."""
+        self.items = self.page.evaluate(_LABEL_JS, self.config.get("skip_selector") or "")
+        obs: dict[str, Any] = {
+            "url": self.page.url,
+            "title": self.page.title(),
+            "goal": self.goal(),
+            "axtree": axtree_text(self.items),
+            "elements": self.items,
+            "steps": self.steps,
+            **self.state(),
+        }
+        if mode == "som":
+            self.page.evaluate(_MARKS_JS, self.items)
+            try:
+                obs["screenshot"] = base64.b64encode(self.page.screenshot()).decode()
+            finally:
+                self.page.evaluate(_UNMARK_JS)
+        elif mode == "screenshot":
+            obs["screenshot"] = base64.b64encode(self.page.screenshot()).decode()
+        return obs
+
+    def goal(self) -> str:
+        """The task's goal as the page states it (``goal_js``), else the configured one."""
+        if self.config.get("goal_js"):
+            try:
+                got = self.page.evaluate(self.config["goal_js"])
+            except PlaywrightError:
+                got = None
+            if isinstance(got, str) and got:
+                return got
+        return str(self.config.get("goal", ""))
+
+    def state(self) -> dict[str, Any]:
+        """The reward state: done, reward in [0, 1], raw reward, reason."""
+        if self.final is not None:
+            return self.final
+        got: Any = None
+        if self.config.get("reward_js"):
+            try:
+                got = self.page.evaluate(self.config["reward_js"])
+            except PlaywrightError as exc:
+                # The page is gone (a harness closed it): its last state read stands.
+                reason = f"reward_js failed: {str(exc).splitlines()[0][:200]}"
+                return {**self.last, "reason": self.last.get("reason") or reason}
+        st = got if isinstance(got, dict) else {"done": False, "reward": 0.0}
+        st = {
+            "done": bool(st.get("done")),
+            "reward": float(st.get("reward") or 0.0),
+            "raw": st.get("raw"),
+            "reason": st.get("reason"),
+        }
+        if st["done"]:
+            self.final = st  # the episode's reward is fixed once the page says it is done
+        self.last = st
+        return st
+
+    def write_result(self) -> None:
+        """Write the reward state (and answer, steps) to the result file, atomically."""
+        data = {**self.state(), "answer": self.answer, "steps": self.steps, "url": self.page.url}
+        tmp = self.result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.result_path)
+
+    # -- actions ----------------------------------------------------------------------
+
+    def _element(self, act: dict[str, Any]) -> tuple[float, float]:
+        try:
+            ident = int(act["id"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ActionError("this action needs an element id") from exc
+        for it in self.items or self.page.evaluate(
+            _LABEL_JS, self.config.get("skip_selector") or ""
+        ):
+            if it["id"] == ident:
+                x, y, w, h = it["box"]
+                return x + w / 2, y + h / 2
+        raise ActionError(f"no element [{ident}] on the page")
+
+    def act(self, act: dict[str, Any]) -> dict[str, Any]:
+        """Do one action; the new reward state (and an ``error`` the agent may read)."""
+        kind = str(act.get("action", ""))
+        if self.final is not None or self.answer is not None:
+            return {**self.state(), "error": "the task is over"}
+        self.steps += 1
+        error = None
+        try:
+            self._do(kind, act)
+        except ActionError as exc:
+            error = str(exc)
+        except PlaywrightError as exc:
+            error = f"{kind} failed: {str(exc).splitlines()[0][:300]}"
+        self.page.wait_for_timeout(int(self.config.get("settle_ms", 100)))
+        self.write_result()
+        return {**self.state(), "error": error, "steps": self.steps}
+
+    def _do(self, kind: str, act: dict[str, Any]) -> None:
+        page = self.page
+        if kind == "click":
+            page.mouse.click(*self._element(act))
+        elif kind == "type":
+            x, y = self._element(act)
+            page.mouse.click(x, y)
+            page.keyboard.press("Control+A")
+            page.keyboard.type(str(act.get("text", "")))
+            if act.get("enter"):
+                page.keyboard.press("Enter")
+        elif kind == "key":
+            key = str(act.get("key", ""))
+            page.keyboard.press(_KEYS.get(key.lower(), key))
+        elif kind == "scroll":
+            dy = {"down": 300, "up": -300}.get(str(act.get("direction", "down")), 0)
+            page.mouse.wheel(float(act.get("dx", 0)), float(act.get("dy", dy)))
+        elif kind == "goto":
+            url = str(act.get("url", ""))
+            if not self._allowed(url):
+                raise ActionError(f"{url} is outside this task's sites")
+            page.goto(url, wait_until="load")
+        elif kind == "back":
+            page.go_back(wait_until="load")
+        elif kind == "tab":
+            pages = self.context.pages
+            index = int(act.get("index", len(pages) - 1))
+            if not 0 <= index < len(pages):
+                raise ActionError(f"no tab {index}; there are {len(pages)}")
+            self.page = pages[index]
+            self.page.bring_to_front()
+        elif kind == "answer":
+            self.answer = str(act.get("text", ""))
+        else:
+            raise ActionError(
+                f"unknown action {kind!r}: use click, type, key, scroll, goto, back, tab, answer"
+            )
+
+    def close(self) -> None:
+        """Write the last state, then close the browser and Playwright's driver."""
+        try:
+            self.write_result()
+        finally:
+            try:
+                self.browser.close()
+            finally:
+                self._pw.stop()
+                if self.site is not None:
+                    self.site.shutdown()
+
+
+def axtree_text(items: list[dict[str, Any]]) -> str:
+    """The labelled elements as an indented text tree: ``[id] role "name" value=…``."""
+    lines = []
+    for it in items:
+        line = "  " * min(int(it.get("depth", 0)), 8) + f"[{it['id']}] {it['role']}"
+        if it.get("name"):
+            line += f" {json.dumps(it['name'])}"
+        if it.get("value"):
+            line += f" value={json.dumps(it['value'])}"
+        if "checked" in it:
+            line += f" checked={str(it['checked']).lower()}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+class _SiteHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # the agent's own transcript says what happened
+
+        def _send(self, code: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            parts = urlsplit(self.path)
+            if parts.path == "/observation":
+                mode = parse_qs(parts.query).get("mode", ["axtree"])[0]
+                self._send(200, env.observe(mode))
+            elif parts.path == "/result":
+                self._send(200, {**env.state(), "answer": env.answer, "steps": env.steps})
+            else:
+                self._send(404, {"error": f"no route {parts.path}"})
+
+        def do_POST(self) -> None:
+            if urlsplit(self.path).path != "/action":
+                self._send(404, {"error": f"no route {self.path}"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                act = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(act, dict):
+                    raise ValueError("an action is a JSON object")
+            except ValueError as exc:
+                self._send(400, {"error": f"bad action: {exc}"})
+                return
+            self._send(200, env.act(act))
+
+    return Handler
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _write(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the browser, serve until SIGTERM, write the final result."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", required=True, help="the environment's JSON config")
+    ap.add_argument("--port-file", required=True, help="written with the port once ready")
+    ap.add_argument("--result", required=True, help="the reward state file")
+    ap.add_argument("--cdp-port-file", help="open Chromium's DevTools port; write it here")
+    args = ap.parse_args(argv)
+    with open(args.config, encoding="utf-8") as f:
+        config = json.load(f)
+    t0 = time.monotonic()
+    cdp_port = _free_port() if args.cdp_port_file else 0
+    env = BrowserEnv(config, args.result, cdp_port)
+    server = HTTPServer(("127.0.0.1", 0), _handler(env))
+    # Between requests the reward state is polled, so a page driven over DevTools (not
+    # through /action) still has its first "done" and reward kept.
+    server.timeout = float(config.get("poll_s", 0.25))
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    if args.cdp_port_file:
+        _write(args.cdp_port_file, str(cdp_port))
+    _write(args.port_file, str(server.server_address[1]))
+    print(f"browser environment ready in {time.monotonic() - t0:.2f}s", file=sys.stderr)
+    try:
+        while True:
+            server.handle_request()
+            if env.final is None:
+                env.state()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        env.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The desktop environment of the GUI setting: Xvfb, openbox and PyAutoGUI in the sandbox.
+
+The launch starts ``Xvfb`` (it picks a free display itself: ``-displayfd``), the ``openbox``
+window manager and the environment server (:mod:`.desktop_server`), which runs the task's
+OSWorld-style setup steps and then serves screenshots and actions in OSWorld's
+``pyautogui`` and ``computer_13`` action spaces. The harness gets ``$DISPLAY`` and
+``$OPENFORGE_DESKTOP_URL``. Everything runs in the harness's exec and ends with it.
+
+Needs Debian's ``xvfb``, ``openbox`` (``scripts/setup.sh``) and the apps a task launches,
+and a Python with ``pyautogui``: the GUI venv under /opt, else the ``gui`` extra's.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from openforge.environments.base import EnvironmentUnavailable, python_host_paths, server_python
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["DESKTOP_RESULT_FILE", "DESKTOP_URL_ENV", "ConfigStep", "DesktopEnvironment"]
+
+DESKTOP_URL_ENV = "OPENFORGE_DESKTOP_URL"
+_DIR = ".openforge/gui"
+# The agent's DONE/FAIL and step count, under the sandbox's HOME: the evaluator reads it.
+DESKTOP_RESULT_FILE = f"{_DIR}/desktop-result.json"
+_SERVER_SRC = Path(__file__).with_name("desktop_server.py")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigStep:
+    """One OSWorld ``config`` step: ``launch`` (in the background), ``execute`` or
+    ``command`` (waited for), ``sleep``."""
+
+    type: str
+    command: tuple[str, ...] | str = ()
+    shell: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopEnvironment:
+    """A virtual screen of ``screen`` pixels, set up by ``steps``."""
+
+    steps: tuple[ConfigStep, ...] = ()
+    screen: tuple[int, int] = (1280, 800)
+
+    def host_paths(self) -> tuple[str, ...]:
+        """The server's Python (PyAutoGUI's venv) for the local backend."""
+        return python_host_paths()
+
+    async def prepare(self, box: Sandbox, home: str) -> None:
+        """Copy the server and the setup steps into ``box``."""
+        for binary in ("Xvfb", "openbox"):
+            if shutil.which(binary) is None:
+                raise EnvironmentUnavailable(
+                    f"the desktop environment needs {binary}: apt-get install xvfb openbox"
+                )
+        steps = [
+            {
+                "type": s.type,
+                "parameters": {
+                    "command": list(s.command) if isinstance(s.command, tuple) else s.command,
+                    "shell": s.shell,
+                    "seconds": s.seconds,
+                },
+            }
+            for s in self.steps
+        ]
+        await box.put(
+            {
+                f"{home}/{_DIR}/desktop_server.py": _SERVER_SRC.read_bytes(),
+                f"{home}/{_DIR}/desktop.json": orjson.dumps({"steps": steps}),
+            }
+        )
+
+    def wrap_argv(self, argv: list[str], home: str) -> list[str]:
+        """``argv`` run with the display, the window manager and the server up.
+
+        Status 96: the display or the server did not come up (no result file: infra).
+        """
+        py = shlex.quote(server_python("pyautogui", "desktop environment"))
+        d = shlex.quote(f"{home}/{_DIR}")
+        w, h = self.screen
+        script = f"""d={d}
+fail() {{ echo "desktop environment failed: $1" >&2; tail -5 "$d/$2" >&2; exit 96; }}
+rm -f "$d/display" "$d/dport" "$d/desktop-result.json"
+Xvfb -displayfd 5 -screen 0 {int(w)}x{int(h)}x24 -nolisten tcp 5>"$d/display" \\
+  2>"$d/xvfb.log" &
+x=$!
+while [ ! -s "$d/display" ]; do kill -0 $x 2>/dev/null || fail Xvfb xvfb.log; sleep 0.05; done
+export DISPLAY=":$(cat "$d/display")"
+# Xvfb runs without -auth (local clients only); python-xlib still wants the file to exist.
+export XAUTHORITY="$d/Xauthority"
+: >"$XAUTHORITY"
+openbox >"$d/openbox.log" 2>&1 &
+wm=$!
+{py} "$d/desktop_server.py" --config "$d/desktop.json" --port-file "$d/dport" \\
+  --result "$d/desktop-result.json" >"$d/desktop-server.log" 2>&1 &
+srv=$!
+while [ ! -s "$d/dport" ]; do
+  kill -0 $srv 2>/dev/null || fail server desktop-server.log; sleep 0.05
+done
+export {DESKTOP_URL_ENV}="http://127.0.0.1:$(cat "$d/dport")"
+"$@"
+rc=$?
+kill -TERM $srv 2>/dev/null; wait $srv
+kill -TERM $wm $x 2>/dev/null; wait
+exit $rc
+"""
+        return ["/bin/sh", "-c", script, "openforge-desktop", *argv]

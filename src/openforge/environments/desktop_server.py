@@ -1,0 +1,237 @@
+"""The in-sandbox desktop environment server: an X display driven by PyAutoGUI, over HTTP.
+
+Copied into the sandbox and run there (with a Python that has ``pyautogui``) after the
+launch has started Xvfb and a window manager on ``$DISPLAY``. It first runs the task's
+OSWorld-style ``config`` steps (``launch``, ``execute``/``command``, ``sleep``), then serves
+on 127.0.0.1, one request at a time:
+
+    GET  /observation                 {"screenshot": base64 PNG, "size": [w, h]}
+    POST /action  {"action_space": "pyautogui", "code": "pyautogui.click(10, 20)"}
+                  {"action_space": "computer_13", "action_type": "CLICK", "x": 10, "y": 20}
+                  "WAIT" / "DONE" / "FAIL" as the code (or action_type) end or pause
+
+OSWorld's two action spaces: ``pyautogui`` runs the code with ``pyautogui`` (and ``time``)
+in scope; ``computer_13`` is its 13 typed actions plus WAIT, FAIL and DONE. The agent's
+DONE or FAIL, and the step count, go to the result file the task's evaluator reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pyautogui
+from PIL import ImageGrab
+
+pyautogui.FAILSAFE = False  # a corner of a virtual screen is not an emergency
+pyautogui.PAUSE = 0.05
+
+
+class ActionError(Exception):
+    """An action that cannot be done: told to the agent."""
+
+
+def run_config(steps: list[dict[str, Any]], procs: list[subprocess.Popen[bytes]]) -> None:
+    """Run OSWorld ``config`` steps: launch (in the background), execute, sleep."""
+    for step in steps:
+        kind, params = step.get("type"), step.get("parameters") or {}
+        command: str | list[str] = params.get("command") or ""
+        shell = bool(params.get("shell")) or isinstance(command, str)
+        if kind == "launch":
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    shell=shell,
+                    start_new_session=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        elif kind in ("execute", "command"):
+            subprocess.run(
+                command,
+                shell=shell,
+                timeout=120,
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        elif kind == "sleep":
+            time.sleep(float(params.get("seconds", 1)))
+        else:
+            raise SystemExit(f"unsupported config step type {kind!r}")
+
+
+def computer_13(act: dict[str, Any]) -> None:
+    """Do one of OSWorld's typed ``computer_13`` actions with PyAutoGUI."""
+    kind = str(act.get("action_type", "")).upper()
+    p = act.get("parameters") or act
+    xy = (p["x"], p["y"]) if "x" in p and "y" in p else ()
+    if kind == "MOVE_TO":
+        pyautogui.moveTo(*xy)
+    elif kind == "CLICK":
+        pyautogui.click(*xy, button=p.get("button", "left"), clicks=int(p.get("num_clicks", 1)))
+    elif kind == "MOUSE_DOWN":
+        pyautogui.mouseDown(button=p.get("button", "left"))
+    elif kind == "MOUSE_UP":
+        pyautogui.mouseUp(button=p.get("button", "left"))
+    elif kind == "RIGHT_CLICK":
+        pyautogui.rightClick(*xy)
+    elif kind == "DOUBLE_CLICK":
+        pyautogui.doubleClick(*xy)
+    elif kind == "DRAG_TO":
+        pyautogui.dragTo(*xy, button="left")
+    elif kind == "SCROLL":
+        pyautogui.scroll(int(p.get("dy", 0)))
+        if p.get("dx"):
+            pyautogui.hscroll(int(p["dx"]))
+    elif kind == "TYPING":
+        pyautogui.typewrite(str(p.get("text", "")))
+    elif kind == "PRESS":
+        pyautogui.press(str(p.get("key", "")))
+    elif kind == "KEY_DOWN":
+        pyautogui.keyDown(str(p.get("key", "")))
+    elif kind == "KEY_UP":
+        pyautogui.keyUp(str(p.get("key", "")))
+    elif kind == "HOTKEY":
+        pyautogui.hotkey(*[str(k) for k in p.get("keys", [])])
+    else:
+        raise ActionError(f"unknown computer_13 action {kind!r}")
+
+
+class Desktop:
+    """The display's state as the agent and the evaluator see it."""
+
+    def __init__(self, result_path: str) -> None:
+        self.result_path = result_path
+        self.steps = 0
+        self.status = "running"  # running · done · fail
+        self.write_result()
+
+    def write_result(self) -> None:
+        """The agent's status and step count, for the evaluator (atomically)."""
+        with open(self.result_path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"status": self.status, "steps": self.steps}, f)
+        os.replace(self.result_path + ".tmp", self.result_path)
+
+    def observe(self) -> dict[str, Any]:
+        """A screenshot of the whole display."""
+        # Pillow reads the X display over XCB (pyscreeze wants gnome-screenshot here).
+        shot = ImageGrab.grab(xdisplay=os.environ.get("DISPLAY"))
+        buf = io.BytesIO()
+        shot.save(buf, format="PNG")
+        return {
+            "screenshot": base64.b64encode(buf.getvalue()).decode(),
+            "size": list(shot.size),
+            "status": self.status,
+            "steps": self.steps,
+        }
+
+    def act(self, act: dict[str, Any]) -> dict[str, Any]:
+        """Do one action in either action space; the new status (and an ``error``)."""
+        if self.status != "running":
+            return {"status": self.status, "error": "the task is over"}
+        self.steps += 1
+        error = None
+        space = act.get("action_space", "pyautogui")
+        marker = str(act.get("code") if space == "pyautogui" else act.get("action_type", ""))
+        try:
+            if marker.strip().upper() in ("DONE", "FAIL", "WAIT"):
+                word = marker.strip().upper()
+                if word == "WAIT":
+                    time.sleep(1.0)
+                else:
+                    self.status = word.lower()
+            elif space == "pyautogui":
+                exec(compile(marker, "<action>", "exec"), {"pyautogui": pyautogui, "time": time})
+            elif space == "computer_13":
+                computer_13(act)
+            else:
+                raise ActionError(f"unknown action space {space!r}")
+        except ActionError as exc:
+            error = str(exc)
+        except Exception as exc:  # the agent's code: any error is its observation
+            error = f"{type(exc).__name__}: {exc}"
+        self.write_result()
+        return {"status": self.status, "steps": self.steps, "error": error}
+
+
+def _handler(desk: Desktop) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/observation":
+                self._send(200, desk.observe())
+            else:
+                self._send(404, {"error": f"no route {self.path}"})
+
+        def do_POST(self) -> None:
+            if self.path != "/action":
+                self._send(404, {"error": f"no route {self.path}"})
+                return
+            try:
+                act = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                if not isinstance(act, dict):
+                    raise ValueError("an action is a JSON object")
+            except ValueError as exc:
+                self._send(400, {"error": f"bad action: {exc}"})
+                return
+            self._send(200, desk.act(act))
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the config steps, then serve until SIGTERM."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", required=True, help="the environment's JSON config")
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--result", required=True)
+    args = ap.parse_args(argv)
+    with open(args.config, encoding="utf-8") as f:
+        config = json.load(f)
+    procs: list[subprocess.Popen[bytes]] = []
+    run_config(config.get("steps") or [], procs)
+    desk = Desktop(args.result)
+    server = HTTPServer(("127.0.0.1", 0), _handler(desk))
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(args.port_file + ".tmp", args.port_file)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        desk.write_result()
+        for proc in procs:
+            proc.terminate()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

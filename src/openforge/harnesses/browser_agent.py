@@ -1,0 +1,215 @@
+"""OpenForge's built-in browser agent (WebVoyager-style), run inside the sandbox.
+
+Each step it reads the page from the browser environment (``$OPENFORGE_BROWSER_URL``),
+asks the model for one action through OpenAI Chat Completions (``OPENAI_BASE_URL``,
+``OPENAI_API_KEY``, ``OPENFORGE_MODEL``) and does it. Two observation modes:
+
+* ``axtree``: text only, the page's labelled elements as an indented tree ``[id] role
+  "name"``: small enough for SmolLM2-135M to learn on a CPU;
+* ``som``: a set-of-marks screenshot (numbered boxes over the elements, as an image part)
+  plus the same element list.
+
+Every call is one system prompt and one user turn (goal, the actions so far, the page
+now), so prompts stay short whatever the episode's length. The model answers with a line
+``Action: <command>``::
+
+    Click [id] · Type [id]; text · Key; Enter · Scroll; down · Goto; url · Back
+    · Tab [index] · Answer; text
+
+Standard library only. Exit codes: 0 when the task ended (the page said so, or the agent
+answered), 2 out of steps, 3 the model API failed, 4 the browser environment is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+# Bumped whenever the prompt or request shape changes (the fingerprint notices too).
+VERSION = "1.0"
+
+SYSTEM_PROMPT = """You are a web agent. You see a web page as a list of elements, each with
+a number in brackets. Do the task one action at a time. Reply with one line:
+Action: Click [N]
+Action: Type [N]; text
+Action: Key; Enter
+Action: Scroll; down
+Action: Back
+Action: Answer; text   (when the task asks a question, or is done)"""
+
+MAX_PAGE_CHARS = 6000
+_ACTION = re.compile(
+    r"(click|type|key|scroll|goto|back|tab|answer)\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
+    re.IGNORECASE,
+)
+
+
+class ModelError(Exception):
+    """The model API refused or could not be reached."""
+
+
+class EnvironmentGone(Exception):
+    """The browser environment did not answer."""
+
+
+def parse_action(reply: str) -> dict[str, Any] | None:
+    """The action in ``reply`` (its last ``Action:`` line, else its first line), or None."""
+    lines = [ln.strip() for ln in reply.strip().splitlines() if ln.strip()]
+    tagged = [ln.split(":", 1)[1] for ln in lines if ln.lower().startswith("action:")]
+    candidates = tagged[-1:] or lines[:1]
+    for text in candidates:
+        m = _ACTION.match(text.strip().strip("`"))
+        if not m:
+            continue
+        verb, ident, rest = m.group(1).lower(), m.group(2), m.group(3).strip()
+        rest = rest[1:-1] if len(rest) >= 2 and rest[0] == rest[-1] == '"' else rest
+        act: dict[str, Any] = {"action": verb}
+        if ident is not None:
+            act["id" if verb != "tab" else "index"] = int(ident)
+        if verb == "type":
+            act["text"] = rest
+        elif verb == "key":
+            act["key"] = rest or "Enter"
+        elif verb == "scroll":
+            act["direction"] = (rest or "down").lower()
+        elif verb == "goto":
+            act["url"] = rest
+        elif verb == "answer":
+            act["text"] = rest
+        return act
+    return None
+
+
+def _http(url: str, body: dict[str, Any] | None, headers: dict[str, str], timeout: float) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json", **headers}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def _chat(args: argparse.Namespace, messages: list[dict[str, Any]]) -> str:
+    body = {
+        "model": args.model,
+        "messages": messages,
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+    }
+    try:
+        got = _http(
+            args.base_url.rstrip("/") + "/chat/completions",
+            body,
+            {"Authorization": f"Bearer {args.api_key}"},
+            args.request_timeout,
+        )
+        return str(got["choices"][0]["message"].get("content") or "")
+    except urllib.error.HTTPError as exc:
+        raise ModelError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:2000]}") from exc
+    except (urllib.error.URLError, TimeoutError, OSError, KeyError, IndexError, ValueError) as exc:
+        raise ModelError(f"model API failed: {exc}") from exc
+
+
+def _env(args: argparse.Namespace, path: str, body: dict[str, Any] | None = None) -> Any:
+    try:
+        return _http(args.browser_url.rstrip("/") + path, body, {}, 120.0)
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        raise EnvironmentGone(f"browser environment at {args.browser_url}: {exc}") from exc
+
+
+def user_turn(
+    goal: str, history: list[str], obs: dict[str, Any], mode: str
+) -> str | list[dict[str, Any]]:
+    """The step's user message: goal, the actions so far, the page (and its screenshot)."""
+    page = obs.get("axtree", "")
+    if len(page) > MAX_PAGE_CHARS:
+        page = page[:MAX_PAGE_CHARS] + "\n…(more elements cut)"
+    done = "\n".join(f"{i + 1}. {h}" for i, h in enumerate(history)) or "(none)"
+    text = f"Task: {goal}\nPrevious actions:\n{done}\nPage {obs.get('url', '')}:\n{page}"
+    if mode != "som" or not obs.get("screenshot"):
+        return text
+    image = {"url": "data:image/png;base64," + obs["screenshot"]}
+    return [{"type": "text", "text": text}, {"type": "image_url", "image_url": image}]
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    """The observe → ask → act loop; returns the process exit code."""
+    steps: list[dict[str, Any]] = []
+    history: list[str] = []
+    transcript = Path(args.transcript)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(outcome: str, error: str | None = None) -> None:
+        record = {"outcome": outcome, "error": error, "mode": args.mode, "steps": steps}
+        transcript.write_text(json.dumps(record, indent=1))
+
+    try:
+        for _ in range(args.max_steps):
+            obs = _env(args, f"/observation?mode={args.mode}")
+            if obs.get("done"):
+                save("done")
+                return 0
+            goal = obs.get("goal") or args.instruction
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": user_turn(goal, history, obs, args.mode)},
+            ]
+            reply = _chat(args, messages)
+            act = parse_action(reply)
+            step: dict[str, Any] = {"url": obs.get("url"), "reply": reply, "action": act}
+            steps.append(step)
+            if act is None:
+                history.append(f"(no action understood in: {reply.strip()[:80]!r})")
+                continue
+            result = _env(args, "/action", act)
+            step["result"] = result
+            note = f" -> error: {result['error']}" if result.get("error") else ""
+            history.append(reply.strip().splitlines()[-1][:120] + note)
+            if result.get("done") or act["action"] == "answer":
+                save("done")
+                return 0
+    except ModelError as exc:
+        print(f"browser agent: {exc}", file=sys.stderr)
+        save("model_error", str(exc))
+        return 3
+    except EnvironmentGone as exc:
+        print(f"browser agent: {exc}", file=sys.stderr)
+        save("environment_error", str(exc))
+        return 4
+    save("max_steps")
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments (falling back to the environment) and run the agent."""
+    env = os.environ
+    ap = argparse.ArgumentParser(prog="browser-agent", description=__doc__)
+    ap.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
+    ap.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
+    ap.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
+    ap.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
+    ap.add_argument("--browser-url", default=env.get("OPENFORGE_BROWSER_URL", ""))
+    ap.add_argument("--mode", choices=("axtree", "som"), default="axtree")
+    ap.add_argument("--transcript", default=str(Path.home() / ".browser-agent" / "run.json"))
+    ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--request-timeout", type=float, default=600.0)
+    args = ap.parse_args(argv)
+    if not args.base_url:
+        ap.error("no model API: pass --base-url or set OPENAI_BASE_URL")
+    if not args.browser_url:
+        print("browser agent: no browser environment ($OPENFORGE_BROWSER_URL)", file=sys.stderr)
+        return 4
+    return run_agent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

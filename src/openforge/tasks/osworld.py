@@ -1,0 +1,125 @@
+"""OSWorld-format tasks: ``evaluation_examples/examples/<domain>/<id>.json`` (OSWorld's layout).
+
+Each example's ``config`` steps set up the desktop environment (``launch``, ``execute`` /
+``command``, ``sleep``) and its ``evaluator`` runs as the verifier
+(:mod:`openforge.tasks.osworld_eval`, OSWorld's getters and metrics for files and command
+output). Examples that need what is not here (a VM snapshot's apps, ``download`` and
+``open`` steps, accessibility-tree getters, metrics for office documents) are reported as
+errors naming the field, and the rest load. A ``cloud_file`` is looked up as
+``files/<dest>`` in the suite's root (download it there once; nothing is fetched).
+``test_all.json`` (domain → ids), when present, selects the examples.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from openforge.environments.desktop import ConfigStep, DesktopEnvironment
+from openforge.tasks.model import Task, TaskError
+
+__all__ = ["is_osworld_suite", "load_osworld"]
+
+_EVAL = Path(__file__).with_name("osworld_eval.py")
+_STEPS = {"launch", "execute", "command", "sleep"}
+_GETTERS = {"vm_file", "vm_command_line", "rule", "cloud_file"}
+_METRICS = {"exact_match", "check_include_exclude", "compare_text_file", "is_in_list", "infeasible"}
+
+
+def is_osworld_suite(root: Path) -> bool:
+    """Whether ``root`` is an OSWorld ``evaluation_examples`` directory."""
+    return (root / "examples").is_dir() and (root / "test_all.json").is_file()
+
+
+def _steps(file: Path, config: Any) -> tuple[ConfigStep, ...]:
+    if not isinstance(config, list):
+        raise TaskError(file, "config", "must be a list of steps")
+    out = []
+    for i, step in enumerate(config):
+        kind = step.get("type") if isinstance(step, dict) else None
+        params = step.get("parameters") or {} if isinstance(step, dict) else {}
+        if kind not in _STEPS:
+            raise TaskError(file, f"config[{i}].type", f"{kind!r} is not supported here")
+        command = params.get("command", ())
+        if kind != "sleep" and not isinstance(command, str | list):
+            raise TaskError(file, f"config[{i}].parameters.command", "must be a list or string")
+        out.append(
+            ConfigStep(
+                type=kind,
+                command=command if isinstance(command, str) else tuple(map(str, command)),
+                shell=bool(params.get("shell")),
+                seconds=float(params.get("seconds", 0)),
+            )
+        )
+    return tuple(out)
+
+
+def _check_evaluator(file: Path, ev: Any, root: Path) -> dict[str, Path]:
+    """Validate ``evaluator``; the cloud files the verifier needs (``files/<dest>``)."""
+    if not isinstance(ev, dict) or "func" not in ev:
+        raise TaskError(file, "evaluator", "must be an object with func")
+    funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
+    for name in funcs:
+        if name not in _METRICS:
+            raise TaskError(file, "evaluator.func", f"metric {name!r} is not supported here")
+    files: dict[str, Path] = {}
+    for key in ("result", "expected"):
+        specs = ev.get(key)
+        for spec in specs if isinstance(specs, list) else [specs] if specs else []:
+            kind = spec.get("type") if isinstance(spec, dict) else None
+            if kind not in _GETTERS:
+                raise TaskError(file, f"evaluator.{key}.type", f"getter {kind!r} not supported")
+            if kind == "cloud_file":
+                dest = str(spec.get("dest", ""))
+                local = root / "files" / dest
+                if not dest or "/" in dest or not local.is_file():
+                    raise TaskError(file, f"evaluator.{key}.dest", f"put the file at {local}")
+                files[f"files/{dest}"] = local
+    return files
+
+
+def _load_example(file: Path, domain: str, root: Path) -> Task:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TaskError(file, "(json)", str(exc)) from exc
+    if not isinstance(data, dict):
+        raise TaskError(file, "(json)", "must be an object")
+    for key in ("id", "instruction"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise TaskError(file, key, "must be a non-empty string")
+    files = _check_evaluator(file, data.get("evaluator"), root)
+    return Task(
+        id=f"osworld/{domain}/{data['id']}",
+        instruction=data["instruction"],
+        path=file,
+        format="osworld",
+        tags=("gui", "desktop", "osworld", domain),
+        verify={"osworld_eval.py": _EVAL, "task.json": file, **files},
+        verify_command="python3 .openforge-verify/osworld_eval.py",
+        gui=DesktopEnvironment(steps=_steps(file, data.get("config", []))),
+    )
+
+
+def load_osworld(root: Path) -> tuple[list[Task], list[TaskError]]:
+    """Every example under ``root/examples`` (those in ``test_all.json``); bad ones as errors."""
+    index_file = root / "test_all.json"
+    try:
+        index = json.loads(index_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return [], [TaskError(index_file, "(json)", str(exc))]
+    if not isinstance(index, dict):
+        return [], [TaskError(index_file, "(json)", "must map each domain to a list of ids")]
+    tasks: list[Task] = []
+    errors: list[TaskError] = []
+    for domain, ids in sorted(index.items()):
+        for ident in ids if isinstance(ids, list) else []:
+            file = root / "examples" / str(domain) / f"{ident}.json"
+            try:
+                tasks.append(_load_example(file, str(domain), root))
+            except TaskError as exc:
+                errors.append(exc)
+            except OSError as exc:
+                errors.append(TaskError(file, "(file)", f"cannot be read: {exc}"))
+    return tasks, errors

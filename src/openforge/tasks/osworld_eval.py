@@ -1,0 +1,113 @@
+"""The OSWorld-format evaluator, run as the task's verifier inside the sandbox (stdlib only).
+
+Reads the task's own JSON (``task.json`` beside it) and evaluates its ``evaluator`` the way
+OSWorld does: each ``func`` (a metric) gets the ``result`` getter's value and, when given,
+the ``expected`` getter's value and ``options``; several funcs combine with ``conj``
+(``and`` by default). An agent that said FAIL scores 0 unless the task is ``infeasible``;
+one that said nothing of the kind on an infeasible task scores 0 too.
+
+Getters: ``vm_file`` (a file in the sandbox), ``vm_command_line`` (a command's stdout),
+``rule`` (the ``rules`` object), ``cloud_file`` (the file named ``dest`` beside this script:
+the task's loader puts it there). Metrics: ``exact_match``, ``check_include_exclude``,
+``compare_text_file``, ``is_in_list``, ``infeasible``. Prints ``{"reward", "details"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULT = Path(os.environ.get("HOME", "/home/sandbox")) / ".openforge/gui/desktop-result.json"
+
+
+def get(spec: dict[str, Any]) -> Any:
+    """The value of one OSWorld getter spec."""
+    kind = spec.get("type")
+    if kind == "vm_file":
+        path = Path(str(spec["path"])).expanduser()
+        return str(path) if path.is_file() else None
+    if kind == "cloud_file":
+        return str(HERE / "files" / str(spec["dest"]))
+    if kind == "vm_command_line":
+        cmd = spec["command"]
+        done = subprocess.run(
+            cmd,
+            shell=bool(spec.get("shell")) or isinstance(cmd, str),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return done.stdout
+    if kind == "rule":
+        return spec.get("rules", {})
+    raise SystemExit(f"unsupported getter {kind!r}")
+
+
+def _text(path: Any, options: dict[str, Any]) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    text = Path(path).read_text(errors="replace")
+    if options.get("ignore_blanks"):
+        text = "".join(text.split())
+    if options.get("ignore_case"):
+        text = text.lower()
+    return text
+
+
+def metric(name: str, result: Any, expected: Any, options: dict[str, Any]) -> float:
+    """One OSWorld metric on the getters' values, in [0, 1]."""
+    if name == "exact_match":
+        return float(result == expected["expected"])
+    if name == "check_include_exclude":
+        text = result or ""
+        ok = all(s in text for s in expected.get("include", []))
+        return float(ok and not any(s in text for s in expected.get("exclude", [])))
+    if name == "compare_text_file":
+        a, b = _text(result, options), _text(expected, options)
+        return float(a is not None and a == b)
+    if name == "is_in_list":
+        return float(result in expected["expected"])
+    raise SystemExit(f"unsupported metric {name!r}")
+
+
+def main() -> int:
+    """Evaluate and print the verdict line."""
+    task = json.loads((HERE / "task.json").read_text())
+    ev = task["evaluator"]
+    try:
+        status = json.loads(RESULT.read_text()).get("status")
+    except (OSError, ValueError) as exc:
+        print(f"no desktop environment result: {exc}", file=sys.stderr)
+        return 3
+    funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
+    if funcs == ["infeasible"]:
+        reward = float(status == "fail")
+        print(json.dumps({"reward": reward, "details": {"status": status}}))
+        return 0
+    if status == "fail":
+        print(json.dumps({"reward": 0.0, "details": {"status": status, "why": "agent said FAIL"}}))
+        return 0
+
+    def each(key: str) -> list[Any]:
+        value = ev.get(key)
+        return value if isinstance(value, list) else [value] * len(funcs)
+
+    scores = []
+    for name, res, exp, opt in zip(
+        funcs, each("result"), each("expected"), each("options"), strict=False
+    ):
+        expected = get(exp) if exp else None
+        scores.append(metric(name, get(res) if res else None, expected, opt or {}))
+    reward = min(scores) if ev.get("conj", "and") == "and" else max(scores)
+    print(json.dumps({"reward": reward, "details": {"status": status, "scores": scores}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

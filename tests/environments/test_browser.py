@@ -1,0 +1,197 @@
+"""The browser environment in a real bubblewrap sandbox: headless Chromium under Playwright,
+observations, actions, MiniWoB's own reward, the network allowlist and process cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openforge.environments import browser
+from openforge.sandboxes.base import Sandbox, SandboxSpec
+from openforge.sandboxes.local import LocalBackend
+from openforge.tasks.miniwob import miniwob_task
+
+HOME = "/home/sandbox"
+# Runs inside the sandbox: does the JSON actions in $ACTIONS, prints every answer.
+CLIENT = r"""
+import json, os, sys, urllib.request
+u = os.environ["OPENFORGE_BROWSER_URL"]
+def call(path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(u + path, data=data, headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+out = {"before": call("/observation?mode=som"), "plain": call("/observation?mode=screenshot")}
+out["results"] = [call("/action", a) for a in json.loads(os.environ["ACTIONS"])]
+out["after"] = call("/observation?mode=axtree")
+print(json.dumps(out))
+"""
+
+
+async def _box(backend: LocalBackend, name: str, seed: int) -> Sandbox:
+    task = miniwob_task(name, seed)
+    assert task.gui is not None
+    box = await backend.create(SandboxSpec(network="none", host_paths=task.gui.host_paths()))
+    await box.put({**task.workspace_bytes(), "client.py": CLIENT.encode()})
+    await task.gui.prepare(box, HOME)
+    return box
+
+
+async def _run(box: Sandbox, actions: list[dict[str, object]]) -> dict[str, Any]:
+    argv = browser.wrap_argv(["python3", "client.py"], HOME)
+    res = await box.exec(argv, env={"ACTIONS": json.dumps(actions)}, timeout=120)
+    assert res.exit_code == 0, res.stderr.decode()
+    out: dict[str, Any] = json.loads(res.stdout.decode().splitlines()[-1])
+    return out
+
+
+async def _verify(box: Sandbox, name: str, seed: int) -> dict[str, Any]:
+    task = miniwob_task(name, seed)
+    await box.put(task.verify_bytes())
+    res = await box.exec(task.verify_command, timeout=60)
+    assert res.exit_code == 0, res.stderr.decode()
+    verdict: dict[str, Any] = json.loads(res.stdout.decode().splitlines()[-1])
+    return verdict
+
+
+def _element(obs: dict[str, Any], role: str, name: str) -> int:
+    elements = obs["elements"]
+    assert isinstance(elements, list)
+    return next(int(e["id"]) for e in elements if e["role"] == role and e["name"] == name)
+
+
+async def test_correct_click_scores_the_pages_own_reward(backend: LocalBackend) -> None:
+    # click-button seed 3: 'Click on the "no" button.' (also buttons "Okay" and "okay").
+    box = await _box(backend, "click-button", 3)
+    try:
+        first = await _run(box, [])
+        before = first["before"]
+        assert isinstance(before, dict)
+        assert before["goal"] == 'Click on the "no" button.'
+        assert '[2] button "no"' in before["axtree"]
+        assert "Last reward" not in before["axtree"]  # MiniWoB's score display is hidden
+        shot, plain = before["screenshot"], first["plain"]["screenshot"]
+        assert base64.b64decode(shot)[:8] == b"\x89PNG\r\n\x1a\n"
+        assert shot != plain  # the set-of-marks boxes are drawn on the labelled screenshot
+        box2 = await _box(backend, "click-button", 3)
+        try:
+            out = await _run(box2, [{"action": "click", "id": _element(before, "button", "no")}])
+            assert out["results"] == [
+                {"done": True, "reward": 1.0, "raw": 1, "reason": None, "error": None, "steps": 1}
+            ]
+            verdict = await _verify(box2, "click-button", 3)
+            assert verdict["reward"] == 1.0
+        finally:
+            await box2.close()
+        # Nothing was done in the first box: the page is not done and the reward is 0.
+        verdict = await _verify(box, "click-button", 3)
+        assert verdict["reward"] == 0.0 and verdict["details"]["done"] is False
+    finally:
+        await box.close()
+
+
+async def test_wrong_click_scores_nothing_and_ends_the_episode(backend: LocalBackend) -> None:
+    box = await _box(backend, "click-button", 3)
+    try:
+        out = await _run(box, [{"action": "click", "id": 5}, {"action": "click", "id": 2}])
+        first, second = out["results"]
+        assert (first["done"], first["reward"], first["raw"]) == (True, 0.0, -1)
+        assert second["error"] == "the task is over"  # no second try after a wrong answer
+        assert (await _verify(box, "click-button", 3))["reward"] == 0.0
+    finally:
+        await box.close()
+
+
+async def test_type_key_and_refused_actions(backend: LocalBackend) -> None:
+    # enter-text seed 1: 'Enter "Jerald" into the text field and press Submit.'
+    box = await _box(backend, "enter-text", 1)
+    try:
+        out = await _run(
+            box,
+            [
+                {"action": "goto", "url": "http://example.com/"},
+                {"action": "click", "id": 99},
+                {"action": "fly"},
+                {"action": "type", "id": 3, "text": "Jerald"},
+                {"action": "click", "id": 4},
+            ],
+        )
+        goto, missing, unknown, typed, submit = out["results"]
+        assert "outside this task's sites" in goto["error"]
+        assert missing["error"] == "no element [99] on the page"
+        assert "unknown action 'fly'" in unknown["error"]
+        assert typed["error"] is None and typed["done"] is False
+        assert (submit["done"], submit["reward"]) == (True, 1.0)
+    finally:
+        await box.close()
+
+
+def _sandbox_pids(sid: str) -> list[int]:
+    """Processes on this machine whose environment names sandbox ``sid``."""
+    marker = f"OPENFORGE_SANDBOX_ID={sid}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _chromium_pids(sid: str) -> list[int]:
+    out = []
+    for pid in _sandbox_pids(sid):
+        try:
+            if b"chrom" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+async def test_no_browser_process_outlives_its_exec_or_a_cancel(backend: LocalBackend) -> None:
+    box = await _box(backend, "click-button", 1)
+    try:
+        await _run(box, [{"action": "click", "id": 4}])
+        for _ in range(100):  # the PID namespace's processes end as its init exits
+            if not _sandbox_pids(box.id):
+                break
+            await asyncio.sleep(0.05)
+        assert _sandbox_pids(box.id) == []  # the exec ended: server and Chromium are gone
+        # Cancelled mid-episode: the harness is still running when the exec is cancelled.
+        argv = browser.wrap_argv(["sleep", "300"], HOME)
+        run = asyncio.create_task(box.exec(argv, timeout=600))
+        for _ in range(600):
+            if _chromium_pids(box.id):
+                break
+            await asyncio.sleep(0.05)
+        assert _chromium_pids(box.id), "Chromium never started"
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        for _ in range(100):
+            if not _sandbox_pids(box.id):
+                break
+            await asyncio.sleep(0.05)
+        assert _sandbox_pids(box.id) == []
+    finally:
+        await box.close()
+
+
+async def test_missing_result_is_not_a_reward(backend: LocalBackend) -> None:
+    # The environment never ran: the verifier fails (the orchestrator's infra_error).
+    task = miniwob_task("click-button", 1)
+    box = await backend.create(SandboxSpec(network="none"))
+    try:
+        await box.put(task.verify_bytes())
+        res = await box.exec(task.verify_command, timeout=60)
+        assert res.exit_code != 0 and b"no browser environment result" in res.stderr
+    finally:
+        await box.close()
