@@ -15,7 +15,7 @@ from typing import Any
 
 from openforge.harnesses import browser_agent
 from openforge.harnesses.base import Dialect, HarnessError, HarnessNotInstalled, Launch
-from openforge.harnesses.launching import ENV_DIR, env_script, read_json
+from openforge.harnesses.launching import ENV_DIR, env_script, read_json, transcribed_error
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["BrowserAgentHarness"]
@@ -97,6 +97,4 @@ class BrowserAgentHarness:
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The model API or environment error the agent transcribed, if it stopped on one."""
-        if transcript and transcript.get("error"):
-            return str(transcript["error"])[:2000]
-        return None
+        return transcribed_error(transcript)

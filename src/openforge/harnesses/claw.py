@@ -23,6 +23,7 @@ from openforge.harnesses.launching import (
     env_script,
     read_json,
     tools_markdown,
+    transcribed_error,
 )
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer
@@ -105,9 +106,7 @@ class ClawHarness:
 
     def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
         """The model API error the agent transcribed, if it stopped on one."""
-        if transcript and transcript.get("error"):
-            return str(transcript["error"])[:2000]
-        return None
+        return transcribed_error(transcript)
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """The server's tools as the agent's own, each call going through the bridge."""
