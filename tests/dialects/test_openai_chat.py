@@ -264,3 +264,20 @@ def test_roundtrip_response_message_parses_back() -> None:
     back = conv.messages[1]
     assert back.text == COMPLETION.text and back.tool_calls == COMPLETION.tool_calls
     assert isinstance(back.content[0], TextPart)
+
+
+def test_error_paths_keep_a_field_named_like_its_union_tag() -> None:
+    """A discriminated union's tag is dropped from the path, a field of the same name is not."""
+    cases = {
+        "response_format.json_schema.name": {
+            "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}
+        },
+        "messages[0].content[0].text": {
+            "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]
+        },
+    }
+    for param, extra in cases.items():
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+        with pytest.raises(ApiError) as err:
+            parse_request(orjson.dumps(body))
+        assert err.value.param == param

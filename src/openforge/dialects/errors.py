@@ -121,10 +121,20 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
 
 def _clean_loc(loc: tuple[int | str, ...], tags: frozenset[str]) -> tuple[int | str, ...]:
     # Discriminated unions add the tag ("function", "text", ...) and pydantic adds
-    # type names ("str", "list[...]") to locations; a client wants the JSON path only.
-    return tuple(
-        p for p in loc if isinstance(p, int) or (p not in tags and "[" not in p and p != "str")
-    )
+    # type names ("str", "list[...]") to locations; a client wants the JSON path only. A tag
+    # is one element: the one after it is a field even when it has the tag's name
+    # (``response_format`` tag "json_schema", then its field ``json_schema``).
+    out: list[int | str] = []
+    after_tag = False
+    for p in loc:
+        if isinstance(p, int) or after_tag:
+            out.append(p)
+            after_tag = False
+        elif p in tags:
+            after_tag = True
+        elif "[" not in p and p != "str":
+            out.append(p)
+    return tuple(out)
 
 
 def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = frozenset()) -> M:

@@ -34,6 +34,7 @@ from openforge.dialects.openai_chat.protocol import (
 __all__ = ["parse_request"]
 
 _TAGS = MESSAGE_ROLES | {"text", "image_url", "refusal", "function", "other"}
+_TAGS |= {"json_schema", "json_object"}  # response_format
 
 
 def parse_request(body: bytes) -> Conversation:
