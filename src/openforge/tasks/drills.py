@@ -33,6 +33,7 @@ __all__ = [
     "DRILL_VERSION",
     "TEST_WORDS",
     "TRAIN_WORDS",
+    "cached_suite",
     "drill_suite",
     "generate_drills",
     "tasks_cache_dir",
@@ -590,19 +591,20 @@ def tasks_cache_dir() -> Path:
     return Path(env).expanduser() if env else openforge_home() / "tasks"
 
 
-def drill_suite() -> Path:
-    """The default claw-drill suite's directory, generated on first use.
+def cached_suite(name: str, generate: Callable[[Path], object]) -> Path:
+    """The generated suite ``name`` under :func:`tasks_cache_dir`, made by ``generate`` on
+    first use.
 
     It is written to a temporary directory beside it and renamed into place, so concurrent
     loaders never see half a suite; the loser of a race drops its copy and uses the winner's.
     """
-    root = tasks_cache_dir() / f"{DRILL_SUITE}-v{DRILL_VERSION}"
+    root = tasks_cache_dir() / name
     if root.is_dir():
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
-        generate_drills(tmp)
+        generate(tmp)
         tmp.chmod(0o755)
         try:
             tmp.rename(root)
@@ -612,3 +614,8 @@ def drill_suite() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
+
+
+def drill_suite() -> Path:
+    """The default claw-drill suite's directory, generated on first use (atomically)."""
+    return cached_suite(f"{DRILL_SUITE}-v{DRILL_VERSION}", generate_drills)

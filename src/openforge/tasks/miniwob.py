@@ -20,13 +20,11 @@ first use: :data:`SUITE_TASKS` with a few seeds each, ``test`` split on the last
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import tempfile
 import tomllib
 from pathlib import Path
 
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
-from openforge.tasks.drills import tasks_cache_dir
+from openforge.tasks.drills import cached_suite
 from openforge.tasks.model import Task, TaskError, collect_dir
 
 __all__ = [
@@ -144,28 +142,17 @@ def load_miniwob(d: Path) -> Task:
     return miniwob_task(name, seed, split, float(timeout), path=file)
 
 
+def _write_suite(root: Path) -> None:
+    for name in SUITE_TASKS:
+        for seed in _SUITE_SEEDS:
+            split = "test" if seed == _SUITE_SEEDS[-1] else "train"
+            d = root / f"{name}-{seed}"
+            d.mkdir()
+            (d / MINIWOB_FILE).write_text(
+                f'task = "{name}"\nseed = {seed}\nsplit = "{split}"\n', encoding="utf-8"
+            )
+
+
 def miniwob_suite() -> Path:
     """The bundled ``miniwob`` suite's directory, generated on first use (atomically)."""
-    root = tasks_cache_dir() / f"{MINIWOB_SUITE}-v{_SUITE_VERSION}"
-    if root.is_dir():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
-        for name in SUITE_TASKS:
-            for seed in _SUITE_SEEDS:
-                split = "test" if seed == _SUITE_SEEDS[-1] else "train"
-                d = tmp / f"{name}-{seed}"
-                d.mkdir()
-                (d / MINIWOB_FILE).write_text(
-                    f'task = "{name}"\nseed = {seed}\nsplit = "{split}"\n', encoding="utf-8"
-                )
-        tmp.chmod(0o755)
-        try:
-            tmp.rename(root)
-        except OSError:
-            if not root.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
+    return cached_suite(f"{MINIWOB_SUITE}-v{_SUITE_VERSION}", _write_suite)
