@@ -252,3 +252,32 @@ def test_traces_never_export_judge_or_user_calls(tmp_path: Path) -> None:
     assert show.exit_code == 0, show.output
     assert "judge and simulated-user calls (never trained)" in show.output
     assert "judge call #" in show.output and "user call #" in show.output
+
+
+async def test_the_cli_gateway_a_training_run_starts_serves_the_judge(tmp_path: Path) -> None:
+    """``openforge gateway --engine local --judge-engine scripted:FILE`` as a training run
+    starts it (``judge_engine`` in the config): the judge answers, and the user shares it."""
+    from openforge.training.session import gateway_process
+
+    script = write_script(tmp_path / "j.jsonl", [{"text": JUDGE_REPLY}])
+    spawned = gateway_process(
+        Path(MODEL), tmp_path / "s.db", threads=1, judge_engine=f"scripted:{script}"
+    )
+    async with spawned as (url, token):
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            status = (await http.get(url + "/admin/status")).json()
+            assert set(status["roles"]) == {"judge", "user"}
+            assert status["roles"]["judge"]["kind"] == "scripted"
+            minted = (await http.post(url + "/admin/rollouts", json={"roles": ["user"]})).json()
+        async with _client(minted["role_keys"]["user"]) as uc:
+            said = await uc.chat.completions.create(
+                model="u", messages=[{"role": "user", "content": "Your turn."}]
+            )
+    assert said.choices[0].message.content == JUDGE_REPLY
+
+
+def test_a_config_cannot_give_engines_to_a_gateway_it_does_not_start() -> None:
+    from openforge.training.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match="judge_engine"):
+        TrainConfig(judge_engine="scripted:j.jsonl", gateway_url="http://h:1", store="s.db")
