@@ -24,6 +24,7 @@ from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, TaskServic
 from openforge.sandboxes import SandboxBackend, create_backend
 from openforge.sandboxes.base import SandboxSpec
 from openforge.store.location import open_store
+from openforge.tasks.claweval_grader import ClawEvalUser
 from openforge.tasks.judge import Judge
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task
@@ -464,7 +465,7 @@ def _multi_turn_trace(
     return [*events, {"type": "trace_end", "trace_id": t}]
 
 
-async def _role_gateway(tmp_path: Path) -> Any:
+def _role_gateway(tmp_path: Path) -> Any:
     from openforge.engines.scripted import ScriptedEngine
     from openforge.gateway.roles import RoleEngine
     from openforge.gateway.server import Gateway
@@ -502,43 +503,41 @@ async def test_claweval_multi_turn_user_and_grader_agree(
     print("claweval multi_turn:", len(talks), "tasks,", len(tasks), "picked (no web_real)")
     assert len(tasks) >= 3
     rows = []
-    async with await _role_gateway(tmp_path) as gw:
-        async with httpx.AsyncClient(headers=gw.admin_headers) as http:
-            for task in tasks:
-                assert task.simulated_user is not None and task.max_turns
-                minted = (
-                    await http.post(gw.admin_url + "/rollouts", json={"roles": ["judge", "user"]})
-                ).json()
-                keys = minted["role_keys"]
-                user = Judge(keys["user"]["openai_base_url"], keys["user"]["key"], "user")
-                judge = Judge(keys["judge"]["openai_base_url"], keys["judge"]["key"], "judge")
-                asked = "请问您的具体情况是怎样的？"
-                first = _multi_turn(task.instruction, asked, None, "")
-                reply = await task.simulated_user.reply(first, user)
-                assert reply == "[user_agent]\n" + USER_REPLY
-                (call,) = await gw.store.calls(minted["rollout_id"])
-                said = json.dumps(call.conversation, ensure_ascii=False)
-                persona = str(task.simulated_user.persona).strip().splitlines()[0]  # type: ignore[attr-defined]
-                assert persona in said and asked in said  # the suite's own user prompt
-                answer = "根据您的情况，我建议先保留应急资金，再按计划执行。"
-                for name, transcript in (
-                    ("talked", _multi_turn(task.instruction, asked, USER_REPLY, answer)),
-                    ("no-op", {"messages": [{"role": "user", "content": task.instruction}]}),
-                ):
-                    ours, audits, _ = await _ours(backend, task, {}, transcript, None, judge)
-                    trace = tmp_path / f"{task.id}-{name}.jsonl"
-                    events = _multi_turn_trace(task.id, transcript, audits)
-                    trace.write_text("".join(json.dumps(e) + "\n" for e in events))
-                    payload = {
-                        "task_yaml": str(task.path / "task.yaml"),
-                        "task_dir": str(task.path),
-                        "trace": str(trace),
-                        "base": judge.base_url,
-                        "key": judge.api_key,
-                    }
-                    theirs = (await _direct(Path(CLAWEVAL), CLAWEVAL_DIRECT, payload, {}))[
-                        "task_score"
-                    ]
-                    rows.append((task.id, name, ours, theirs))
+    gateway = _role_gateway(tmp_path)
+    async with gateway as gw, httpx.AsyncClient(headers=gw.admin_headers) as http:
+        for task in tasks:
+            assert isinstance(task.simulated_user, ClawEvalUser) and task.max_turns
+            minted = (
+                await http.post(gw.admin_url + "/rollouts", json={"roles": ["judge", "user"]})
+            ).json()
+            keys = minted["role_keys"]
+            user = Judge(keys["user"]["openai_base_url"], keys["user"]["key"], "user")
+            judge = Judge(keys["judge"]["openai_base_url"], keys["judge"]["key"], "judge")
+            asked = "请问您的具体情况是怎样的？"
+            first = _multi_turn(task.instruction, asked, None, "")
+            reply = await task.simulated_user.reply(first, user)
+            assert reply == "[user_agent]\n" + USER_REPLY
+            (call,) = await gw.store.calls(minted["rollout_id"])
+            said = json.dumps(call.conversation, ensure_ascii=False)
+            persona = task.simulated_user.persona.strip().splitlines()[0]
+            assert persona in said and asked in said  # the suite's own user prompt
+            answer = "根据您的情况，我建议先保留应急资金，再按计划执行。"
+            for name, transcript in (
+                ("talked", _multi_turn(task.instruction, asked, USER_REPLY, answer)),
+                ("no-op", {"messages": [{"role": "user", "content": task.instruction}]}),
+            ):
+                ours, audits, _ = await _ours(backend, task, {}, transcript, None, judge)
+                trace = tmp_path / f"{task.id}-{name}.jsonl"
+                events = _multi_turn_trace(task.id, transcript, audits)
+                trace.write_text("".join(json.dumps(e) + "\n" for e in events))
+                payload = {
+                    "task_yaml": str(task.path / "task.yaml"),
+                    "task_dir": str(task.path),
+                    "trace": str(trace),
+                    "base": judge.base_url,
+                    "key": judge.api_key,
+                }
+                theirs = (await _direct(Path(CLAWEVAL), CLAWEVAL_DIRECT, payload, {}))["task_score"]
+                rows.append((task.id, name, ours, theirs))
     print("\n".join(f"{t} {n}: ours {a:.4f} claw_eval {b:.4f}" for t, n, a, b in rows))
     assert all(a == pytest.approx(b) for _, _, a, b in rows), rows
