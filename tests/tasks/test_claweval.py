@@ -211,3 +211,17 @@ async def test_max_turns_caps_the_agents_model_calls(tmp_path: Path) -> None:
     run = await probe(get_harness("claw"), replies, tmp_path / "run", task=task)
     assert len(run.calls) == 3, run.calls
     assert run.result.status == "agent_error" and run.result.reward is not None
+
+
+async def test_multi_turn_under_claude_code_continues_its_session(tmp_path: Path) -> None:
+    require("claude-code")
+    task = _tasks(write_sample(tmp_path / "ce"))["T003_chat"]
+    run = await probe(
+        get_harness("claude-code"), CONSULT_POLICY, tmp_path / "run", task=task,
+        judge_replies=CONSULT_JUDGE,
+    )  # fmt: skip
+    assert run.result.status == "completed", (run.result, run.result.verifier_output)
+    assert [str(c.role) for c in run.calls] == ["policy", "user", "policy", "user", "judge"]
+    said = [m for m in run.calls[2].conversation["messages"] if m["role"] == "user"]
+    assert said[-1]["content"][-1]["text"] == "[user_agent]\nI earn 100 a month."
+    assert run.result.reward == pytest.approx(0.8 * (0.9 + 1.0) / 2 + 0.2)

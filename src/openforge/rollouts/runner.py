@@ -134,7 +134,7 @@ def _cannot_run(task: Task, job: RolloutJob, minted: Minted) -> str | None:
         if not isinstance(job.harness, TakesTurnLimit):
             return (
                 f"a multi-turn task needs a harness that can continue its conversation "
-                f"(claw); {job.harness.name} cannot"
+                f"(claw, claude-code); {job.harness.name} cannot"
             )
         if "user" not in minted.role_keys:
             return (
