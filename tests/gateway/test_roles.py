@@ -158,12 +158,12 @@ async def test_a_failing_judge_engine_is_an_error_not_an_answer(tmp_path: Path) 
         raise AssertionError(message)
 
     # Nothing listens on port 9 (discard) here: the upstream request is refused.
-    roles = role_engines("upstream:http://127.0.0.1:9/v1?served=judge-1", None, MODEL, fail)
+    roles = role_engines("upstream:http://127.0.0.1:9/v1?served=org/judge-1", None, MODEL, fail)
     policy = ScriptedEngine.for_model(write_script(tmp_path / "p.jsonl", TOOL_SCRIPT), MODEL)
     async with Gateway.at_store(policy, tmp_path / "s.db", model=MODEL, roles=roles) as gw:
         minted = (await _admin(gw, "/rollouts", {"roles": ["judge"]})).json()
         judge = minted["role_keys"]["judge"]
-        assert judge["model"] == "judge-1"
+        assert judge["model"] == "org/judge-1"  # a server's model name is kept whole
         async with _client(judge) as jc:
             with pytest.raises(openai.APIStatusError) as err:
                 await jc.chat.completions.create(

@@ -250,9 +250,11 @@ class AdminApi:
 
     async def _role_key(self, rollout_id: str, role: CallRole) -> dict[str, str]:
         key = await self.store.mint_role_key(rollout_id, role)
-        # The name to ask for: the served model, else the role (an engine that serves one
-        # model answers whatever name it is asked).
-        model = Path(self.roles[role].info().model).name or str(role)
+        # The name to ask for: the served model (a server's name, "org/model" kept whole; a
+        # local model's directory by its last part), else the role (an engine that serves
+        # one model answers whatever name it is asked).
+        served = self.roles[role].info().model
+        model = (Path(served).name if Path(served).is_dir() else served) or str(role)
         return {"role": str(role), **self._urls(key), "model": model}
 
     async def mint_key(self, request: Request) -> Response:
