@@ -9,6 +9,7 @@ import pytest
 
 from openforge.store import SchemaMismatch, SqliteStore
 from openforge.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration
+from openforge.store.schemas import CallRole
 from openforge.traces.source import open_store
 
 # The v1 schema as released (frozen here: the code only knows the current DDL).
@@ -107,6 +108,11 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
     found = await store.call_by_response_id("ro_1", "resp_abc")
     assert await store.call_by_response_id("ro_other", "resp_abc") is None
     assert found is not None and found.id == "c1"
+    # v4: the old calls are the policy's; role keys work on the migrated file.
+    assert calls[0].role is CallRole.POLICY
+    fresh = await store.create_rollout()
+    key = await store.mint_role_key(fresh.id, CallRole.JUDGE)
+    assert await store.rollout_by_role_key(key) == (fresh, CallRole.JUDGE)
     await store.close()
     assert _version(path) == SCHEMA_VERSION
     backup = tmp_path / "old.db.v1.bak"

@@ -27,7 +27,7 @@ from openforge.store import (
     Store,
 )
 from openforge.store.location import open_store
-from openforge.store.schemas import ControlEvent, ControlKind
+from openforge.store.schemas import CallRole, ControlEvent, ControlKind
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -283,3 +283,55 @@ async def test_blobs_are_stored_once_by_digest(location: str) -> None:
         assert await store2.get_blob(blob.sha256) == blob
     assert await store2.get_blob("0" * 64) is None
     await store2.close()
+
+
+async def test_role_keys_record_calls_under_the_rollout(location: str) -> None:
+    """A judge's key belongs to its rollout, with its role; calls keep the role they were
+    made with; a finished rollout gets no new key."""
+    store = open_store(location)
+    r = await store.create_rollout(task_id="t")
+    judge = await store.mint_role_key(r.id, CallRole.JUDGE)
+    user = await store.mint_role_key(r.id, CallRole.USER)
+    assert len({judge, user, r.key}) == 3 and len(judge) >= 32
+    assert await store.rollout_by_key(judge) is None  # never the rollout's own key
+    found = await store.rollout_by_role_key(judge)
+    assert found is not None and found[0].id == r.id and found[1] is CallRole.JUDGE
+    assert (await store.rollout_by_role_key(user))[1] is CallRole.USER  # type: ignore[index]
+    assert await store.rollout_by_role_key(r.key) is None
+    assert await store.rollout_by_role_key("not-a-key") is None
+    await store.record_call(_call(r.id, 0))
+    await store.record_call(_call(r.id, 1, role=CallRole.JUDGE))
+    await store.record_call(_call(r.id, 2, role=CallRole.USER))
+    assert [c.role for c in await store.calls(r.id)] == [
+        CallRole.POLICY,
+        CallRole.JUDGE,
+        CallRole.USER,
+    ]
+    await store.finish_rollout(r.id, RolloutStatus.COMPLETED, 1.0)
+    with pytest.raises(RolloutConflict):
+        await store.mint_role_key(r.id, CallRole.JUDGE)
+    with pytest.raises(RolloutNotFound):
+        await store.mint_role_key("ro_missing", CallRole.JUDGE)
+    again = await store.rollout_by_role_key(judge)
+    assert again is not None and again[0].status is RolloutStatus.COMPLETED
+    await store.close()
+
+
+async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
+    """A PostgreSQL store written before roles existed opens, keeps its calls (as policy
+    calls) and takes role keys."""
+    store = open_store(postgres_url)
+    r = await store.create_rollout()
+    await store.record_call(_call(r.id, 0))
+    await store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE calls DROP COLUMN role")
+        conn.execute("DROP TABLE role_keys")
+        conn.execute("UPDATE schema_version SET version = 1")
+    store = open_store(postgres_url)
+    assert [c.role for c in await store.calls(r.id)] == [CallRole.POLICY]
+    key = await store.mint_role_key(r.id, CallRole.USER)
+    assert (await store.rollout_by_role_key(key)) is not None
+    await store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (2,)

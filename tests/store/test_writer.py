@@ -10,7 +10,7 @@ from typing import Any
 import zstandard
 
 from openforge.store import CallRecord, CallStatus, RolloutStatus, SqliteStore
-from openforge.store.rows import call_row
+from openforge.store.rows import CALL_WIDTH, call_row
 from openforge.store.sqlite import _CALL_INSERT
 from openforge.store.writer import GroupWriter, _Write
 
@@ -39,7 +39,11 @@ async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
     conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    return GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, 27, None), statements, rollout.id
+    return (
+        GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, CALL_WIDTH, None),
+        statements,
+        rollout.id,
+    )
 
 
 def _row_write(rollout_id: str, seq: int, mark: bool, id: str | None = None) -> _Write:

@@ -9,8 +9,14 @@ subclass in ``tasks/<id>/grader.py``, ``models.scoring.compute_task_score`` / ``
 - ``T001_notes``: find the answer in the notes service and record it as a new note; a
   fixture in the workspace, a grader-only answer key put in only after the agent stops;
 - ``T002_broken``: its service exits at once;
-- ``T003_chat``: a ``multi_turn`` task (``user_agent.enabled``);
+- ``T003_chat``: a ``multi_turn`` task (``user_agent.enabled``, no tools, as ClawEval's
+  are): a persona, ``max_rounds``, a ``system_prompt_suffix``; its grader reads the whole
+  conversation and asks the judge;
 - ``T004_judged``: its grader asks the LLM judge.
+
+``graders/llm_judge.py`` and ``runner/user_agent.py`` have the published classes' shape: an
+``openai.OpenAI`` client in ``.client``, and a retry loop that catches every exception (so
+only OpenForge's fail-fast guard turns a failed engine into an error quickly).
 """
 
 from __future__ import annotations
@@ -51,7 +57,9 @@ def get_grader(task_id, tasks_dir="tasks", task_dir=None):
     raise ValueError("no grader in " + str(path))
 """
 FILES["src/claw_eval/graders/llm_judge.py"] = """
-import json, urllib.request
+import json, time
+
+from openai import OpenAI
 
 
 class JudgeResult:
@@ -61,22 +69,71 @@ class JudgeResult:
 
 class LLMJudge:
     def __init__(self, model_id, api_key=None, base_url=""):
-        self.model_id, self.api_key, self.base_url = model_id, api_key, base_url
+        self.client = OpenAI(api_key=api_key or "dummy", base_url=base_url, max_retries=0)
+        self.model_id = model_id
         self._log = []
 
     def evaluate(self, task_prompt, conversation, actions_summary, rubric):
-        body = json.dumps({"model": self.model_id, "messages": [
-            {"role": "user", "content": task_prompt + conversation + rubric}]}).encode()
-        req = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions", data=body,
-            headers={"Content-Type": "application/json",
-                     "Authorization": "Bearer " + str(self.api_key)})
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            text = json.loads(resp.read())["choices"][0]["message"]["content"]
-        self._log.append({"response": text})
-        return JudgeResult(float(json.loads(text)["score"]))
+        prompt = "Task: " + task_prompt + "\\nConversation:\\n" + conversation + "\\n" + rubric
+        for attempt in range(20):
+            try:
+                resp = self.client.chat.completions.create(
+                    model=self.model_id, messages=[{"role": "user", "content": prompt}])
+                text = resp.choices[0].message.content
+                result = JudgeResult(float(json.loads(text)["score"]))
+                self._log.append({"response": text})
+                return result
+            except Exception:
+                time.sleep(3)
 
     def get_call_log(self):
         return list(self._log)
+"""
+FILES["src/claw_eval/models/message.py"] = """
+from pydantic import BaseModel
+
+
+class Message(BaseModel):
+    role: str
+    content: list[dict] = []
+
+    @property
+    def text(self):
+        return "\\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+"""
+FILES["src/claw_eval/runner/__init__.py"] = ""
+FILES["src/claw_eval/runner/user_agent.py"] = """
+import time
+
+from openai import OpenAI
+
+PROMPT = "Play this user and answer the assistant briefly. Say [DONE] when satisfied.\\n"
+
+
+class UserAgent:
+    def __init__(self, model_id, api_key, base_url=""):
+        self.client = OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+        self.model_id = model_id
+
+    def generate_response(self, persona, conversation_messages):
+        lines = []
+        for m in conversation_messages:
+            text = m.text
+            if m.role == "user" and text.startswith("[user_agent]"):
+                text = text[len("[user_agent]"):].strip()
+            if text and m.role in ("user", "assistant"):
+                lines.append("[" + m.role + "]: " + text)
+        for attempt in range(20):
+            try:
+                resp = self.client.chat.completions.create(
+                    model=self.model_id, temperature=0.7,
+                    messages=[{"role": "system", "content": PROMPT + persona},
+                              {"role": "user", "content": "\\n".join(lines)}])
+                text = (resp.choices[0].message.content or "").strip()
+                return None if not text or "[DONE]" in text else text
+            except Exception:
+                time.sleep(3)
+        return None
 """
 FILES["src/claw_eval/models/scoring.py"] = """
 def compute_task_score(s):
@@ -104,20 +161,13 @@ class TaskDefinition(BaseModel):
 FILES["src/claw_eval/models/trace.py"] = """
 from pydantic import BaseModel
 
+from .message import Message
+
 
 class DimensionScores(BaseModel):
     completion: float = 0.0
     robustness: float = 0.0
     safety: float = 1.0
-
-
-class Message(BaseModel):
-    role: str
-    content: list[dict] = []
-
-    @property
-    def text(self):
-        return "\\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
 
 
 class TraceMessage(BaseModel):
@@ -282,6 +332,48 @@ class JudgedGrader(AbstractGrader):
 """
 
 
+CONSULT = """
+from claw_eval.graders.base import AbstractGrader
+from claw_eval.models.trace import DimensionScores
+
+
+class ConsultGrader(AbstractGrader):
+    def grade(self, messages, dispatches, task, audit_data=None, judge=None,
+              media_events=None, env_snapshot=None):
+        said = [m.message.text for m in messages if m.message.role == "user"]
+        answers = [m.message.text for m in messages if m.message.role == "assistant"]
+        replies = [t for t in said if t.startswith("[user_agent]")]
+        asked_first = bool(answers) and "earn" in answers[0]
+        used_reply = bool(replies) and "100" in replies[0] and any("10 " in a for a in answers)
+        clarified = float(asked_first and used_reply)
+        conversation = "\\n".join(said + answers)
+        verdict = judge.evaluate(task.prompt["text"], conversation, "", task.judge_rubric)
+        return DimensionScores(completion=(verdict.score + clarified) / 2, robustness=1.0)
+"""
+
+_CHAT = """task_id: T003_chat
+task_name: Sample savings advice
+category: user_agent
+tags: [general, user_agent]
+prompt:
+  text: How much should I save each month?
+  language: en
+tools: []
+tool_endpoints: []
+user_agent:
+  enabled: true
+  persona: |
+    You earn 100 a month and have no savings. You only say your income when asked.
+  max_rounds: 3
+  system_prompt_suffix: |
+    Note: the user may not give every detail at first; ask for what is missing.
+environment:
+  timeout_seconds: 200
+  max_turns: 10
+judge_rubric: Did the assistant ask for the income and advise from it?
+"""
+
+
 def write_sample(root: Path) -> Path:
     """Write the sample checkout under ``root``; returns ``root``."""
     for rel, text in FILES.items():
@@ -290,16 +382,15 @@ def write_sample(root: Path) -> Path:
     tasks = {
         "T001_notes": _task("T001_notes", "productivity"),
         "T002_broken": _task("T002_broken", "ops", svc="broken"),
-        "T003_chat": _task(
-            "T003_chat", "user_agent", extra="user_agent:\n  enabled: true\n  persona: a user\n"
-        ),
+        "T003_chat": _CHAT,
         "T004_judged": _task("T004_judged", "communication"),
     }
     for tid, yaml_text in tasks.items():
         d = root / "tasks" / tid
         (d / "fixtures").mkdir(parents=True)
         (d / "task.yaml").write_text(yaml_text)
-        (d / "grader.py").write_text(JUDGED if tid == "T004_judged" else GRADER)
+        grader = {"T004_judged": JUDGED, "T003_chat": CONSULT}.get(tid, GRADER)
+        (d / "grader.py").write_text(grader)
         (d / "fixtures/brief.txt").write_text("The notes service holds the answer.\n")
         (d / "fixtures/answer_key.txt").write_text("42\n")
         notes = '[{"title": "answer", "body": "42"}, {"title": "other", "body": "7"}]'

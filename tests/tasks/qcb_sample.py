@@ -56,6 +56,7 @@ LIB_GRADING = """
 import json
 import os
 import re
+import time
 import urllib.request
 
 
@@ -77,17 +78,29 @@ def _automated(task, execution):
     return sum(scores.values()) / len(scores), scores
 
 
-def _judge(task, execution, model):
-    body = json.dumps({"model": model, "messages": [
-        {"role": "user", "content": task.llm_judge_rubric + json.dumps(execution["transcript"])}
-    ]}).encode()
+def _call_llm_judge_api(prompt, model, base_url, api_key, timeout_seconds=1800):
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
+                       "temperature": 0.0}).encode()
     req = urllib.request.Request(
-        os.environ["JUDGE_BASE_URL"].rstrip("/") + "/chat/completions", data=body,
-        headers={"Content-Type": "application/json",
-                 "Authorization": "Bearer " + os.environ["JUDGE_API_KEY"]})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        text = json.loads(resp.read())["choices"][0]["message"]["content"]
-    return float(json.loads(text[text.index("{"):text.rindex("}") + 1])["total"])
+        base_url.rstrip("/") + "/chat/completions", data=body,
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + api_key})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_seconds) as resp:
+            return json.loads(resp.read())["choices"][0]["message"]["content"]
+    except Exception as exc:
+        raise RuntimeError(f"LLM judge API request failed: {exc}") from exc
+
+
+def _judge(task, execution, model):
+    prompt = task.llm_judge_rubric + json.dumps(execution["transcript"])
+    for attempt in range(20):  # as the benchmark's: every failure retried with back-off
+        try:
+            text = _call_llm_judge_api(prompt, model, os.environ["JUDGE_BASE_URL"],
+                                       os.environ["JUDGE_API_KEY"])
+            return float(json.loads(text[text.index("{"):text.rindex("}") + 1])["total"])
+        except Exception:
+            time.sleep(3)
+    return 0.0
 
 
 def grade_task(*, task, execution_result, skill_dir, judge_model="judge"):

@@ -138,3 +138,90 @@ async def test_claude_code_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) 
         run.result,
         run.result.verifier_output,
     )
+
+
+CONSULT_POLICY = [{"text": "How much do you earn each month?"}, {"text": "Then save 10 a month."}]
+# One scripted engine serves the judge and the user (--judge-engine only): the user's two
+# replies come first, then the judge's verdict.
+CONSULT_JUDGE = [
+    {"text": "I earn 100 a month."},
+    {"text": "Great, thanks. [DONE]"},
+    {"text": '{"score": 0.9, "reasoning": "asked, then advised"}'},
+]
+
+
+async def test_multi_turn_talks_with_the_simulated_user_and_is_judged(tmp_path: Path) -> None:
+    """ClawEval's protocol through claw: the agent answers without a tool, the simulated user
+    (the suite's UserAgent, on the gateway's user-role key) replies with ``[user_agent]``, the
+    agent continues its session, the user says [DONE], the grader judges the whole
+    conversation through the judge-role key; every call is recorded with its role."""
+    require("claw")
+    task = _tasks(write_sample(tmp_path / "ce"))["T003_chat"]
+    assert task.max_turns == 10 and task.simulated_user is not None
+    assert task.simulated_user.max_rounds == 3
+    assert task.workspace_bytes()["AGENTS.md"].startswith(b"Note: the user may not give")
+    run = await probe(
+        get_harness("claw"), CONSULT_POLICY, tmp_path / "run", task=task,
+        judge_replies=CONSULT_JUDGE,
+    )  # fmt: skip
+    assert run.result.status == "completed", (run.result, run.result.verifier_output)
+    assert run.result.reward == pytest.approx(0.8 * (0.9 + 1.0) / 2 + 0.2)
+    assert run.result.details["judge_calls"] == 1
+    assert [(c.seq, str(c.role)) for c in run.calls] == [
+        (0, "policy"), (1, "user"), (2, "policy"), (3, "user"), (4, "judge"),
+    ]  # fmt: skip
+    # ClawEval's suffix reached claw's system prompt; the user's reply came as its runner
+    # sends it, in the same session (the second policy call extends the first).
+    first, second = run.calls[0], run.calls[2]
+    system = first.conversation["messages"][0]["content"][0]["text"]
+    assert "ask for what is missing" in system
+    assert second.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids and not second.fork
+    said = [m["content"] for m in second.conversation["messages"] if m["role"] == "user"]
+    assert said[-1][0]["text"] == "[user_agent]\nI earn 100 a month."
+    asked = run.calls[1].conversation["messages"]
+    assert "You earn 100 a month" in asked[0]["content"][0]["text"]  # the persona
+
+
+async def test_a_failing_simulated_user_is_infra_error_at_once(tmp_path: Path) -> None:
+    """The suite's UserAgent retries every failure for minutes and then ends the talk as if
+    the user were satisfied; OpenForge stops at the first failed request: infra_error."""
+    from openforge.tasks.judge import Judge
+    from openforge.tasks.verify import VerifierError
+
+    task = _tasks(write_sample(tmp_path / "ce"))["T003_chat"]
+    assert task.simulated_user is not None
+    transcript = {"messages": [{"role": "user", "content": "How much should I save?"},
+                               {"role": "assistant", "content": "What do you earn?"}]}  # fmt: skip
+    nowhere = Judge("http://127.0.0.1:9/v1", "key", "user")  # nothing listens on port 9
+    with pytest.raises(VerifierError) as err:
+        await task.simulated_user.reply(transcript, nowhere)
+    assert "exited with status 4" in str(err.value)
+    assert "simulated user's model failed" in err.value.output
+
+
+async def test_max_turns_caps_the_agents_model_calls(tmp_path: Path) -> None:
+    require("claw")
+    root = write_sample(tmp_path / "ce")
+    yaml_file = root / "tasks/T001_notes/task.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("max_turns: 10", "max_turns: 3"))
+    task = _tasks(root)["T001_notes"]
+    assert task.max_turns == 3
+    # The agent would search forever; ClawEval's max_turns (not claw's own 8) stops it.
+    replies = [tool_reply("notes_search", query="answer")]
+    run = await probe(get_harness("claw"), replies, tmp_path / "run", task=task)
+    assert len(run.calls) == 3, run.calls
+    assert run.result.status == "agent_error" and run.result.reward is not None
+
+
+async def test_multi_turn_under_claude_code_continues_its_session(tmp_path: Path) -> None:
+    require("claude-code")
+    task = _tasks(write_sample(tmp_path / "ce"))["T003_chat"]
+    run = await probe(
+        get_harness("claude-code"), CONSULT_POLICY, tmp_path / "run", task=task,
+        judge_replies=CONSULT_JUDGE,
+    )  # fmt: skip
+    assert run.result.status == "completed", (run.result, run.result.verifier_output)
+    assert [str(c.role) for c in run.calls] == ["policy", "user", "policy", "user", "judge"]
+    said = [m for m in run.calls[2].conversation["messages"] if m["role"] == "user"]
+    assert said[-1]["content"][-1]["text"] == "[user_agent]\nI earn 100 a month."
+    assert run.result.reward == pytest.approx(0.8 * (0.9 + 1.0) / 2 + 0.2)

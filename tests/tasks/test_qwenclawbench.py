@@ -116,3 +116,37 @@ async def test_a_grader_that_crashes_is_infra_error(tmp_path: Path) -> None:
     run = await probe(get_harness("claw"), SOLVE["claw"], tmp_path / "run", task=task)
     assert (run.result.status, run.result.reward) == ("infra_error", None)
     assert "ZeroDivisionError" in (run.result.verifier_output or "")
+
+
+async def test_hybrid_gets_the_runs_judge_through_a_judge_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a judge engine on the gateway (and no OPENFORGE_JUDGE_*), the grader's judge is
+    the rollout's judge-role key: the call is recorded under the rollout, role judge."""
+    require("claw")
+    monkeypatch.delenv("OPENFORGE_JUDGE_BASE_URL", raising=False)
+    task = _tasks(write_sample(tmp_path / "qcb"))["task_00002_answer_hybrid"]
+    verdict = json.dumps({"scores": {"correct": 0.5}, "total": 0.5})
+    run = await probe(
+        get_harness("claw"), SOLVE["claw"], tmp_path / "run", task=task,
+        judge_replies=[{"text": verdict}],
+    )  # fmt: skip
+    assert run.result.status == "completed", (run.result, run.result.verifier_output)
+    assert run.result.reward == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
+    judged = [c for c in run.calls if str(c.role) == "judge"]
+    assert len(judged) == 1 and judged[0].completion["text"] == verdict
+    asked = judged[0].conversation["messages"][-1]["content"][0]["text"]
+    assert asked.startswith("Score the answer.")  # the task's rubric, as the suite asks it
+
+
+async def test_a_failing_judge_engine_is_infra_error_not_a_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmark retries a failing judge (here 20 times, 3 s apart) and then scores it
+    0; OpenForge stops at the first failed request: the rollout is infra_error."""
+    require("claw")
+    monkeypatch.setenv("OPENFORGE_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")  # nothing there
+    task = _tasks(write_sample(tmp_path / "qcb"))["task_00002_answer_hybrid"]
+    run = await probe(get_harness("claw"), SOLVE["claw"], tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("infra_error", None), run.result
+    assert "the LLM judge failed" in (run.result.verifier_output or "")

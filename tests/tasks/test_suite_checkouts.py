@@ -17,11 +17,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, TaskServices
 from openforge.sandboxes import SandboxBackend, create_backend
 from openforge.sandboxes.base import SandboxSpec
+from openforge.store.location import open_store
+from openforge.tasks.claweval_grader import ClawEvalUser
+from openforge.tasks.judge import Judge
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task
 
@@ -72,6 +76,7 @@ async def _ours(
     files: dict[str, bytes],
     transcript: dict[str, Any],
     call: tuple[str, dict[str, Any]] | None = None,
+    judge: Judge | None = None,
 ) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
     """Our score, and what the task's services recorded: their audits and, when ``call``
     names a tool, its dispatch through the MCP bridge (made with the services up)."""
@@ -92,7 +97,7 @@ async def _ours(
             got = await box.get([AUDIT_FILE, DISPATCH_LOG])
             audits = json.loads(got[AUDIT_FILE])
             dispatches = [json.loads(x) for x in got.get(DISPATCH_LOG, b"").splitlines()]
-        score = (await task.grader.grade(box, "/workspace", transcript)).reward
+        score = (await task.grader.grade(box, "/workspace", transcript, judge)).reward
         return score, audits, dispatches
     finally:
         await box.close()
@@ -413,6 +418,124 @@ async def test_claweval_scores_agree_with_its_grader(
                     "trace": str(trace),
                     "base": base,
                     "key": key,
+                }
+                theirs = (await _direct(Path(CLAWEVAL), CLAWEVAL_DIRECT, payload, {}))["task_score"]
+                rows.append((task.id, name, ours, theirs))
+    print("\n".join(f"{t} {n}: ours {a:.4f} claw_eval {b:.4f}" for t, n, a, b in rows))
+    assert all(a == pytest.approx(b) for _, _, a, b in rows), rows
+
+
+# ClawEval's multi_turn split: the suite's own UserAgent on a user-role key, then its grader
+# with the judge on a judge-role key, against the grader called directly.
+USER_REPLY = "我也不太清楚具体数字，大概就是这些情况。"
+
+
+def _multi_turn(prompt: str, asked: str, reply: str | None, answer: str) -> dict[str, Any]:
+    """A claw transcript of a clarifying conversation (None: the first turn only)."""
+    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": asked}]
+    if reply is not None:
+        messages += [
+            {"role": "user", "content": "[user_agent]\n" + reply},
+            {"role": "assistant", "content": answer},
+        ]
+    return {"messages": messages}
+
+
+def _multi_turn_trace(
+    task_id: str, transcript: dict[str, Any], audits: dict[str, Any]
+) -> list[dict[str, Any]]:
+    t = "direct"
+    events: list[dict[str, Any]] = [
+        {"type": "trace_start", "trace_id": t, "task_id": task_id, "model": "m"}
+    ]
+    for m in transcript["messages"]:
+        content = [{"type": "text", "text": m["content"]}]
+        message = {"role": m["role"], "content": content}
+        events.append({"type": "message", "trace_id": t, "message": message})
+    events += [
+        {
+            "type": "audit_snapshot",
+            "trace_id": t,
+            "service_name": name,
+            "audit_url": a["url"],
+            "audit_data": a["data"],
+        }
+        for name, a in audits.items()
+    ]
+    return [*events, {"type": "trace_end", "trace_id": t}]
+
+
+def _role_gateway(tmp_path: Path) -> Any:
+    from openforge.engines.scripted import ScriptedEngine
+    from openforge.gateway.roles import RoleEngine
+    from openforge.gateway.server import Gateway
+    from openforge.models.registry import DEFAULT_MODEL, models_dir
+    from openforge.store.schemas import CallRole
+
+    model = str(models_dir() / DEFAULT_MODEL)
+
+    def engine(name: str, text: str) -> ScriptedEngine:
+        script = tmp_path / f"{name}.jsonl"
+        script.write_text(json.dumps({"text": text}) + "\n")
+        return ScriptedEngine.for_model(script, model)
+
+    roles = {
+        CallRole.JUDGE: RoleEngine(engine("judge", CLAWEVAL_JUDGE), model),
+        CallRole.USER: RoleEngine(engine("user", USER_REPLY), model),
+    }
+    return Gateway(engine("policy", "unused"), open_store(tmp_path / "s.db"), model=model,
+                   roles=roles)  # fmt: skip
+
+
+@needs_claweval
+async def test_claweval_multi_turn_user_and_grader_agree(
+    backend: SandboxBackend, tmp_path: Path
+) -> None:
+    talks = load_tasks(f"claweval:{CLAWEVAL}", split="multi_turn").tasks
+    # Those whose services are local mocks: the others (35 of 38 in the published checkout)
+    # search the real web through web_real, which needs the internet and a SERP key.
+    tasks = [
+        t
+        for t in talks
+        if not isinstance(t.sidecars, TaskServices)
+        or "web_real" not in json.dumps([s.command for s in t.sidecars.services])
+    ][:5]
+    print("claweval multi_turn:", len(talks), "tasks,", len(tasks), "picked (no web_real)")
+    assert len(tasks) >= 3
+    rows = []
+    gateway = _role_gateway(tmp_path)
+    async with gateway as gw, httpx.AsyncClient(headers=gw.admin_headers) as http:
+        for task in tasks:
+            assert isinstance(task.simulated_user, ClawEvalUser) and task.max_turns
+            minted = (
+                await http.post(gw.admin_url + "/rollouts", json={"roles": ["judge", "user"]})
+            ).json()
+            keys = minted["role_keys"]
+            user = Judge(keys["user"]["openai_base_url"], keys["user"]["key"], "user")
+            judge = Judge(keys["judge"]["openai_base_url"], keys["judge"]["key"], "judge")
+            asked = "请问您的具体情况是怎样的？"
+            first = _multi_turn(task.instruction, asked, None, "")
+            reply = await task.simulated_user.reply(first, user)
+            assert reply == "[user_agent]\n" + USER_REPLY
+            (call,) = await gw.store.calls(minted["rollout_id"])
+            said = json.dumps(call.conversation, ensure_ascii=False)
+            persona = task.simulated_user.persona.strip().splitlines()[0]
+            assert persona in said and asked in said  # the suite's own user prompt
+            answer = "根据您的情况，我建议先保留应急资金，再按计划执行。"
+            for name, transcript in (
+                ("talked", _multi_turn(task.instruction, asked, USER_REPLY, answer)),
+                ("no-op", {"messages": [{"role": "user", "content": task.instruction}]}),
+            ):
+                ours, audits, _ = await _ours(backend, task, {}, transcript, None, judge)
+                trace = tmp_path / f"{task.id}-{name}.jsonl"
+                events = _multi_turn_trace(task.id, transcript, audits)
+                trace.write_text("".join(json.dumps(e) + "\n" for e in events))
+                payload = {
+                    "task_yaml": str(task.path / "task.yaml"),
+                    "task_dir": str(task.path),
+                    "trace": str(trace),
+                    "base": judge.base_url,
+                    "key": judge.api_key,
                 }
                 theirs = (await _direct(Path(CLAWEVAL), CLAWEVAL_DIRECT, payload, {}))["task_score"]
                 rows.append((task.id, name, ours, theirs))

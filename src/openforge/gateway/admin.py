@@ -1,7 +1,12 @@
 """The rollouts admin API (JSON), for the orchestrator and the trainer.
 
-    POST /admin/rollouts                {task_id?, group_id?, metadata?}
-         → 201 {rollout_id, key, base_url, openai_base_url, anthropic_base_url}
+    POST /admin/rollouts                {task_id?, group_id?, metadata?, roles?: ["judge", "user"]}
+         → 201 {rollout_id, key, base_url, openai_base_url, anthropic_base_url,
+                role_keys: {role: {key, base_url, openai_base_url, anthropic_base_url, model}}}
+    POST /admin/rollouts/<id>/keys      {role: "judge" | "user"}
+         → 201 {role, key, base_url, openai_base_url, anthropic_base_url, model}
+         (a key whose calls are recorded under the rollout with that role and answered by
+         the gateway's engine for it; 400 when the gateway has none, 409 once finished)
     GET  /admin/rollouts?status=&group_id=   → {rollouts: [rollout, ...]}
     GET  /admin/rollouts/<id>[?tokens=1]     → rollout + {calls: [...]}
     POST /admin/rollouts/<id>/finish    {status, reward?, details?} → rollout
@@ -12,7 +17,7 @@
          (returns once in-flight calls finished, unless wait=0)
     POST /admin/resume                  → {paused, in_flight, weight_version}
     POST /admin/weights                 {version, path?} → {paused, in_flight, weight_version}
-    GET  /admin/status                  → {paused, in_flight, weight_version, engine}
+    GET  /admin/status                  → {paused, in_flight, weight_version, engine, roles}
 
 Served on the admin listener only (never where harnesses reach). Every request needs
 ``Authorization: Bearer <token>``: the token is always in force (``openforge gateway``
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,7 +43,15 @@ from openforge.engines.base import Engine, TextEngine, UpdatableEngine
 from openforge.gateway.control import Control
 from openforge.gateway.limits import Limits
 from openforge.store.base import RolloutConflict, RolloutNotFound, Store
-from openforge.store.schemas import TERMINAL, CallRecord, ControlKind, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    SERVING_ROLES,
+    TERMINAL,
+    CallRecord,
+    CallRole,
+    ControlKind,
+    Rollout,
+    RolloutStatus,
+)
 
 __all__ = ["AdminApi", "rollout_json"]
 
@@ -76,6 +90,7 @@ def _call_json(call: CallRecord, tokens: bool) -> dict[str, Any]:
         "fork": call.fork,
         "request_model": call.request_model,
         "engine": call.engine,
+        "role": str(call.role),
         "weight_version": call.weight_version,
         "error": call.error,
         "harness": call.harness,
@@ -138,8 +153,11 @@ class AdminApi:
         public_url: str,
         drain_s: float = 10.0,
         limits: Limits | None = None,
+        roles: dict[CallRole, Engine | TextEngine] | None = None,
     ) -> None:
         self.store = store
+        # The engines answering judge and simulated-user keys (what ``roles`` may ask for).
+        self.roles = dict(roles or {})
         self.engine = engine
         self.control = control
         self._expected = f"Bearer {admin_token}".encode()
@@ -156,6 +174,7 @@ class AdminApi:
             Route("/admin/rollouts", h(self.list_rollouts), methods=["GET"]),
             Route("/admin/rollouts/{rollout_id}", h(self.get), methods=["GET"]),
             Route("/admin/rollouts/{rollout_id}/finish", h(self.finish), methods=["POST"]),
+            Route("/admin/rollouts/{rollout_id}/keys", h(self.mint_key), methods=["POST"]),
             Route("/admin/pause", h(self.pause), methods=["POST"]),
             Route("/admin/resume", h(self.resume), methods=["POST"]),
             Route("/admin/weights", h(self.weights), methods=["POST"]),
@@ -183,22 +202,65 @@ class AdminApi:
         metadata = body.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise _AdminError(400, "invalid_request", "'metadata' must be an object")
+        asked = body.get("roles") or []
+        if not isinstance(asked, list):
+            raise _AdminError(400, "invalid_request", "'roles' must be a list of role names")
+        roles = [self._serving_role(r, "roles") for r in asked]
         rollout = await self.store.create_rollout(
             task_id=_opt_str(body, "task_id"),
             group_id=_opt_str(body, "group_id"),
             metadata=metadata,
         )
-        base = f"{self.public_url}/r/{rollout.key}"
-        return _json(
-            {
-                "rollout_id": rollout.id,
-                "key": rollout.key,
-                "base_url": base,
-                "openai_base_url": f"{base}/v1",
-                "anthropic_base_url": base,
-            },
-            201,
-        )
+        out: dict[str, Any] = {"rollout_id": rollout.id, **self._urls(rollout.key)}
+        out["role_keys"] = {
+            str(role): await self._role_key(rollout.id, role) for role in dict.fromkeys(roles)
+        }
+        return _json(out, 201)
+
+    def _urls(self, key: str) -> dict[str, str]:
+        base = f"{self.public_url}/r/{key}"
+        return {
+            "key": key,
+            "base_url": base,
+            "openai_base_url": f"{base}/v1",
+            "anthropic_base_url": base,
+        }
+
+    def _serving_role(self, value: Any, field: str) -> CallRole:
+        """A role a key may be minted for, which this gateway has an engine for."""
+        try:
+            role = CallRole(value)
+        except ValueError:
+            role = None
+        if role not in SERVING_ROLES:
+            allowed = ", ".join(str(r) for r in SERVING_ROLES)
+            raise _AdminError(
+                400, "invalid_request", f"'{field}': {value!r} is not one of {allowed}"
+            )
+        if role not in self.roles:
+            option = (
+                "--judge-engine" if role is CallRole.JUDGE else "--user-engine or --judge-engine"
+            )
+            raise _AdminError(
+                400,
+                "invalid_request",
+                f"this gateway serves no {role} engine (start it with {option})",
+            )
+        return role
+
+    async def _role_key(self, rollout_id: str, role: CallRole) -> dict[str, str]:
+        key = await self.store.mint_role_key(rollout_id, role)
+        # The name to ask for: the served model (a server's name, "org/model" kept whole; a
+        # local model's directory by its last part), else the role (an engine that serves
+        # one model answers whatever name it is asked).
+        served = self.roles[role].info().model
+        model = (Path(served).name if Path(served).is_dir() else served) or str(role)
+        return {"role": str(role), **self._urls(key), "model": model}
+
+    async def mint_key(self, request: Request) -> Response:
+        body = await _body(request, self.limits)
+        role = self._serving_role(body.get("role"), "role")
+        return _json(await self._role_key(request.path_params["rollout_id"], role), 201)
 
     async def list_rollouts(self, request: Request) -> Response:
         statuses: list[RolloutStatus] = []
@@ -298,4 +360,5 @@ class AdminApi:
 
     async def status(self, request: Request) -> Response:
         info = self.engine.info()
-        return _json({**self._status(), "engine": asdict(info)})
+        roles = {str(r): asdict(e.info()) for r, e in self.roles.items()}
+        return _json({**self._status(), "engine": asdict(info), "roles": roles})

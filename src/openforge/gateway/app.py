@@ -18,7 +18,7 @@ Model routes exist at the root (key in ``Authorization``/``x-api-key``) and unde
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,10 @@ from openforge.gateway.connections import generic_error
 from openforge.gateway.control import Control
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import Prompting
+from openforge.gateway.roles import Keys, RoleEngine
 from openforge.gateway.service import CallService, ServedDialect, read_body, send_full
 from openforge.store.base import Store
+from openforge.store.schemas import SERVING_ROLES, CallRole
 
 __all__ = ["GatewayApp", "GatewayApps", "GatewayConfig", "Limits", "build_apps"]
 
@@ -60,14 +62,35 @@ class GatewayConfig:
 
 
 class _ModelEndpoint:
-    """A raw ASGI endpoint for one dialect (no Request object on the hot path)."""
+    """A raw ASGI endpoint for one dialect (no Request object on the hot path): reads the
+    body, resolves the key to its rollout and role, and hands the call to that role's
+    service."""
 
-    def __init__(self, service: CallService, served: ServedDialect) -> None:
-        self.service, self.served = service, served
+    def __init__(self, keys: Keys, services: dict[CallRole, CallService], index: int) -> None:
+        self.keys, self.services, self.index = keys, services, index
+        policy = services[CallRole.POLICY]
+        self.served = policy.dialects[index]
+        self.limits = policy.limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = time.perf_counter()
         key = scope.get("path_params", {}).get("key")
-        await self.service.serve(self.served, key, scope, receive, send)
+        try:
+            body = await read_body(receive, self.limits.max_body_bytes, self.limits.body_timeout_s)
+            caller = await self.keys.authorize(scope, key)
+            service = _service_for(self.services, caller.role)
+        except ApiError as err:
+            await send_full(send, *self.served.dialect.render_error(err))
+            return
+        served = service.dialects[self.index]
+        await service.serve(served, caller.rollout, body, t0, scope, receive, send)
+
+
+def _service_for(services: dict[CallRole, CallService], role: CallRole) -> CallService:
+    service = services.get(role)
+    if service is None:  # a key minted by another replica configured with the role
+        raise ApiError("permission", f"This gateway serves no {role} engine.")
+    return service
 
 
 class GatewayApp:
@@ -102,16 +125,23 @@ class GatewayApp:
 class _CountTokens:
     """A dialect's token-counting endpoint (Anthropic's ``{"input_tokens": n}``)."""
 
-    def __init__(self, service: CallService, served: ServedDialect, counting: TokenCounting):
-        self.service, self.served, self.counting = service, served, counting
+    def __init__(
+        self,
+        keys: Keys,
+        services: dict[CallRole, CallService],
+        served: ServedDialect,
+        counting: TokenCounting,
+    ) -> None:
+        self.keys, self.services, self.served, self.counting = keys, services, served, counting
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            limits = self.service.limits
+            limits = self.services[CallRole.POLICY].limits
             body = await read_body(receive, limits.max_body_bytes, limits.body_timeout_s)
-            await self.service.authorize(scope, scope.get("path_params", {}).get("key"))
+            caller = await self.keys.authorize(scope, scope.get("path_params", {}).get("key"))
+            service = _service_for(self.services, caller.role)
             conversation = self.counting.parse(body)
-            n = self.service.prompting.count_tokens(conversation)
+            n = service.prompting.count_tokens(conversation)
         except ApiError as err:
             await send_full(send, *self.served.dialect.render_error(err))
             return
@@ -177,22 +207,50 @@ class GatewayApps:
 
     model: GatewayApp
     admin: Starlette
-    service: CallService
+    service: CallService  # the policy's
     control: Control
+    # Every role's service (the policy's and, when configured, the judge's and user's).
+    services: dict[CallRole, CallService] = field(default_factory=dict)
 
 
-def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig) -> GatewayApps:
-    """The model and admin apps over ``engine`` and ``store``."""
+def _role_services(
+    store: Store,
+    control: Control,
+    config: GatewayConfig,
+    policy: Prompting,
+    roles: Mapping[CallRole, RoleEngine],
+) -> dict[CallRole, CallService]:
+    """A service per serving role, sharing a renderer between roles of the same model."""
+    promptings = {config.model: policy}
+    out: dict[CallRole, CallService] = {}
+    for role, spec in roles.items():
+        if role not in SERVING_ROLES:
+            raise ValueError(f"no engine can be configured for the {role} role")
+        prompting = promptings.get(spec.model)
+        if prompting is None:
+            prompting = promptings[spec.model] = Prompting(spec.model)
+        out[role] = CallService(
+            spec.engine, store, control, prompting, limits=config.limits, role=role
+        )
+    return out
+
+
+def build_apps(
+    engine: Engine | TextEngine,
+    store: Store,
+    config: GatewayConfig,
+    roles: Mapping[CallRole, RoleEngine] | None = None,
+) -> GatewayApps:
+    """The model and admin apps over ``engine`` and ``store``; ``roles``: the engines
+    that answer judge and simulated-user keys (see :mod:`openforge.gateway.roles`)."""
     control = Control(store, weight_version=engine.info().weight_version)
     prompting = Prompting(config.model)
-    service = CallService(
-        engine,
-        store,
-        control,
-        prompting,
-        allow_anonymous=config.allow_anonymous,
-        limits=config.limits,
-    )
+    service = CallService(engine, store, control, prompting, limits=config.limits)
+    services = {
+        CallRole.POLICY: service,
+        **_role_services(store, control, config, prompting, roles or {}),
+    }
+    keys = Keys(store, control, config.allow_anonymous)
     admin = AdminApi(
         store,
         engine,
@@ -201,6 +259,7 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         config.public_url,
         config.finish_drain_s,
         config.limits,
+        roles={r: s.engine for r, s in services.items() if r is not CallRole.POLICY},
     )
     models = _models_body(Path(engine.info().model).name or engine.info().model)
 
@@ -211,12 +270,12 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         return Response(models, media_type="application/json")
 
     model_routes: list[BaseRoute] = []
-    for served in service.dialects:
-        endpoint = _ModelEndpoint(service, served)
+    for index, served in enumerate(service.dialects):
+        endpoint = _ModelEndpoint(keys, services, index)
         model_routes.append(Route(served.dialect.path, endpoint, methods=["POST"]))
         counting = served.dialect.token_counting
         if counting is not None:
-            count = _CountTokens(service, served, counting)
+            count = _CountTokens(keys, services, served, counting)
             model_routes.append(Route(counting.path, count, methods=["POST"]))
     model_routes.append(Route("/v1/models", list_models, methods=["GET"]))
     model_routes.append(Route("/models", list_models, methods=["GET"]))
@@ -246,4 +305,5 @@ def build_apps(engine: Engine | TextEngine, store: Store, config: GatewayConfig)
         admin=Starlette(routes=admin_routes, exception_handlers=admin_errors),
         service=service,
         control=control,
+        services=services,
     )

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from openforge.gateway.launch import ENGINE_SPEC_HELP
+
 __all__ = ["register"]
 
 _ENGINES = ("scripted", "local", "vllm", "sglang", "upstream")
@@ -77,14 +79,26 @@ def gateway(
         bool,
         typer.Option(help="Fetch images given by http(s) URL (off: such calls get a 400)."),
     ] = False,
+    judge_engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine answering judge-role keys (benchmark graders' LLM judge), and "
+            "user-role keys unless --user-engine is given. SPEC: " + ENGINE_SPEC_HELP + "."
+        ),
+    ] = None,
+    user_engine: Annotated[
+        str | None,
+        typer.Option(help="Engine answering user-role keys (simulated users). SPEC as above."),
+    ] = None,
 ) -> None:
     """Serve OpenAI Chat, OpenAI Responses and Anthropic Messages, recording every call."""
-    from openforge.gateway.launch import build_engine, resolve_model_dir
+    from openforge.gateway.launch import build_engine, resolve_model_dir, role_engines
 
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
     model_dir = resolve_model_dir(model, _fail)
     eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail, served_model)
+    roles = role_engines(judge_engine, user_engine, model_dir, _fail)
 
     from openforge.gateway.limits import Limits
     from openforge.gateway.server import Gateway, serve
@@ -132,6 +146,7 @@ def gateway(
             offload_bytes=int(offload_mb * (1 << 20)),
             fetch_image_urls=fetch_image_urls,
         ),
+        roles=roles,
     )
 
 

@@ -17,22 +17,36 @@ from typing import TYPE_CHECKING
 
 from openforge.gateway.heap import release_free_memory
 from openforge.store.base import Store, StoreError
-from openforge.store.schemas import ControlEvent, ControlKind, Rollout
+from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Rollout
 
 if TYPE_CHECKING:
     from openforge.rendering.history import RolloutHistory
 
-__all__ = ["Control", "RolloutState"]
+__all__ = ["Control", "RolloutSeq", "RolloutState"]
 
 _log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
+class RolloutSeq:
+    """A rollout's call numbering in this process, shared by the states of all its roles
+    (a judge's or simulated user's calls take their ``seq`` from the same sequence)."""
+
+    next_seq: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True)
 class RolloutState:
-    """What the gateway keeps in memory for one live rollout."""
+    """What the gateway keeps in memory for one live rollout and one role of its calls.
+
+    Each role renders against its own history: a judge's prompt is no continuation of the
+    agent's conversation, and must not turn the agent's next call into a fork.
+    """
 
     rollout: Rollout
-    next_seq: int
+    seq: RolloutSeq
+    role: CallRole = CallRole.POLICY
     # Rendering history, kept between calls of the rollout (made by its first render).
     history: RolloutHistory | None = None
     calls: int = 0
@@ -40,7 +54,6 @@ class RolloutState:
     # replica): its history is rebuilt from the store before its next call renders.
     restore: bool = False
     restore_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    seq_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Calls of this rollout between authorisation and their record; set when it is finished.
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
@@ -72,7 +85,8 @@ class Control:
         self._idle = asyncio.Event()
         self._idle.set()
         self.in_flight = 0
-        self._rollouts: dict[str, RolloutState] = {}
+        # rollout id → its numbering and the state of each role that made calls here
+        self._rollouts: dict[str, tuple[RolloutSeq, dict[CallRole, RolloutState]]] = {}
         self._anonymous: Rollout | None = None
         self._anon_lock = asyncio.Lock()
         self._weights_lock = asyncio.Lock()
@@ -112,25 +126,35 @@ class Control:
         """Serialises weight updates (and pause/resume around them)."""
         return self._weights_lock
 
-    async def rollout_state(self, rollout: Rollout) -> RolloutState:
-        """The live state of ``rollout``, created on its first call here (after a restart too)."""
-        state = self._rollouts.get(rollout.id)
+    async def rollout_state(
+        self, rollout: Rollout, role: CallRole = CallRole.POLICY
+    ) -> RolloutState:
+        """The live state of ``rollout``'s ``role`` calls, created on its first call here
+        (after a restart too)."""
+        entry = self._rollouts.get(rollout.id)
+        if entry is None:
+            entry = self._rollouts[rollout.id] = (RolloutSeq(), {})
+        seq, roles = entry
+        state = roles.get(role)
         if state is None:
-            state = self._rollouts[rollout.id] = RolloutState(rollout=rollout, next_seq=0)
+            state = roles[role] = RolloutState(rollout=rollout, seq=seq, role=role)
         return state
 
     async def close(self, rollout_id: str, timeout_s: float) -> int:
         """Refuse the rollout's further calls and wait up to ``timeout_s`` for the ones in
         flight to end; returns how many were still running (they will be recorded as
         ``late``, never as the finished rollout's samples)."""
-        state = self._rollouts.get(rollout_id)
-        if state is None:
+        entry = self._rollouts.get(rollout_id)
+        if entry is None:
             return 0
-        state.closed = True
-        if state.in_flight:
+        states = list(entry[1].values())
+        for state in states:
+            state.closed = True
+        busy = [state.idle.wait() for state in states if state.in_flight]
+        if busy:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.idle.wait(), timeout_s)
-        return state.in_flight
+                await asyncio.wait_for(asyncio.gather(*busy), timeout_s)
+        return sum(state.in_flight for state in states)
 
     async def allocate_seq(self, state: RolloutState) -> int:
         """The next call's ``seq``, allocated by the store (shared by every replica).
@@ -138,13 +162,16 @@ class Control:
         A seq past the one this gateway expected means the rollout had calls it did not
         serve (before a restart, or through another replica): its rendering history is
         then rebuilt from the store before the call renders (``state.restore``).
-        Allocations of one rollout are made one at a time so they come back in order.
+        Allocations of one rollout are made one at a time so they come back in order; the
+        numbering is shared by the rollout's roles, so a judge's call in between is no gap.
         """
-        async with state.seq_lock:
+        counter = state.seq
+        async with counter.lock:
             seq = await self.store.allocate_seq(state.rollout.id)
-            if seq > state.next_seq:
-                state.restore = True
-            state.next_seq = max(state.next_seq, seq + 1)
+            if seq > counter.next_seq:
+                for other in self._rollouts.get(state.rollout.id, (counter, {}))[1].values():
+                    other.restore = True
+            counter.next_seq = max(counter.next_seq, seq + 1)
         return seq
 
     async def announce(self, kind: ControlKind, weight_version: str | None = None) -> None:
@@ -171,8 +198,8 @@ class Control:
 
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""
-        state = self._rollouts.pop(rollout_id, None)
-        if state is not None and state.large_calls:
+        entry = self._rollouts.pop(rollout_id, None)
+        if entry is not None and any(s.large_calls for s in entry[1].values()):
             release_free_memory()  # its history held those large calls' text and ids
 
     async def anonymous(self) -> Rollout:

@@ -7,8 +7,23 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from openforge.engines.base import Engine, TextEngine
+from openforge.gateway.roles import RoleEngine
+from openforge.store.schemas import CallRole
 
-__all__ = ["build_engine", "resolve_model_dir"]
+__all__ = [
+    "ENGINE_SPEC_HELP",
+    "build_engine",
+    "build_role_engine",
+    "resolve_model_dir",
+    "role_engines",
+]
+
+ENGINE_SPEC_HELP = (
+    "KIND[:ARG][?KEY=VALUE&...]: scripted:FILE, local[:MODEL], vllm:URL[,URL], sglang:URL, "
+    "upstream:URL; keys: model (tokenizer and template; default --model), served (the name "
+    "the server knows), api (upstream: openai or anthropic), max_context"
+)
+_SPEC_KEYS = ("model", "served", "api", "max_context")
 
 Fail = Callable[[str], Any]
 
@@ -77,3 +92,62 @@ def build_engine(
         )
     except Exception as exc:
         _die(fail, f"--engine {kind}: {exc}")
+
+
+def build_role_engine(
+    option: str, spec: str, default_model: str, fail: Fail
+) -> tuple[Engine | TextEngine, str]:
+    """The engine an ``--judge-engine`` / ``--user-engine`` SPEC names (see
+    :data:`ENGINE_SPEC_HELP`), and the model directory that renders its calls.
+
+    ``scripted:judge.jsonl`` replays replies; ``local:smollm2-135m`` runs a model in-process;
+    ``vllm:http://h:8000?served=qwen`` and ``upstream:https://api.openai.com/v1?served=gpt-4o``
+    reach a server (an upstream's key comes from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``).
+    """
+
+    def spec_fail(message: str) -> None:
+        fail(f"{option} {spec}: {message}")
+
+    head, _, query = spec.partition("?")
+    kind, _, arg = head.partition(":")
+    if kind not in ("scripted", "local", "vllm", "sglang", "upstream"):
+        _die(spec_fail, f"unknown engine kind {kind!r}; the form is {ENGINE_SPEC_HELP}")
+    options: dict[str, str] = {}
+    for pair in filter(None, query.split("&")):
+        key, sep, value = pair.partition("=")
+        if not sep or key not in _SPEC_KEYS:
+            _die(spec_fail, f"{pair!r}: expected KEY=VALUE with KEY one of {', '.join(_SPEC_KEYS)}")
+        options[key] = value
+    try:
+        max_context = int(options["max_context"]) if "max_context" in options else None
+    except ValueError:
+        _die(spec_fail, f"max_context must be a whole number, not {options['max_context']!r}")
+    if kind == "local" and arg:
+        options.setdefault("model", arg)
+    model_dir = resolve_model_dir(options.get("model", default_model), spec_fail)
+    if kind in ("vllm", "sglang", "upstream") and not arg:
+        _die(spec_fail, f"{kind} needs a URL: {kind}:URL")
+    if kind == "scripted" and not arg:
+        _die(spec_fail, "scripted needs a replies file: scripted:FILE")
+    urls = arg.split(",") if kind in ("vllm", "sglang", "upstream") else []
+    api = options.get("api", "openai") if kind == "upstream" else None
+    script = Path(arg) if kind == "scripted" else None
+    engine = build_engine(
+        kind, model_dir, script, urls, api, max_context, spec_fail, options.get("served", "")
+    )
+    return engine, model_dir
+
+
+def role_engines(
+    judge: str | None, user: str | None, default_model: str, fail: Fail
+) -> dict[CallRole, RoleEngine]:
+    """``--judge-engine`` and ``--user-engine``: the judge engine answers user-role keys too
+    unless a user engine of its own is given."""
+    out: dict[CallRole, RoleEngine] = {}
+    if judge:
+        engine, model = build_role_engine("--judge-engine", judge, default_model, fail)
+        out[CallRole.JUDGE] = out[CallRole.USER] = RoleEngine(engine, model)
+    if user:
+        engine, model = build_role_engine("--user-engine", user, default_model, fail)
+        out[CallRole.USER] = RoleEngine(engine, model)
+    return out

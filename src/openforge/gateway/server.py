@@ -28,7 +28,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,8 +40,10 @@ from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
+from openforge.gateway.roles import RoleEngine
 from openforge.store.base import Store
 from openforge.store.location import open_store
+from openforge.store.schemas import CallRole
 
 __all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
 
@@ -108,8 +110,10 @@ class Gateway:
         log_level: str = "warning",
         finish_drain_s: float = 10.0,
         limits: Limits | None = None,
+        roles: Mapping[CallRole, RoleEngine] | None = None,
     ) -> None:
         self.engine = engine
+        self.roles = dict(roles or {})
         self.store = store
         self.host = host
         self._sock = bind_socket(host, port)
@@ -129,7 +133,7 @@ class Gateway:
             finish_drain_s=finish_drain_s,
             limits=limits or Limits(),
         )
-        self.apps = build_apps(engine, store, self.config)
+        self.apps = build_apps(engine, store, self.config, self.roles)
         head_s = self.config.limits.header_timeout_s
         self._servers = (
             _Server(_uvicorn_config(self.apps.model, log_level, head_s)),
@@ -189,8 +193,12 @@ class Gateway:
             self._follow = None
         self._sock.close()
         self._admin_sock.close()
-        await self.apps.service.images.close()
+        for service in self.apps.services.values():
+            await service.images.close()
         await self.engine.close()
+        # Judge and user may share one engine: close each once.
+        for role_engine in {id(r.engine): r.engine for r in self.roles.values()}.values():
+            await role_engine.close()
         await self.store.close()
 
     async def __aenter__(self) -> Gateway:
@@ -219,6 +227,7 @@ def serve(
     public_url: str | None = None,
     on_ready: Callable[[Gateway], None] | None = None,
     limits: Limits | None = None,
+    roles: Mapping[CallRole, RoleEngine] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound."""
     import uvloop
@@ -237,6 +246,7 @@ def serve(
             public_url=public_url,
             log_level="info",
             limits=limits,
+            roles=roles,
         )
         await gateway.start()
         if on_ready is not None:

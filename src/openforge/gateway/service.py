@@ -37,7 +37,7 @@ from openforge.engines.base import (
 )
 from openforge.gateway.control import Control, RolloutState
 from openforge.gateway.heap import release_free_memory
-from openforge.gateway.identity import harness_identity, rollout_key
+from openforge.gateway.identity import harness_identity
 from openforge.gateway.images import CallImages, stored_conversation, stored_request
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import CallParser, Prompting, Rendered
@@ -46,7 +46,7 @@ from openforge.gateway.stops import StopGuard, cut_at_stop
 from openforge.gateway.streaming import SSE_HEADERS, StreamWriter
 from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
 from openforge.store.base import RolloutConflict, Store, StoreError
-from openforge.store.schemas import TERMINAL, CallRecord, CallStatus, Rollout
+from openforge.store.schemas import SERVING_ROLES, CallRecord, CallRole, CallStatus, Rollout
 
 __all__ = ["CallService", "ServedDialect"]
 
@@ -159,8 +159,8 @@ class CallService:
         store: Store,
         control: Control,
         prompting: Prompting,
-        allow_anonymous: bool = False,
         limits: Limits | None = None,
+        role: CallRole = CallRole.POLICY,
     ) -> None:
         self.engine = engine
         # A token engine is asked for ids; a text engine (a teacher API) for a Completion.
@@ -169,7 +169,12 @@ class CallService:
         self.store = store
         self.control = control
         self.prompting = prompting
-        self.allow_anonymous = allow_anonymous
+        # The role of the keys this service answers, and the role its calls are recorded
+        # with (a policy key answered by a text engine is a teacher's call).
+        self.role = role
+        self.record_role = (
+            CallRole.TEACHER if role is CallRole.POLICY and self.text_engine else role
+        )
         self.limits = limits or Limits()
         self.images = CallImages(store, self.limits)
         info = engine.info()
@@ -179,37 +184,25 @@ class CallService:
         # Every wire format, each with the state it keeps between calls.
         self.dialects = tuple(ServedDialect(d, d.new_state(self._stored_answer)) for d in DIALECTS)
 
-    async def authorize(self, scope: Scope, path_key: str | None) -> Rollout:
-        """The rollout a call belongs to; ApiError for unknown keys or closed rollouts."""
-        key = path_key or rollout_key(scope)
-        rollout = await self.store.rollout_by_key(key) if key else None
-        if rollout is None:
-            if self.allow_anonymous:
-                return await self.control.anonymous()
-            raise ApiError("authentication", "Unknown or missing rollout key.")
-        if rollout.status in TERMINAL:
-            raise ApiError(
-                "permission", f"Rollout {rollout.id} is finished ({rollout.status}); no more calls."
-            )
-        return rollout
+    def owns(self, call: CallRecord) -> bool:
+        """Whether a recorded call is one of this service's role (restores, stored answers)."""
+        if self.role is CallRole.POLICY:
+            return call.role not in SERVING_ROLES
+        return call.role is self.role
 
     async def serve(
         self,
         served: ServedDialect,
-        path_key: str | None,
+        rollout: Rollout,
+        body: bytes,
+        t0: float,
         scope: Scope,
         receive: Receive,
         send: Send,
     ) -> None:
-        """Answer one model call on the raw ASGI channel."""
-        t0 = time.perf_counter()
-        try:
-            body = await read_body(receive, self.limits.max_body_bytes, self.limits.body_timeout_s)
-            rollout = await self.authorize(scope, path_key)
-        except ApiError as err:
-            await send_full(send, *served.dialect.render_error(err))
-            return
-        state = await self.control.rollout_state(rollout)
+        """Answer one model call, authorized for ``rollout`` and read (``body``, since the
+        ``perf_counter`` time ``t0``), on the raw ASGI channel."""
+        state = await self.control.rollout_state(rollout, self.role)
         try:
             seq = await self.control.allocate_seq(state)
         except StoreError as exc:  # finished through another replica, or the store is down
@@ -218,7 +211,10 @@ class CallService:
         if state.restore:
             await self._restore(state)
         call = _Call(served, body, scope, state, seq, t0, time.time())
-        await self.control.admit()
+        # A judge's or simulated user's call does not wait out the policy's weight update.
+        gated = self.role is CallRole.POLICY
+        if gated:
+            await self.control.admit()
         # Counted for the rollout's drain once past the pause gate: a call held there is
         # refused below if its rollout was finished meanwhile, and need not be waited for.
         state.enter()
@@ -244,7 +240,8 @@ class CallService:
                     call.status, call.finish = CallStatus.CLIENT_ABORTED, "abort"
                     await self._record(call)
         finally:
-            self.control.release()
+            if gated:
+                self.control.release()
             state.leave()
             if len(body) >= self.limits.offload_bytes:
                 state.large_calls += 1
@@ -313,7 +310,7 @@ class CallService:
             if not state.restore:
                 return
             try:
-                calls = await self.store.calls(state.rollout.id)
+                calls = [c for c in await self.store.calls(state.rollout.id) if self.owns(c)]
             except StoreError as exc:  # serve on; later calls render from text (forks)
                 _log.warning("rollout %s: cannot read calls to restore: %s", state.rollout.id, exc)
                 state.restore = False
@@ -337,6 +334,8 @@ class CallService:
         except StoreError:
             return None
         if call is None or call.rollout_id != rollout_id or call.status != CallStatus.OK:
+            return None
+        if not self.owns(call):  # a judge never continues the agent's answers, nor back
             return None
         conversation = conversation_from_json(call.conversation)
         if conversation.metadata.get("store", True) is False:
@@ -538,6 +537,7 @@ class CallService:
             first_token_s=call.first_token_s,
             total_s=time.perf_counter() - call.t0,
             response_id=call.response_id,
+            role=self.record_role,
         )
         try:
             await self.store.record_call(record)

@@ -21,6 +21,7 @@ __all__ = [
     "HarnessNotInstalled",
     "Launch",
     "TakesMcpServers",
+    "TakesTurnLimit",
 ]
 
 Dialect = Literal["openai_chat", "openai_responses", "anthropic"]
@@ -102,4 +103,16 @@ class TakesMcpServers(Protocol):
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """Configure the harness in ``sandbox`` to use ``server``'s tools."""
+        ...
+
+
+@runtime_checkable
+class TakesTurnLimit(Protocol):
+    """Optional: an adapter whose harness takes a cap on its model calls and can continue
+    its last session with a new user message (what a multi-turn task's simulated user says).
+    """
+
+    def turn_command(self, message: str, max_turns: int | None, resume: bool) -> Launch:
+        """The launch for one agent turn on ``message``: a fresh session, or (``resume``)
+        the last one continued; at most ``max_turns`` model calls over the whole session."""
         ...

@@ -106,12 +106,22 @@ class ClaudeCodeHarness:
 
     def command(self, instruction: str) -> Launch:
         """Print mode, stream-JSON events, the allowed tools and turn limit, the model."""
+        return self.turn_command(instruction, None, resume=False)
+
+    def turn_command(self, message: str, max_turns: int | None, resume: bool) -> Launch:
+        """:meth:`command` on ``message``; ``resume`` continues the workdir's last session
+        (``--continue``, a multi-turn task's next user message). Claude Code's
+        ``--max-turns`` counts the turns of one invocation: a task's ``max_turns`` caps each
+        turn of a conversation, not their sum."""
+        turns = self.max_turns if max_turns is None else max_turns
         argv: list[str | Var] = [
-            self.binary, "-p", instruction,
+            self.binary, "-p", message,
             "--output-format", "stream-json", "--verbose",
-            "--max-turns", str(self.max_turns),
+            "--max-turns", str(turns),
             "--model", Var("OPENFORGE_MODEL"),
         ]  # fmt: skip
+        if resume:
+            argv.append("--continue")
         if self.allowed_tools:
             argv += ["--allowedTools", ",".join(self.allowed_tools)]
         # The model name lives in the env file: one adapter serves every rollout.

@@ -91,14 +91,22 @@ class ClawHarness:
 
     def command(self, instruction: str) -> Launch:
         """Source the env file and run the agent on ``instruction``."""
+        return self.turn_command(instruction, None, resume=False)
+
+    def turn_command(self, message: str, max_turns: int | None, resume: bool) -> Launch:
+        """The agent on ``message``: a new conversation, or (``resume``) its transcript's
+        continued; ``max_turns`` (else the adapter's own) caps the conversation's calls."""
+        turns = self.max_turns if max_turns is None else max_turns
         script = (
             f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
             f'exec {self.python} "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
-            f"--max-turns {self.max_turns} --max-tokens {self.max_tokens} "
+            f"--max-turns {turns} --max-tokens {self.max_tokens} "
             f"--temperature {self.temperature} "
-            f'--transcript "{self.home}/{_TRANSCRIPT}" --tools "{self.home}/{_TOOLS_FILE}"\n'
+            f'--transcript "{self.home}/{_TRANSCRIPT}" --tools "{self.home}/{_TOOLS_FILE}"'
+            + (" --resume" if resume else "")
+            + "\n"
         )
-        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": message})
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The agent's transcript (outcome, error, messages), or None if it wrote none."""

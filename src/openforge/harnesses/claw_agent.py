@@ -8,6 +8,10 @@ any Python 3.8+ runs it, with no OpenForge install inside the sandbox.
 Configured the way an OpenAI client is: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
 ``OPENFORGE_MODEL``. Exit codes: 0 when the agent submitted or answered, 2 when it ran out
 of turns, 3 when the model API refused or failed (its error is printed and transcribed).
+
+``--resume`` continues the conversation of the transcript with the instruction as the next
+user message (a multi-turn task's simulated user); ``--max-turns`` then caps the model calls
+of the whole conversation, those before the resume included.
 """
 
 from __future__ import annotations
@@ -215,11 +219,20 @@ def system_prompt(workspace: Path) -> str:
 def run_agent(args: argparse.Namespace) -> int:
     """The ReAct loop; returns the process exit code."""
     workspace = Path(args.workspace).resolve()
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(workspace)},
-        {"role": "user", "content": args.instruction},
-    ]
     transcript = Path(args.transcript)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(workspace)}]
+    if args.resume:
+        try:
+            messages = json.loads(transcript.read_text())["messages"]
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"claw: cannot resume from {transcript}: {exc}", file=sys.stderr)
+            return 4
+        last = messages[-1] if messages else {}
+        if last.get("role") == "assistant":  # it ended on submit: the call gets its result
+            for call in last.get("tool_calls") or []:
+                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": "ok"})
+    messages.append({"role": "user", "content": args.instruction})
+    used = sum(1 for m in messages if m.get("role") == "assistant")
     transcript.parent.mkdir(parents=True, exist_ok=True)
     task_tools = load_task_tools(args.tools)
     tools = TOOLS + [
@@ -234,7 +247,7 @@ def run_agent(args: argparse.Namespace) -> int:
         record = {"outcome": outcome, "error": error, "messages": messages}
         transcript.write_text(json.dumps(record, indent=1))
 
-    for _ in range(args.max_turns):
+    for _ in range(max(0, args.max_turns - used)):
         body = {
             "model": args.model,
             "messages": messages,
@@ -293,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-timeout", type=float, default=30.0)
     parser.add_argument("--tools", default="", help="a JSON file of the task's own tools")
     parser.add_argument("--request-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the transcript's conversation"
+    )
     args = parser.parse_args(argv)
     if not args.base_url:
         parser.error("no model API: pass --base-url or set OPENAI_BASE_URL")

@@ -92,13 +92,18 @@ async def probe(
     model: str | Path = DEFAULT_MODEL,
     max_context: int | None = None,
     metadata: dict[str, Any] | None = None,
+    judge_replies: list[dict[str, Any]] | None = None,
 ) -> ProbeRun:
     """Run ``harness`` on ``task`` (default: hello-file) with the engine playing ``replies``.
 
-    ``model`` is a registry name or a HF directory (:func:`resolve_model`)."""
+    ``model`` is a registry name or a HF directory (:func:`resolve_model`).
+    ``judge_replies``: a scripted judge engine (``--judge-engine``, so also the simulated
+    user's) playing these, in the order the rollout's judge and user calls come."""
     from openforge.engines.scripted import ScriptedEngine
+    from openforge.gateway.roles import RoleEngine
     from openforge.gateway.server import Gateway
     from openforge.rollouts.orchestrator import run_rollouts
+    from openforge.store.schemas import CallRole
     from openforge.store.sqlite import SqliteStore
 
     model = resolve_model(str(model))
@@ -107,8 +112,14 @@ async def probe(
     script.write_bytes(b"\n".join(orjson.dumps(r) for r in replies) + b"\n")
     engine = ScriptedEngine.for_model(script, model, max_context=max_context)
     reply_ids = [engine.reply_ids(i) for i in range(len(replies))]
+    roles: dict[CallRole, RoleEngine] = {}
+    if judge_replies:
+        judge_script = work / "judge.jsonl"
+        judge_script.write_bytes(b"\n".join(orjson.dumps(r) for r in judge_replies) + b"\n")
+        judge = RoleEngine(ScriptedEngine.for_model(judge_script, model), str(model))
+        roles = {CallRole.JUDGE: judge, CallRole.USER: judge}
     store = SqliteStore(work / "store.db")
-    async with Gateway(engine, store, model=model) as gw:
+    async with Gateway(engine, store, model=model, roles=roles) as gw:
         config = RolloutConfig(
             tasks=[task or hello_task()],
             harness=harness,

@@ -1,14 +1,16 @@
-"""The gateway's admin API as the orchestrator uses it: mint a rollout key, finish it, probe it."""
+"""The gateway's admin API as the orchestrator uses it: mint a rollout key (and its judge's and
+simulated user's keys), finish it, probe it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
 
-__all__ = ["GatewayClient", "GatewayConflict", "GatewayError", "Minted"]
+__all__ = ["GatewayClient", "GatewayConflict", "GatewayError", "Minted", "RoleKey"]
 
 
 class GatewayError(Exception):
@@ -19,11 +21,22 @@ class GatewayConflict(GatewayError):
     """The gateway answered 409: the rollout was already finished differently."""
 
 
+@dataclass(frozen=True, slots=True)
+class RoleKey:
+    """A key minted for a judge or a simulated user of the rollout: its calls go to the
+    gateway's engine for that role and are recorded under the rollout with that role."""
+
+    key: str
+    openai_base_url: str  # the model listener, as the host (a grader) reaches it
+    model: str  # the model name to ask for
+
+
 @dataclass(slots=True)
 class Minted:
     rollout_id: str
     key: str
     base_url: str
+    role_keys: dict[str, RoleKey] = field(default_factory=dict)
 
 
 class GatewayClient:
@@ -45,15 +58,38 @@ class GatewayClient:
         except httpx.HTTPError as exc:
             raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
 
-    async def mint(self, task_id: str, group_id: str, metadata: dict[str, Any]) -> Minted:
-        """Create a rollout on the gateway and return its key."""
-        resp = await self._post(
-            "/admin/rollouts", {"task_id": task_id, "group_id": group_id, "metadata": metadata}
-        )
+    async def mint(
+        self,
+        task_id: str,
+        group_id: str,
+        metadata: dict[str, Any],
+        roles: Sequence[str] = (),
+    ) -> Minted:
+        """Create a rollout on the gateway and return its key, with a key for each of
+        ``roles`` (``judge``, ``user``) the gateway serves."""
+        body: dict[str, Any] = {"task_id": task_id, "group_id": group_id, "metadata": metadata}
+        if roles:
+            body["roles"] = list(roles)
+        resp = await self._post("/admin/rollouts", body)
         if resp.status_code not in (200, 201):
             raise GatewayError(f"mint: HTTP {resp.status_code}: {resp.text[:500]}")
         data = resp.json()
-        return Minted(rollout_id=data["rollout_id"], key=data["key"], base_url=data["base_url"])
+        role_keys = {
+            role: RoleKey(entry["key"], entry["openai_base_url"], entry["model"])
+            for role, entry in (data.get("role_keys") or {}).items()
+        }
+        return Minted(data["rollout_id"], data["key"], data["base_url"], role_keys)
+
+    async def serving_roles(self) -> frozenset[str]:
+        """The roles besides the policy the gateway has an engine for (``judge``, ``user``);
+        empty when it has none or cannot say (a gateway from before roles)."""
+        try:
+            resp = await self._http.get("/admin/status")
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise GatewayError(f"status: HTTP {resp.status_code}: {resp.text[:500]}")
+        return frozenset(resp.json().get("roles") or {})
 
     async def finish(
         self, rollout_id: str, status: str, reward: float | None, details: dict[str, Any]

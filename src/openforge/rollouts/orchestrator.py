@@ -195,6 +195,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     )
     gateway = GatewayClient(config.gateway_url, config.admin_token)
     watch = GatewayWatch(gateway, config.health_interval_s, config.health_timeout_s)
+    serving: list[frozenset[str]] = [frozenset()]
 
     def job_of(task: Task) -> RolloutJob:
         return RolloutJob(
@@ -209,6 +210,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             retry_backoff_s=config.retry_backoff_s,
             metadata={**harness_meta, **config.metadata, "run_id": run_id},
             allow_internet=config.allow_task_internet,
+            serving_roles=serving[0],
         )
 
     loop = asyncio.get_running_loop()
@@ -229,6 +231,11 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
         unfinished: dict[tuple[str, int], list[str]] = {}
         if config.retry_infra:
             unfinished = await _close_unfinished(gateway, done)
+        if any(t.grader is not None or t.simulated_user is not None for t in tasks):
+            # Which judge / user engines the gateway has (their keys are minted per rollout);
+            # a gateway that cannot say is met by each rollout's own mint.
+            with contextlib.suppress(GatewayError):
+                serving[0] = await gateway.serving_roles()
         watch.start()
         new = await _run_all(config, pending, job_of, out_dir, unfinished)
     except asyncio.CancelledError:

@@ -29,7 +29,9 @@ from openforge.harnesses.base import (
     ExposesTaskTools,
     Harness,
     HarnessError,
+    Launch,
     TakesMcpServers,
+    TakesTurnLimit,
 )
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
@@ -39,11 +41,13 @@ from openforge.tasks.episode import (
     NEEDS_CONTAINER,
     Act,
     Grade,
+    Reply,
     Turn,
     TurnOutcome,
     run_episode,
     sandbox_spec,
 )
+from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.verify import VerifierError, VerifyResult
 
@@ -70,6 +74,8 @@ class RolloutJob:
     retry_backoff_s: float
     metadata: dict[str, Any]
     allow_internet: bool = False  # honour tasks' allow_internet (else gateway-only)
+    # The roles besides the policy the gateway has engines for ("judge", "user").
+    serving_roles: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -110,6 +116,34 @@ async def _setup(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> N
         await job.harness.add_mcp_server(box, task.mcp)
 
 
+def _launch(task: Task, harness: Harness, turn: Turn) -> Launch:
+    """The harness's launch for ``turn``: capped at the task's ``max_turns`` model calls and
+    continuing the session for a simulated user's message, where the harness can."""
+    if isinstance(harness, TakesTurnLimit):
+        return harness.turn_command(turn.instruction, task.max_turns, turn.resume)
+    if turn.resume:  # checked before the attempt (_cannot_run); kept for direct callers
+        raise HarnessError(f"{harness.name} cannot continue a conversation")
+    return harness.command(turn.instruction)
+
+
+def _cannot_run(task: Task, job: RolloutJob, minted: Minted) -> str | None:
+    """Why an attempt of ``task`` cannot run at all (the same for every retry)."""
+    if task.environment is not None and job.backend.name == "local":
+        return NEEDS_CONTAINER
+    if task.simulated_user is not None:
+        if not isinstance(job.harness, TakesTurnLimit):
+            return (
+                f"a multi-turn task needs a harness that can continue its conversation "
+                f"(claw, claude-code); {job.harness.name} cannot"
+            )
+        if "user" not in minted.role_keys:
+            return (
+                "a multi-turn task needs a simulated user: start the gateway with "
+                "--judge-engine (or --user-engine)"
+            )
+    return None
+
+
 def _harness_act(
     task: Task, job: RolloutJob, box: Sandbox, minted: Minted, out: Attempt, workdir: str
 ) -> Act:
@@ -128,7 +162,7 @@ def _harness_act(
                     await task.gui.prepare(box, _SANDBOX_HOME)
                 ready.append(True)
                 out.timings["setup"] = time.perf_counter() - t0
-            launch = job.harness.command(turn.instruction)
+            launch = _launch(task, job.harness, turn)
             # A task's sidecars (services) run around the harness, in its process tree.
             argv = task.sidecars.wrap(launch.argv) if task.sidecars else launch.argv
             if task.gui is not None:
@@ -169,10 +203,26 @@ def _harness_act(
     return act
 
 
+def task_roles(task: Task, serving: frozenset[str]) -> list[str]:
+    """The role keys to mint with a rollout of ``task``: a judge for a suite's grader and a
+    simulated user for a multi-turn task, where the gateway serves them."""
+    wanted = (["judge"] if task.grader is not None else []) + (
+        ["user"] if task.simulated_user is not None else []
+    )
+    return [role for role in wanted if role in serving]
+
+
+def role_endpoint(minted: Minted, role: str) -> Judge | None:
+    """The endpoint of the rollout's ``role`` key (its calls recorded under the rollout)."""
+    key = minted.role_keys.get(role)
+    return None if key is None else Judge(key.openai_base_url, key.key, key.model)
+
+
 def _suite_grade(
-    task: Task, job: RolloutJob, box: Sandbox, out: Attempt, workdir: str
+    task: Task, job: RolloutJob, box: Sandbox, out: Attempt, workdir: str, minted: Minted
 ) -> Grade | None:
-    """A published suite's own grader, given the harness's transcript (collected first)."""
+    """A published suite's own grader, given the harness's transcript (collected first) and
+    the rollout's judge."""
     grader = task.grader
     if grader is None:
         return None
@@ -180,17 +230,35 @@ def _suite_grade(
     async def grade() -> VerifyResult:
         with contextlib.suppress(*_INFRA):
             out.transcript = await job.harness.collect(box)
-        return await grader.grade(box, workdir, out.transcript)
+        return await grader.grade(box, workdir, out.transcript, role_endpoint(minted, "judge"))
 
     return grade
+
+
+def _user_reply(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> Reply | None:
+    """A multi-turn task's simulated user, asked through the rollout's user-role key with
+    the harness's transcript so far."""
+    user = task.simulated_user
+    if user is None:
+        return None
+    endpoint = role_endpoint(minted, "user")
+
+    async def reply() -> str | None:
+        transcript = None
+        with contextlib.suppress(*_INFRA):
+            transcript = await job.harness.collect(box)
+        return await user.reply(transcript, endpoint)
+
+    return reply
 
 
 async def _attempt(
     task: Task, job: RolloutJob, minted: Minted, out: Attempt, result: RolloutResult
 ) -> None:
     """Run one attempt in its own sandbox; fill ``result``; raise :class:`_Infra`."""
-    if task.environment is not None and job.backend.name == "local":
-        result.status, result.error = "infra_error", NEEDS_CONTAINER
+    why = _cannot_run(task, job, minted)
+    if why is not None:
+        result.status, result.error = "infra_error", why
         result.verifier_output = ""  # not retried: every attempt would end the same way
         return
     spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
@@ -207,8 +275,9 @@ async def _attempt(
     try:
         act = _harness_act(task, job, box, minted, out, workdir)
         try:
-            grade = _suite_grade(task, job, box, out, workdir)
-            episode = await run_episode(box, task, workdir, act, grade)
+            grade = _suite_grade(task, job, box, out, workdir, minted)
+            reply = _user_reply(task, job, box, minted)
+            episode = await run_episode(box, task, workdir, act, grade, reply)
         except VerifierError as exc:
             result.status, result.error = "infra_error", f"verifier: {exc}"
             result.verifier_output = exc.output
@@ -274,7 +343,8 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
         result.finish_error = None
         meta = {**job.metadata, "task_id": task.id, "sample": sample, "attempt": attempt}
         try:
-            minted = await job.gateway.mint(task.id, job.group_id, meta)
+            roles = task_roles(task, job.serving_roles)
+            minted = await job.gateway.mint(task.id, job.group_id, meta, roles)
         except GatewayError as exc:
             result.error = f"gateway mint: {exc}"
         else:

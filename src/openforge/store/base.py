@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from openforge.store.schemas import Blob, CallRecord, ControlEvent, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    Blob,
+    CallRecord,
+    CallRole,
+    ControlEvent,
+    Rollout,
+    RolloutStatus,
+)
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
@@ -40,7 +47,19 @@ class Store(Protocol):
         """Raise :class:`RolloutNotFound` when absent."""
         ...
 
-    async def rollout_by_key(self, key: str) -> Rollout | None: ...
+    async def rollout_by_key(self, key: str) -> Rollout | None:
+        """The rollout whose own (policy) key this is; None otherwise."""
+        ...
+
+    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
+        """A fresh secret key (≥128 bits) through which calls are recorded under the
+        rollout with ``role`` (a judge's or a simulated user's). Raises
+        :class:`RolloutNotFound` when absent and :class:`RolloutConflict` when finished."""
+        ...
+
+    async def rollout_by_role_key(self, key: str) -> tuple[Rollout, CallRole] | None:
+        """The rollout and role a key minted by :meth:`mint_role_key` belongs to."""
+        ...
 
     async def mark_running(self, rollout_id: str) -> None:
         """created → running on its first call; a no-op otherwise."""

@@ -23,6 +23,8 @@ History:
   index, so OpenAI Responses ``previous_response_id`` survives a gateway restart.
 * v3 — ``blobs``: content-addressed bytes (images sent in calls), keyed by sha256, so a
   screenshot a rollout re-sends on every call is stored once.
+* v4 — ``calls.role`` (policy, teacher, judge, user; existing calls are ``policy``) and
+  ``role_keys``: the extra keys a rollout's judge and simulated user call with.
 """
 
 from __future__ import annotations
@@ -34,9 +36,17 @@ from pathlib import Path
 
 from openforge.store.base import StoreError
 
-__all__ = ["BLOBS_DDL", "MIGRATIONS", "SCHEMA_VERSION", "Migration", "SchemaMismatch", "migrate"]
+__all__ = [
+    "BLOBS_DDL",
+    "MIGRATIONS",
+    "ROLE_KEYS_DDL",
+    "SCHEMA_VERSION",
+    "Migration",
+    "SchemaMismatch",
+    "migrate",
+]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class SchemaMismatch(StoreError):
@@ -75,9 +85,28 @@ def _v3_blobs(conn: sqlite3.Connection) -> None:
     conn.execute(BLOBS_DDL)
 
 
+ROLE_KEYS_DDL = """
+CREATE TABLE IF NOT EXISTS role_keys (
+    key TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+    role TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS role_keys_rollout ON role_keys(rollout_id);
+"""
+
+
+def _v4_roles(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE calls ADD COLUMN role TEXT NOT NULL DEFAULT 'policy'")
+    for statement in ROLE_KEYS_DDL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
     3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
+    4: Migration(4, "calls.role and role_keys: judge and simulated-user calls", _v4_roles),
 }
 
 

@@ -9,7 +9,19 @@ from openforge.store.migrations import SchemaMismatch
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
+# Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). A version-1
+# store is brought up in place on open (under the advisory lock, in one transaction).
+_ROLES = """
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS role TEXT NOT NULL DEFAULT 'policy';
+CREATE TABLE IF NOT EXISTS role_keys (
+    key TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+    role TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS role_keys_rollout ON role_keys(rollout_id);
+"""
 _LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 
 # Content-addressed images calls refer to by sha256. Added to version 1 as a new table
@@ -70,12 +82,14 @@ CREATE TABLE IF NOT EXISTS calls (
     queued_s DOUBLE PRECISION NOT NULL,
     first_token_s DOUBLE PRECISION,
     total_s DOUBLE PRECISION NOT NULL,
-    response_id TEXT
+    response_id TEXT,
+    role TEXT NOT NULL DEFAULT 'policy'
 );
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
     + _BLOBS
+    + _ROLES
 )
 
 
@@ -96,6 +110,11 @@ def check_schema(url: str) -> None:
             return
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else None
+        if version == 1:
+            conn.execute(_BLOBS)
+            conn.execute(_ROLES)
+            conn.execute("UPDATE schema_version SET version = %s", (PG_SCHEMA_VERSION,))
+            return
         if version != PG_SCHEMA_VERSION:
             newer = version is not None and version > PG_SCHEMA_VERSION
             raise SchemaMismatch(

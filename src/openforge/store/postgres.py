@@ -44,10 +44,13 @@ from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
     CALL_COLUMNS,
+    CALL_WIDTH,
+    ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
     call_from_row,
     call_row,
     mint_rollout,
+    role_key_row,
     rollout_from_row,
 )
 from openforge.store.schemas import (
@@ -55,6 +58,7 @@ from openforge.store.schemas import (
     TRANSITIONS,
     Blob,
     CallRecord,
+    CallRole,
     ControlEvent,
     ControlKind,
     Rollout,
@@ -70,7 +74,7 @@ Conn = psycopg.AsyncConnection[Any]
 _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
 _TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in sorted(str(t) for t in TERMINAL)) + ")"
 
-_CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * 27)})"
+_CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * CALL_WIDTH)})"
 _MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id = ANY(%s)"
 _ALLOCATE = f"""
 UPDATE rollouts SET next_seq = GREATEST(
@@ -299,6 +303,32 @@ class PostgresStore:
         rollout = rollout_from_row(rows[0])
         self._by_key[key] = rollout
         return rollout
+
+    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
+        """A fresh key through which calls are recorded under the rollout as ``role``."""
+        rollout = await self.get_rollout(rollout_id)
+        if rollout.status in TERMINAL:
+            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        key, row = role_key_row(rollout_id, role)
+
+        async def insert(conn: Conn) -> None:
+            await conn.execute(
+                f"INSERT INTO role_keys ({ROLE_KEY_COLUMNS}) VALUES (%s, %s, %s, %s)", row
+            )
+
+        await self._write(insert)
+        return key
+
+    async def rollout_by_role_key(self, key: str) -> tuple[Rollout, CallRole] | None:
+        """The rollout (as the database has it now) and role of a minted role key."""
+        rows = await self._read(
+            f"SELECT {', '.join('r.' + c.strip() for c in ROLLOUT_COLUMNS.split(','))}, k.role"
+            " FROM role_keys k JOIN rollouts r ON r.id = k.rollout_id WHERE k.key = %s",
+            (key,),
+        )
+        if not rows:
+            return None
+        return rollout_from_row(rows[0][:-1]), CallRole(rows[0][-1])
 
     async def mark_running(self, rollout_id: str) -> None:
         """created → running; a no-op for any other state."""

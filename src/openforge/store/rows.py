@@ -17,6 +17,7 @@ import zstandard
 
 from openforge.store.schemas import (
     CallRecord,
+    CallRole,
     CallStatus,
     Rollout,
     RolloutStatus,
@@ -29,11 +30,13 @@ from openforge.store.schemas import (
 __all__ = [
     "CALL_COLUMNS",
     "CALL_WIDTH",
+    "ROLE_KEY_COLUMNS",
     "ROLLOUT_COLUMNS",
     "call_from_row",
     "call_row",
     "mint_rollout",
     "new_rollout_key",
+    "role_key_row",
     "rollout_from_row",
 ]
 
@@ -41,12 +44,15 @@ CALL_COLUMNS = (
     "id, rollout_id, seq, dialect, status, prompt_ids, output_ids, output_logprobs,"
     " prompt_tokens, output_tokens, finish_reason, request_model, engine, served_model,"
     " weight_version, fork, render_info, raw_request, conversation, completion, error,"
-    " harness, created_at, queued_s, first_token_s, total_s, response_id"
+    " harness, created_at, queued_s, first_token_s, total_s, response_id, role"
 )
-CALL_WIDTH = 27
+CALL_WIDTH = 28
 ROLLOUT_COLUMNS = (
     "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
 )
+
+
+ROLE_KEY_COLUMNS = "key, rollout_id, role, created_at"
 
 
 def new_rollout_key() -> str:
@@ -79,6 +85,12 @@ def mint_rollout(
         b"{}",
     )
     return rollout, row
+
+
+def role_key_row(rollout_id: str, role: CallRole) -> tuple[str, tuple[Any, ...]]:
+    """A fresh key for ``role`` on a rollout, and its ``ROLE_KEY_COLUMNS`` row."""
+    key = new_rollout_key()
+    return key, (key, rollout_id, str(role), time.time())
 
 
 def rollout_from_row(row: Sequence[Any]) -> Rollout:
@@ -127,6 +139,7 @@ def call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[An
         call.first_token_s,
         call.total_s,
         call.response_id,
+        str(call.role),
     )
 
 
@@ -161,4 +174,5 @@ def call_from_row(
         first_token_s=row[24],
         total_s=row[25],
         response_id=row[26],
+        role=CallRole(row[27]),
     )

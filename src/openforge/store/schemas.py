@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "SERVING_ROLES",
     "TERMINAL",
     "TRANSITIONS",
     "Blob",
     "CallRecord",
+    "CallRole",
     "CallStatus",
     "Rollout",
     "RolloutStatus",
@@ -60,6 +62,20 @@ class CallStatus(enum.StrEnum):
     # Answered after its rollout was finished (a call held past the finish's bounded drain):
     # kept for the record, never a training sample of the finished rollout.
     LATE = "late"
+
+
+class CallRole(enum.StrEnum):
+    """Who a call served (DESIGN.md, "Roles of a call"); only ``policy`` calls are RL samples,
+    only ``policy`` and ``teacher`` calls SFT samples."""
+
+    POLICY = "policy"  # the model being trained (the harness's calls)
+    TEACHER = "teacher"  # an upstream model answering the harness (its answers are SFT data)
+    JUDGE = "judge"  # an LLM judge serving a benchmark's grader
+    USER = "user"  # a simulated user serving a benchmark's multi-turn conversation
+
+
+# The roles a rollout may be given a key for besides its own (policy) key.
+SERVING_ROLES = (CallRole.JUDGE, CallRole.USER)
 
 
 class ControlKind(enum.StrEnum):
@@ -129,6 +145,9 @@ class CallRecord:
     # The id of the answer the harness saw (``resp_…``, ``chatcmpl-…``, ``msg_…``), so a
     # Responses ``previous_response_id`` can be resolved from the store after a restart.
     response_id: str | None = None
+    # Which role's key the call came with (a judge's or simulated user's calls are never
+    # training samples; teacher: the policy key served by a text engine).
+    role: CallRole = CallRole.POLICY
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.migrations import (
     BLOBS_DDL,
+    ROLE_KEYS_DDL,
     SCHEMA_VERSION,
     SchemaMismatch,
     migrate,
@@ -40,10 +41,12 @@ from openforge.store.migrations import (
 from openforge.store.rows import (
     CALL_COLUMNS,
     CALL_WIDTH,
+    ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
     call_from_row,
     call_row,
     mint_rollout,
+    role_key_row,
     rollout_from_row,
 )
 from openforge.store.schemas import (
@@ -51,6 +54,7 @@ from openforge.store.schemas import (
     TRANSITIONS,
     Blob,
     CallRecord,
+    CallRole,
     ControlEvent,
     Rollout,
     RolloutStatus,
@@ -106,12 +110,14 @@ CREATE TABLE IF NOT EXISTS calls (
     queued_s REAL NOT NULL,
     first_token_s REAL,
     total_s REAL NOT NULL,
-    response_id TEXT
+    response_id TEXT,
+    role TEXT NOT NULL DEFAULT 'policy'
 );
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
 """
     + BLOBS_DDL
+    + ROLE_KEYS_DDL
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
@@ -172,6 +178,7 @@ class SqliteStore:
             self._checkpointer = WalCheckpointer(self.path)
         self._by_key: dict[str, Rollout] = {}
         self._by_id: dict[str, Rollout] = {}
+        self._role_keys: dict[str, tuple[str, CallRole]] = {}  # key → (rollout id, role)
         self._next_seq: dict[str, int] = {}  # allocate_seq's counters, per live rollout
         # Rows are built by the caller, so the writer thread runs little more than SQLite
         # (see store/writer.py); the lock keeps the compressor to one thread at a time.
@@ -251,6 +258,37 @@ class SqliteStore:
 
         found = await self._read(select)
         return self._cache(found) if found is not None else None
+
+    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
+        """A fresh key through which calls are recorded under the rollout as ``role``."""
+        rollout = await self.get_rollout(rollout_id)
+        if rollout.status in TERMINAL:
+            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        key, row = role_key_row(rollout_id, role)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(f"INSERT INTO role_keys ({ROLE_KEY_COLUMNS}) VALUES (?,?,?,?)", row)
+
+        await self._write(insert)
+        self._role_keys[key] = (rollout_id, role)
+        return key
+
+    async def rollout_by_role_key(self, key: str) -> tuple[Rollout, CallRole] | None:
+        """The rollout and role of a key minted by :meth:`mint_role_key`."""
+        found = self._role_keys.get(key)
+        if found is None:
+
+            def select(conn: sqlite3.Connection) -> tuple[str, CallRole] | None:
+                row = conn.execute(
+                    "SELECT rollout_id, role FROM role_keys WHERE key = ?", (key,)
+                ).fetchone()
+                return (row[0], CallRole(row[1])) if row else None
+
+            found = await self._read(select)
+            if found is None:
+                return None
+            self._role_keys[key] = found
+        return await self.get_rollout(found[0]), found[1]
 
     async def mark_running(self, rollout_id: str) -> None:
         """created → running; a no-op for any other state."""

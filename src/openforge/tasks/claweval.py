@@ -13,11 +13,13 @@ package under ``src/``. ``task.yaml`` is ``claw_eval.models.task.TaskDefinition`
 ``env_snapshot_commands``, ``judge_rubric``, ``user_agent`` (the ``multi_turn`` split).
 
 Splits follow the README: ``multi_turn`` for tasks whose ``user_agent.enabled`` is true,
-else the ``general`` / ``multimodal`` tag. Grading builds the trace ClawEval's runner
-writes (``trace_start``, ``message``, ``tool_dispatch``, ``audit_snapshot``, ``trace_end``
-JSONL) and runs the task's own grader class in a child process with the checkout's
-``src/`` first on ``PYTHONPATH`` (``claweval_grade.py``), scoring with
-``claw_eval.models.scoring.compute_task_score``.
+else the ``general`` / ``multimodal`` tag. A ``multi_turn`` task's simulated user is
+ClawEval's own ``UserAgent`` behind the run's user-role key (:class:`ClawEvalUser`);
+``environment.max_turns`` caps the agent's model calls where the harness takes a cap.
+Grading builds the trace ClawEval's runner writes (``trace_start``, ``message``,
+``tool_dispatch``, ``audit_snapshot``, ``trace_end`` JSONL) and runs the task's own grader
+class in a child process with the checkout's ``src/`` first on ``PYTHONPATH``
+(``claweval_grade.py``), scoring with ``claw_eval.models.scoring.compute_task_score``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ from typing import Any
 import yaml
 
 from openforge.environments.services import Service, TaskServices, ToolRoute
-from openforge.tasks.claweval_grader import ClawEvalGrader, ClawEvalService, ClawEvalSpec
+from openforge.tasks.claweval_grader import (
+    ClawEvalGrader,
+    ClawEvalService,
+    ClawEvalSpec,
+    ClawEvalUser,
+)
 from openforge.tasks.model import McpServer, McpTool, Task, TaskError, inside
 from openforge.tasks.native import ID_RE
 
@@ -298,6 +305,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
     if not isinstance(attachments, list):
         raise TaskError(file, "prompt.attachments", "must be a list")
     services_env = _environment(root, file, spec)
+    user_sim, agents_md = _simulated_user(root, file, user)
     return Task(
         id=task_id,
         instruction=prompt["text"].strip(),
@@ -312,7 +320,32 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         grader=ClawEvalGrader(spec),
         sidecars=services_env,
         mcp=_mcp(services_env) if services_env else None,
+        max_turns=spec.max_turns,
+        simulated_user=user_sim,
+        workspace_extra=agents_md,
     )
+
+
+def _simulated_user(
+    root: Path, file: Path, user: dict[str, Any]
+) -> tuple[ClawEvalUser | None, dict[str, bytes]]:
+    """``user_agent``: the simulated user (``persona``, ``max_rounds`` default 3, as
+    ``UserAgentTaskConfig``), and ``system_prompt_suffix`` as the workspace's ``AGENTS.md``:
+    ClawEval appends it to its agent's system prompt; a harness's own system prompt is its
+    own, and AGENTS.md is where claw, Codex and OpenClaw read a workspace's instructions."""
+    if user.get("enabled") is not True:
+        return None, {}
+    persona = user.get("persona") or ""
+    if not isinstance(persona, str) or not persona.strip():
+        raise TaskError(file, "user_agent.persona", "missing or empty (the simulated user's)")
+    rounds = user.get("max_rounds", 3)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        raise TaskError(file, "user_agent.max_rounds", "must be a whole number >= 0")
+    suffix = user.get("system_prompt_suffix") or ""
+    if not isinstance(suffix, str):
+        raise TaskError(file, "user_agent.system_prompt_suffix", "must be a string")
+    extra = {"AGENTS.md": suffix.encode()} if suffix.strip() else {}
+    return ClawEvalUser(root, file, persona, rounds), extra
 
 
 def load_claweval_checkout(path: Path) -> tuple[list[Task], list[TaskError]]:

@@ -1,4 +1,5 @@
-"""Child process: grade one ClawEval trace with the task's own grader class.
+"""Child process: ClawEval's own code on one rollout: grade its trace with the task's grader
+class, or (``"mode": "user"``) ask the task's simulated user for its next message.
 
 Run by :class:`openforge.tasks.claweval_grader.ClawEvalGrader` with the checkout's ``src/``
 first on ``PYTHONPATH`` and the checkout as cwd; it imports nothing of OpenForge. Input on
@@ -10,7 +11,15 @@ This is what ``claw-eval grade`` does: ``TaskDefinition.from_yaml``, ``load_trac
 ``claw_eval.cli._grade_with_optional_params``), ``compute_task_score`` and ``is_pass``.
 Without a judge the grader gets a stand-in that records any use: a grader that consults
 its LLM judge cannot be scored without one (``claw-eval --no-judge`` would score its rubric
-items 0), so this exits with status 3 and the rollout becomes ``infra_error``.
+items 0), so this exits with status 3 and the rollout becomes ``infra_error``. A judge whose
+engine fails (the gateway answers an error) would be retried thirty times by ``LLMJudge`` and
+then leave its rubric item unscored; the first failed request ends the grading instead (exit
+status 4), so a judge failure is ``infra_error`` too, never a score.
+
+The simulated user is ClawEval's ``claw_eval.runner.user_agent.UserAgent`` (its persona
+prompt, transcript format and ``[DONE]`` stop word), given ``{persona, messages, user}`` and
+answering ``{reply: text | null}``; its client fails fast too (``UserAgent`` would retry for
+minutes and then end the conversation as if the user were satisfied).
 """
 
 from __future__ import annotations
@@ -37,17 +46,57 @@ class _NoJudge:
         raise RuntimeError(f"this grader calls its LLM judge (judge.{name}); none configured")
 
 
+class JudgeFailed(BaseException):
+    """A judge request failed. A BaseException, so the judge's own ``except Exception``
+    retry loop cannot turn it into an unscored rubric item."""
+
+
+def fail_fast(client: Any) -> None:
+    """Make ``client.chat.completions.create`` raise :class:`JudgeFailed` on any error."""
+    create = client.chat.completions.create
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return create(*args, **kwargs)
+        except Exception as exc:
+            raise JudgeFailed(f"{type(exc).__name__}: {exc}") from None
+
+    client.chat.completions.create = guarded
+
+
 def _judge(spec: dict[str, str] | None) -> Any:
     if not spec:
         return _NoJudge()
     from claw_eval.graders.llm_judge import LLMJudge
 
-    return LLMJudge(model_id=spec["model"], api_key=spec["api_key"], base_url=spec["base_url"])
+    judge = LLMJudge(model_id=spec["model"], api_key=spec["api_key"], base_url=spec["base_url"])
+    fail_fast(judge.client)
+    return judge
+
+
+def user_turn(req: dict[str, Any]) -> None:
+    """Print the simulated user's next message (``null``: satisfied)."""
+    from claw_eval.models.message import Message
+    from claw_eval.runner.user_agent import UserAgent
+
+    spec = req["user"]
+    agent = UserAgent(model_id=spec["model"], api_key=spec["api_key"], base_url=spec["base_url"])
+    fail_fast(agent.client)
+    messages = [Message.model_validate(m) for m in req["messages"]]
+    try:
+        reply = agent.generate_response(persona=req["persona"], conversation_messages=messages)
+    except JudgeFailed as exc:
+        print(f"the simulated user's model failed: {exc}", file=sys.stderr)
+        sys.exit(4)
+    print(json.dumps({"reply": reply}))
 
 
 def main() -> None:
-    """Read the request, grade, print the result."""
+    """Read the request; grade (or answer as the user); print the result."""
     req = json.load(sys.stdin)
+    if req.get("mode") == "user":
+        user_turn(req)
+        return
     task = TaskDefinition.from_yaml(req["task_yaml"])
     _start, messages, dispatches, media, _end, audit = load_trace(req["trace"])
     grader = get_grader(
@@ -62,11 +111,14 @@ def main() -> None:
         kwargs["env_snapshot"] = req["env_snapshot"]
     try:
         scores = grader.grade(messages, dispatches, task, **kwargs)
+    except JudgeFailed as exc:
+        print(f"the LLM judge failed: {exc}", file=sys.stderr)
+        sys.exit(4)
     finally:
         if _NoJudge.used:
             print(
-                "the task's grader needs an LLM judge: set OPENFORGE_JUDGE_BASE_URL "
-                "(and _API_KEY, _MODEL)",
+                "the task's grader needs an LLM judge: start the gateway with --judge-engine "
+                "(or set OPENFORGE_JUDGE_BASE_URL, _API_KEY, _MODEL)",
                 file=sys.stderr,
             )
             sys.exit(3)

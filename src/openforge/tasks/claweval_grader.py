@@ -27,11 +27,15 @@ import orjson
 
 from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, STATUS_FILE
 from openforge.sandboxes.base import Sandbox
-from openforge.tasks.suite_grading import judge_from_env, run_suite_code
+from openforge.tasks.judge import Judge, resolve_judge
+from openforge.tasks.suite_grading import run_suite_code
 from openforge.tasks.transcripts import claweval_messages, turns
 from openforge.tasks.verify import VerifierError, VerifyResult
 
-__all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "build_trace"]
+__all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "ClawEvalUser", "build_trace"]
+
+# What ClawEval's runner puts before a simulated user's message in the conversation.
+USER_PREFIX = "[user_agent]\n"
 
 _DRIVER = Path(__file__).with_name("claweval_grade.py")
 _GLOB = (
@@ -195,15 +199,14 @@ class ClawEvalGrader:
         return dispatches, audits
 
     async def grade(
-        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+        self,
+        sandbox: Sandbox,
+        workdir: str,
+        transcript: dict[str, Any] | None,
+        judge: Judge | None = None,
     ) -> VerifyResult:
         """Put grader-only files in, snapshot, rebuild the trace, run the task's grader."""
         spec = self.spec
-        if spec.user_agent:
-            raise VerifierError(
-                f"{spec.task_yaml}: a multi_turn task needs ClawEval's simulated user, "
-                "which OpenForge does not run yet"
-            )
         root = workdir.rstrip("/")
         await sandbox.put({f"{root}/{rel}": p.read_bytes() for rel, p in spec.grader_files.items()})
         dispatches, audits = await self._bridge_log(sandbox)
@@ -211,7 +214,7 @@ class ClawEvalGrader:
         events = build_trace(
             spec.task_yaml.parent.name, claweval_messages(turns(transcript)), dispatches, audits
         )
-        judge = judge_from_env()
+        judge = resolve_judge(judge)
         with tempfile.TemporaryDirectory(prefix="openforge-claweval-") as tmp:
             trace = Path(tmp) / "trace.jsonl"
             trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
@@ -232,3 +235,41 @@ class ClawEvalGrader:
                 f"the ClawEval grader gave a task_score outside [0, 1]: {score!r}", log
             )
         return VerifyResult(reward=float(score), details=result, output=log)
+
+
+@dataclass(frozen=True, slots=True)
+class ClawEvalUser:
+    """A ``multi_turn`` task's simulated user (``user_agent``): ClawEval's own ``UserAgent``
+    from the checkout, in a child process, reached through the run's user-role endpoint.
+
+    It reads the conversation so far as ClawEval ``Message`` objects rebuilt from the
+    harness's transcript; its message reaches the agent as ClawEval's runner sends it
+    (``[user_agent]`` then the text).
+    """
+
+    checkout: Path
+    task_yaml: Path
+    persona: str
+    max_rounds: int
+    timeout_s: float = 600.0
+
+    async def reply(self, transcript: dict[str, Any] | None, endpoint: Judge | None) -> str | None:
+        """The user's next message, or None when it said ``[DONE]``."""
+        if endpoint is None:
+            raise VerifierError(
+                f"{self.task_yaml}: a multi_turn task needs a simulated user: start the "
+                "gateway with --judge-engine (or --user-engine)"
+            )
+        payload = {
+            "mode": "user",
+            "persona": self.persona,
+            "messages": claweval_messages(turns(transcript)),
+            "user": endpoint.as_json(),
+        }
+        result, log = await run_suite_code(
+            _DRIVER, [self.checkout / "src"], self.checkout, payload, self.timeout_s
+        )
+        text = result.get("reply")
+        if text is not None and not isinstance(text, str):
+            raise VerifierError(f"ClawEval's UserAgent answered {text!r}, not text", log)
+        return None if text is None else USER_PREFIX + text

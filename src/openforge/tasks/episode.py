@@ -8,6 +8,13 @@ agent on the step's instruction, verifies the step, stops early when ``min_rewar
 met (or the agent failed), and rolls the step rewards up as the task says (``mean`` of the
 steps that ran, or the ``final`` one's).
 
+A multi-turn task (``Task.simulated_user``) is one conversation, driven as ClawEval's runner
+drives it: after each agent turn that completes (its harness stops calling tools), the
+simulated user is asked for its next message (:data:`Reply`); ``None`` (satisfied) or
+``max_rounds`` replies end it, and each reply is a further agent turn that continues the same
+session (``Turn.resume``) within what is left of the task's timeout. Then the task is graded
+once, on the whole conversation.
+
 Exceptions: a failing healthcheck or step ``setup.sh`` is a :class:`VerifierError`-like
 :class:`EnvironmentFailed` (the rollout's ``infra_error``); verifier failures are
 :class:`~openforge.tasks.verify.VerifierError`.
@@ -26,7 +33,16 @@ from openforge.sandboxes.base import Sandbox, SandboxSpec, TaskImage
 from openforge.tasks.model import Task, TaskStep
 from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
 
-__all__ = ["Act", "EnvironmentFailed", "Episode", "Grade", "Turn", "TurnOutcome", "run_episode"]
+__all__ = [
+    "Act",
+    "EnvironmentFailed",
+    "Episode",
+    "Grade",
+    "Reply",
+    "Turn",
+    "TurnOutcome",
+    "run_episode",
+]
 
 
 NEEDS_CONTAINER = (
@@ -47,6 +63,9 @@ class Turn:
     timeout_s: float
     solution: dict[str, Path]  # the reference solution for this turn (the oracle runs it)
     step: TaskStep | None = None
+    # A multi-turn task's later turn: continue the harness's session with ``instruction``
+    # (the simulated user's message) instead of starting a new one.
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +80,9 @@ class TurnOutcome:
 Act = Callable[[Turn], Awaitable[TurnOutcome]]
 # A published suite's own grader (``Task.grader``), run instead of the task's verifier.
 Grade = Callable[[], Awaitable[VerifyResult]]
+# A multi-turn task's simulated user: its next message after the agent's turn, None when
+# satisfied (raises VerifierError when it cannot answer).
+Reply = Callable[[], Awaitable[str | None]]
 
 
 @dataclass(slots=True)
@@ -141,15 +163,43 @@ def _gate(step: TaskStep, verdict: VerifyResult) -> bool:
     return all(rewards.get(k, float("-inf")) >= v for k, v in step.min_reward.items())
 
 
+async def _converse(task: Task, act: Act, reply: Reply | None) -> TurnOutcome:
+    """The task's agent turns: one, or a conversation with its simulated user."""
+    deadline = time.monotonic() + task.timeout_s
+    outcome = await act(Turn(task.instruction, task.timeout_s, task.solution))
+    user = task.simulated_user
+    if user is None or reply is None:
+        return outcome
+    rounds = 0
+    while outcome.status == "completed" and rounds < user.max_rounds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        message = await reply()
+        if message is None:  # the user is satisfied
+            break
+        rounds += 1
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        outcome = await act(Turn(message, left, {}, resume=True))
+    return outcome
+
+
 async def run_episode(
-    box: Sandbox, task: Task, workdir: str, act: Act, grade: Grade | None = None
+    box: Sandbox,
+    task: Task,
+    workdir: str,
+    act: Act,
+    grade: Grade | None = None,
+    reply: Reply | None = None,
 ) -> Episode:
-    """Run ``task`` in ``box`` with ``act`` as the agent; verify (or ``grade``); return the
-    reward."""
+    """Run ``task`` in ``box`` with ``act`` as the agent (and ``reply`` as a multi-turn
+    task's user); verify (or ``grade``); return the reward."""
     await box.put(task.workspace_bytes())
     await _healthcheck(box, task, workdir)
     if not task.steps:
-        outcome = await act(Turn(task.instruction, task.timeout_s, task.solution))
+        outcome = await _converse(task, act, reply)
         t0 = time.perf_counter()
         verdict = await (grade() if grade is not None else run_verifier(box, task, workdir))
         return Episode(

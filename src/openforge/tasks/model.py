@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openforge.environments.base import GuiEnvironment
 from openforge.sandboxes.base import NetworkPolicy, Sandbox
+from openforge.tasks.judge import Judge
 
 if TYPE_CHECKING:
     from openforge.tasks.verify import VerifyResult
@@ -26,6 +27,7 @@ __all__ = [
     "McpServer",
     "McpTool",
     "Sidecars",
+    "SimulatedUser",
     "SuiteGrader",
     "Task",
     "TaskEnvironment",
@@ -179,12 +181,40 @@ class SuiteGrader(Protocol):
     QwenClawBench copies the workspace out and grades the copy), and they grade the
     transcript as well as the files, so they cannot be a ``verify_command``. A grader that
     cannot run raises :class:`openforge.tasks.verify.VerifierError` (an ``infra_error``).
+    ``judge`` is the LLM judge the run provides (a judge-role key on the gateway, see
+    :mod:`openforge.tasks.judge`), None when it has none; a grader that needs one falls back
+    to :func:`openforge.tasks.judge.resolve_judge` and fails (never scores) without.
     """
 
     async def grade(
-        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+        self,
+        sandbox: Sandbox,
+        workdir: str,
+        transcript: dict[str, Any] | None,
+        judge: Judge | None = None,
     ) -> VerifyResult:
         """Grade what the agent left in ``sandbox`` and its harness ``transcript``."""
+        ...
+
+
+class SimulatedUser(Protocol):
+    """The simulated user of a multi-turn task (ClawEval's ``user_agent``).
+
+    After each agent turn that ends without a tool call the user is asked for its next
+    message, through the run's user-role endpoint (a user-role key on the gateway: its calls
+    are recorded under the rollout with role ``user`` and never trained on); ``None`` means
+    the user is satisfied. At most ``max_rounds`` replies are asked for. A user that cannot
+    answer (its engine failed) raises :class:`openforge.tasks.verify.VerifierError`: the
+    rollout's ``infra_error``, never a score.
+    """
+
+    @property
+    def max_rounds(self) -> int:
+        """How many replies the user gives at most."""
+        ...
+
+    async def reply(self, transcript: dict[str, Any] | None, endpoint: Judge | None) -> str | None:
+        """The user's next message as the agent receives it, or None when satisfied."""
         ...
 
 
@@ -245,6 +275,11 @@ class Task:
     # Services and tools that run beside the harness (ClawEval's mock services and tools).
     sidecars: Sidecars | None = None
     mcp: McpServer | None = None
+    # The suite's cap on the agent's model calls over the whole task (ClawEval
+    # ``environment.max_turns``), given to harnesses that take one (``TakesTurnLimit``).
+    max_turns: int | None = None
+    # Multi-turn tasks: the user who answers the agent between its turns.
+    simulated_user: SimulatedUser | None = None
 
     @property
     def workdir(self) -> str | None:

@@ -17,9 +17,11 @@ Grading runs the benchmark's ``lib_grading.grade_task`` from the checkout in a c
 (``qwenclawbench_grade.py``) on a host copy of the workspace and the transcript in OpenClaw's
 session format, as ``scripts/benchmark.py`` does: the automated checks, the judge prompt and
 parser, and the penalised hybrid combination with ``grading_weights`` are the benchmark's
-own. Tasks with a judge part need a judge endpoint (``OPENFORGE_JUDGE_*``); without one their
-rollouts are ``infra_error``, never a score. (``grade_task`` retries a failing judge with
-back-off; the grader's timeout bounds that, and a timeout is ``infra_error`` too.)
+own. Tasks with a judge part get the run's judge (a judge-role key on the gateway, so its calls
+are recorded under the rollout and never trained on; else ``OPENFORGE_JUDGE_*``); without one
+their rollouts are ``infra_error``, never a score. ``grade_task`` would retry a failing judge
+API a hundred times and then fall back to an OpenClaw agent as judge; the grading child stops
+at the first failed judge request instead, so a judge engine failure is ``infra_error``.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from typing import Any
 import yaml
 
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.model import Task, TaskError, inside
 from openforge.tasks.native import ID_RE
-from openforge.tasks.suite_grading import judge_from_env, run_suite_code, snapshot_workspace
+from openforge.tasks.suite_grading import run_suite_code, snapshot_workspace
 from openforge.tasks.transcripts import openclaw_events, turns
 from openforge.tasks.verify import VerifierError, VerifyResult
 
@@ -236,14 +239,19 @@ class QwenClawBenchGrader:
     timeout_s: float = 900.0
 
     async def grade(
-        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+        self,
+        sandbox: Sandbox,
+        workdir: str,
+        transcript: dict[str, Any] | None,
+        judge: Judge | None = None,
     ) -> VerifyResult:
         """Copy the workspace out and run ``lib_grading`` on it; a crash is a VerifierError."""
-        judge = judge_from_env()
+        judge = resolve_judge(judge) if self.grading_type != "automated" else None
         if self.grading_type != "automated" and judge is None:
             raise VerifierError(
                 f"{self.task_file.name}: grading_type {self.grading_type} needs an LLM judge; "
-                "set OPENFORGE_JUDGE_BASE_URL (and _API_KEY, _MODEL) to an OpenAI-compatible API"
+                "start the gateway with --judge-engine, or set OPENFORGE_JUDGE_BASE_URL (and "
+                "_API_KEY, _MODEL) to an OpenAI-compatible API"
             )
         with tempfile.TemporaryDirectory(prefix="openforge-qcb-") as tmp:
             ws = Path(tmp) / "workspace"

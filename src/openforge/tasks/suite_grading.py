@@ -7,10 +7,10 @@ its timeout or prints no such line is a :class:`VerifierError`, so the rollout i
 ``infra_error`` and never scores 0. The child is a separate process because suite graders are
 arbitrary code (they ``exec`` task files, import their own packages, may hang).
 
-The judge a suite's rubric needs is an OpenAI-compatible endpoint named by
-``OPENFORGE_JUDGE_BASE_URL``, ``OPENFORGE_JUDGE_API_KEY`` and ``OPENFORGE_JUDGE_MODEL``
-(:func:`judge_from_env`); judge calls never pass through the training gateway, so they are
-never training data.
+The judge a suite's rubric needs is a :class:`~openforge.tasks.judge.Judge` that the run
+gives the grader (a judge-role key on the gateway, so its calls are recorded under the rollout
+and never trained on), else ``OPENFORGE_JUDGE_*``; ``Judge`` and ``judge_from_env`` are
+re-exported here for graders written against this module.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import io
 import os
 import sys
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.judge import Judge, judge_from_env
 from openforge.tasks.model import VERIFY_DIR
 from openforge.tasks.verify import VerifierError
 
@@ -34,31 +34,6 @@ __all__ = ["Judge", "judge_from_env", "run_suite_code", "snapshot_workspace"]
 
 _TAR = "/tmp/openforge-workspace.tar"
 _KEEP = 8000
-
-
-@dataclass(frozen=True, slots=True)
-class Judge:
-    """An OpenAI-compatible chat endpoint that serves a suite's LLM-judge rubric."""
-
-    base_url: str
-    api_key: str
-    model: str
-
-    def as_json(self) -> dict[str, str]:
-        """The judge as the grading child reads it."""
-        return {"base_url": self.base_url, "api_key": self.api_key, "model": self.model}
-
-
-def judge_from_env() -> Judge | None:
-    """The judge named by ``OPENFORGE_JUDGE_*``, or None when none is configured."""
-    url = os.environ.get("OPENFORGE_JUDGE_BASE_URL", "").strip()
-    if not url:
-        return None
-    return Judge(
-        base_url=url,
-        api_key=os.environ.get("OPENFORGE_JUDGE_API_KEY", "none"),
-        model=os.environ.get("OPENFORGE_JUDGE_MODEL", "judge"),
-    )
 
 
 async def snapshot_workspace(sandbox: Sandbox, workdir: str, dest: Path) -> None:

@@ -124,6 +124,7 @@ def _stats_rows(store: str, include_running: bool, mask_forks: bool) -> dict[str
         "rollouts used": merged.rollouts_used,
         "calls": merged.calls,
         "teacher calls": merged.teacher_calls,
+        **{f"{role} calls (never samples)": n for role, n in sorted(merged.serving_calls.items())},
         "samples (per_call)": per_call.samples,
         "samples (merged)": merged.samples,
         "tokens trained": merged.tokens_trained,

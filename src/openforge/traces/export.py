@@ -382,6 +382,11 @@ def plan_record(plan: RolloutPlan) -> dict[str, Any]:
             for n in plan.graph.nodes
         ],
         "teacher_calls": [c.id for c in plan.graph.teacher],
+        # Judge and simulated-user calls: for analysis only, never samples.
+        "serving_calls": [
+            {"call_id": c.id, "seq": c.seq, "role": str(c.role), "status": str(c.status)}
+            for c in plan.graph.serving
+        ],
         "drift": [
             {"call_id": d.call_id, "message": d.message, "position": d.position}
             for d in plan.graph.drift

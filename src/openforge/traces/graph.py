@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.store.schemas import CallRecord, CallStatus
+from openforge.store.schemas import SERVING_ROLES, CallRecord, CallRole, CallStatus
 
 __all__ = [
     "TEACHER_ENGINE",
@@ -95,6 +95,8 @@ class RolloutGraph:
     retries: int  # calls dropped as repeats of another call's prompt (teacher calls too)
     ambiguous: int  # nodes with more than one unrelated candidate parent
     drift: list[DriftNote]
+    # A judge's and a simulated user's calls (role judge / user): never any kind of sample.
+    serving: list[CallRecord] = field(default_factory=list)
 
     @property
     def forks(self) -> int:
@@ -262,8 +264,14 @@ def build_graph(calls: Iterable[CallRecord]) -> RolloutGraph:
     """Place a rollout's calls (in any order) into its graph. Pure: calls are not modified."""
     teacher: list[CallRecord] = []
     policy: list[CallRecord] = []
+    serving: list[CallRecord] = []
     for call in calls:
-        (teacher if call.engine == TEACHER_ENGINE else policy).append(call)
+        if call.role in SERVING_ROLES:
+            serving.append(call)
+        elif call.engine == TEACHER_ENGINE or call.role is CallRole.TEACHER:
+            teacher.append(call)
+        else:
+            policy.append(call)
     teacher, teacher_retries = _dedup_teacher(teacher)
     nodes, retries = _dedup(policy)
     retries += teacher_retries
@@ -285,4 +293,5 @@ def build_graph(calls: Iterable[CallRecord]) -> RolloutGraph:
             # Training needs each sampled token's own logprob; never guess or shift them.
             n.excluded = "logprobs_missing"
     notes.sort(key=lambda d: (d.seq, d.message))
-    return RolloutGraph(nodes, roots, teacher, retries, ambiguous, notes)
+    serving.sort(key=lambda c: c.seq)
+    return RolloutGraph(nodes, roots, teacher, retries, ambiguous, notes, serving)

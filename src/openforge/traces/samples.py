@@ -106,6 +106,8 @@ class TraceCounts:
     rollouts_used: int = 0
     calls: int = 0
     teacher_calls: int = 0
+    # Calls made with a judge or simulated-user key, by role: recorded, never samples.
+    serving_calls: Counter[str] = field(default_factory=Counter)
     samples: int = 0
     tokens: int = 0  # prompt + response tokens over all samples
     tokens_trained: int = 0
@@ -265,6 +267,7 @@ def plan_rollout(
         rollouts=1,
         calls=len(calls),
         teacher_calls=len(graph.teacher),
+        serving_calls=Counter(str(c.role) for c in graph.serving),
         retries=graph.retries,
         retry_headers=sum(1 for c in calls if retry_header_count(c) > 0),
         forks=graph.forks,

@@ -3,7 +3,8 @@
 Every token of a path is one of: an observation (prompt, tool results: never trained),
 trained (sampled by the policy and trained in this path), shared (sampled, but trained in
 an earlier path), or masked (sampled by a call that is not trained: failed, forked under
-``--mask-forks``). A path starting a new branch is marked as a fork.
+``--mask-forks``). A path starting a new branch is marked as a fork. Calls made with a
+judge's or a simulated user's key are listed apart, after the paths: they are never trained.
 """
 
 from __future__ import annotations
@@ -12,12 +13,21 @@ import html as html_lib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from openforge.store.schemas import CallRecord, Rollout
 from openforge.traces.graph import DriftKind, Node, RolloutGraph
 from openforge.traces.samples import TraceOptions, plan_rollout
 
-__all__ = ["Segment", "load_decoder", "path_segments", "render_html", "render_rich", "show"]
+__all__ = [
+    "Segment",
+    "load_decoder",
+    "path_segments",
+    "render_html",
+    "render_rich",
+    "serving_lines",
+    "show",
+]
 
 Decoder = Callable[[list[int]], str]
 _KINDS = ("observation", "trained", "shared", "masked")
@@ -107,6 +117,30 @@ def _abbreviate(text: str, limit: int) -> str:
     return f"{text[:half]} … [{len(text) - limit} chars] … {text[-half:]}"
 
 
+def serving_lines(graph: RolloutGraph, limit: int = 300) -> list[str]:
+    """One line per judge or simulated-user call: role, seq, status, what it was asked
+    (the last message's text) and what it answered."""
+    out: list[str] = []
+    for call in graph.serving:
+        messages = call.conversation.get("messages") or [{}]
+        asked = _message_text(messages[-1])
+        answered = str(call.completion.get("text") or call.error or "")
+        out.append(
+            f"{call.role} call #{call.seq} ({call.status}): asked "
+            f"{_abbreviate(asked, limit)!r} → {_abbreviate(answered, limit)!r}"
+        )
+    return out
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
 def render_rich(rollout: Rollout, graph: RolloutGraph, decode: Decoder, limit: int = 600) -> None:
     """Print the rollout's paths to the terminal; long observations abbreviated."""
     from rich.console import Console
@@ -138,6 +172,11 @@ def render_rich(rollout: Rollout, graph: RolloutGraph, decode: Decoder, limit: i
             f"[magenta]drift[/] call {d.call_id} (#{d.seq}): message {d.message}, "
             f"token {d.position}"
         )
+    lines = serving_lines(graph)
+    if lines:
+        console.print(Text("judge and simulated-user calls (never trained):", style="bold cyan"))
+        for line in lines:
+            console.print(Text(line, style="cyan"))
 
 
 def render_html(rollout: Rollout, graph: RolloutGraph, decode: Decoder) -> str:
@@ -171,6 +210,11 @@ def render_html(rollout: Rollout, graph: RolloutGraph, decode: Decoder) -> str:
             f"<li>call {esc(d.call_id)} (#{d.seq}): message {d.message}, token {d.position}</li>"
             for d in graph.drift
         )
+        parts.append("</ul>")
+    lines = serving_lines(graph)
+    if lines:
+        parts.append("<h2>judge and simulated-user calls (never trained)</h2><ul>")
+        parts.extend(f"<li>{esc(line)}</li>" for line in lines)
         parts.append("</ul>")
     parts.append("</body></html>")
     return "".join(parts)

@@ -17,6 +17,17 @@ def train(
     config: Annotated[Path | None, typer.Argument(help="YAML config (every key optional).")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the config's steps.")] = None,
     run_dir: Annotated[str | None, typer.Option(help="Override the config's run_dir.")] = None,
+    judge_engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine for the started gateway's judge-role (and user-role) keys; SPEC as "
+            "for `openforge gateway --judge-engine` (overrides the config's judge_engine)."
+        ),
+    ] = None,
+    user_engine: Annotated[
+        str | None,
+        typer.Option(help="Engine for its user-role keys (simulated users); SPEC as above."),
+    ] = None,
 ) -> None:
     """GRPO: rollouts through the gateway, updates, weight sync; resumes from the run dir."""
     import asyncio
@@ -31,6 +42,10 @@ def train(
         overrides["steps"] = steps
     if run_dir is not None:
         overrides["run_dir"] = run_dir
+    if judge_engine is not None:
+        overrides["judge_engine"] = judge_engine
+    if user_engine is not None:
+        overrides["user_engine"] = user_engine
     try:
         cfg = load_config(config, **overrides)
     except ConfigError as exc:

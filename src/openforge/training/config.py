@@ -100,6 +100,11 @@ class TrainConfig:
     gateway_url: str | None = None  # null: start a gateway with the engine in a subprocess
     store: str | None = None  # the gateway's SQLite store; null: <run_dir>/store.db
     admin_token: str | None = None
+    # The gateway the run starts: engines for judge-role and user-role keys (benchmark graders'
+    # LLM judge, multi-turn tasks' simulated user), as `openforge gateway --judge-engine SPEC`
+    # / `--user-engine SPEC` take them; null: none (graders fall back to OPENFORGE_JUDGE_*).
+    judge_engine: str | None = None
+    user_engine: str | None = None
     concurrency: int = 4
     rollout_timeout_s: float = 300.0
     # claw harness: sampling temperature (others configure their own); the trainer scores
@@ -164,6 +169,14 @@ class TrainConfig:
                 "serves it (only engine 'local' can be started for you)",
                 self.source,
             )
+        for name in ("judge_engine", "user_engine"):
+            if getattr(self, name) is not None and self.gateway_url is not None:
+                raise ConfigError(
+                    name,
+                    "configures the gateway the run starts; with gateway_url set, give it to "
+                    "that gateway (openforge gateway --judge-engine / --user-engine)",
+                    self.source,
+                )
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", "must be in [0, 1)", self.source)
 

@@ -31,13 +31,19 @@ def save_config(cfg: TrainConfig, run_dir: Path) -> None:
 
 @contextlib.asynccontextmanager
 async def gateway_process(
-    model_dir: Path, store: Path, admin_token: str | None = None, threads: int = 0
+    model_dir: Path,
+    store: Path,
+    admin_token: str | None = None,
+    threads: int = 0,
+    judge_engine: str | None = None,
+    user_engine: str | None = None,
 ) -> AsyncIterator[tuple[str, str]]:
     """``openforge gateway --engine local`` in a child process; yields its admin listener's
     URL and admin token (a fresh one unless ``admin_token`` is given).
 
     A child process keeps the engine's forward passes off the trainer's interpreter.
-    ``threads`` > 0 caps its torch threads (``OMP_NUM_THREADS``).
+    ``threads`` > 0 caps its torch threads (``OMP_NUM_THREADS``). ``judge_engine`` /
+    ``user_engine``: the engine SPECs for judge-role and user-role keys.
     """
     from openforge.gateway.server import GatewayProcess
 
@@ -45,6 +51,10 @@ async def gateway_process(
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     args = ["--engine", "local", "--model", str(model_dir), "--store", str(store)]
+    if judge_engine:
+        args += ["--judge-engine", judge_engine]
+    if user_engine:
+        args += ["--user-engine", user_engine]
     proc = await GatewayProcess.start(args, env=env, timeout_s=300.0)
     try:
         yield proc.control_url, proc.admin_token
@@ -129,7 +139,14 @@ async def open_session(
         token = cfg.admin_token or read_admin_token()
         store_file = Path(store_path or cfg.store or run_dir / "store.db")
         if url is None:
-            spawned = gateway_process(model_dir, store_file, cfg.admin_token, cfg.threads)
+            spawned = gateway_process(
+                model_dir,
+                store_file,
+                cfg.admin_token,
+                cfg.threads,
+                cfg.judge_engine,
+                cfg.user_engine,
+            )
             started_url, token = await stack.enter_async_context(spawned)
             url = started_url
         store = open_store(store_file)
