@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from openforge.tasks.model import Task
+from openforge.traces.samples import SampleImage
 
 if TYPE_CHECKING:
     from openforge.training.config import TrainConfig
@@ -59,6 +60,7 @@ class SftSample:
     response_ids: list[int]
     loss_mask: list[int]
     logprobs: list[float] = field(default_factory=list)  # unused by SFT; the trainer's shape
+    images: list[SampleImage] = field(default_factory=list)  # text paths only, for now
 
 
 def solution_command(task: Task) -> str | None:
@@ -217,15 +219,16 @@ async def export_teacher_sft(store_path: Path, out: Path) -> Path | None:
     file (``<out stem>.tokens.jsonl``), or None when no rollout passed."""
     from openforge.traces import export
     from openforge.traces.samples import Mode, TraceOptions
-    from openforge.traces.source import open_store, plan_store
+    from openforge.traces.source import load_blobs, open_store, plan_store
 
     store = open_store(store_path)
     try:
         plan = await plan_store(store, TraceOptions(mode=Mode.MERGED))
+        blobs = await load_blobs(store, export.sft_image_digests(plan.plans))
     finally:
         await store.close()
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not export.write_sft(plan.plans, out):
+    if not export.write_sft(plan.plans, out, blobs=blobs):
         return None
     return out.with_name(out.stem + ".tokens.jsonl")
 
