@@ -538,6 +538,7 @@ def plan_record(plan: RolloutPlan) -> dict[str, Any]:
                 "weight_versions": s.weight_versions,
                 "drift": s.drift,
                 "reward": s.reward,
+                "images": [_image_json(i) for i in s.images],
             }
             for s in plan.samples
         ],
