@@ -211,7 +211,9 @@ def test_sft_export_writes_each_image_once(recorded: Recorded, tmp_path: Path) -
     assert [len(r["images"]) for r in records] == IMAGES_SHOWN
 
 
-def test_trainer_matches_engine_logprobs_and_updates_with_pixels(recorded: Recorded) -> None:
+def test_trainer_matches_engine_logprobs_and_updates_with_pixels(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     model = resolve_model(MODEL)
     cfg = TrainConfig(model=str(model), learning_rate=1e-3, temperature=1.0, threads=1)
     trainer = Trainer(cfg, model, device="cpu")
@@ -242,3 +244,28 @@ def test_trainer_matches_engine_logprobs_and_updates_with_pixels(recorded: Recor
     params = dict(trainer.model.named_parameters())
     assert any(not torch.equal(params[n], v) for n, v in visual.items())  # through the pixels
     assert any(not torch.equal(params[n], v) for n, v in text.items())
+    # The new weights form a complete VLM directory the local engine takes as an update.
+    exported = trainer.export_weights(tmp_path / "v1")
+    assert (exported / "preprocessor_config.json").is_file()
+    changed = {n: params[n].detach().clone() for n in [*visual, *text]}
+    asyncio.run(_load_into_engine(exported, changed))
+
+
+async def _load_into_engine(weights: Path, expected: dict[str, torch.Tensor]) -> None:
+    engine = LocalEngine(MODEL, threads=1)
+    try:
+        await engine.update_weights(str(weights), "1")
+        assert engine.info().weight_version == "1"
+        state = engine.model.state_dict()
+        for name, tensor in expected.items():  # the trained weights, under the module's names
+            assert torch.equal(state[name], tensor), name
+    finally:
+        await engine.close()
+
+
+def test_train_layers_freezes_the_vision_tower_too() -> None:
+    model = resolve_model(MODEL)
+    cfg = TrainConfig(model=str(model), train_layers=1, threads=1)
+    trainer = Trainer(cfg, model, device="cpu")
+    assert trainer.params and not any("visual" in n for n in trainer.params)
+    assert all(".layers.1." in n or n.endswith("norm.weight") for n in trainer.params)

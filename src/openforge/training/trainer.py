@@ -60,9 +60,12 @@ def freeze_below(model: Any, top: int) -> None:
     """Leave only the top ``top`` decoder layers and the final norm trainable.
 
     Nothing below the first trainable layer then requires grad, so autograd records no
-    graph there: those layers cost one plain forward pass and keep no activations.
+    graph there: those layers cost one plain forward pass and keep no activations. In a
+    vision-language model the decoder is ``model.language_model`` and the vision tower
+    stays frozen too.
     """
     inner = getattr(model, "model", None)
+    inner = getattr(inner, "language_model", inner)  # Qwen-VL: model.language_model.layers
     layers = getattr(inner, "layers", None)
     if layers is None:
         raise ValueError("train_layers needs a decoder with model.layers (Llama-style)")
@@ -407,6 +410,8 @@ class Trainer:
             model = copy.deepcopy(self.model).merge_and_unload()
         model.save_pretrained(str(tmp), safe_serialization=True)
         self.tokenizer.save_pretrained(str(tmp))
+        if self.vision is not None:  # a complete VLM directory: its image processor too
+            self.vision.processor.save_pretrained(str(tmp))
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
         return target
