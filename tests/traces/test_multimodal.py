@@ -42,6 +42,7 @@ from openforge.traces.samples import Mode, Sample, TraceOptions
 from openforge.traces.source import load_blobs, open_store, plan_store
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
+from openforge.training.teacher import SftSample, load_sft_images, load_sft_samples
 from openforge.training.trainer import Trainer
 
 MODEL = "tiny-qwen2.5-vl"
@@ -127,7 +128,7 @@ def _vision_ids() -> tuple[int, int, int]:
     return ids[0] or 0, ids[1] or 0, ids[2] or 0
 
 
-def _check_placeholders(ids: list[int], sample: Sample) -> None:
+def _check_placeholders(ids: list[int], sample: Sample | SftSample) -> None:
     start, pad, end = _vision_ids()
     assert ids.count(start) == len(sample.images)
     for image in sample.images:
@@ -209,6 +210,17 @@ def test_sft_export_writes_each_image_once(recorded: Recorded, tmp_path: Path) -
         start = _vision_ids()[0]
         assert tok["input_ids"].count(start) == len(tok["images"])
     assert [len(r["images"]) for r in records] == IMAGES_SHOWN
+    # The SFT warm-up reads it back: calls 0-1 are one path, 2 and 3 forked; it trains
+    # on them with the exported image files.
+    paths = load_sft_samples(tmp_path / "sft.tokens.jsonl")
+    images = load_sft_images(tmp_path / "sft.tokens.jsonl")
+    assert [len(p.images) for p in paths] == [2, 1, 1] and len(images) == CALLS
+    for p in paths:
+        _check_placeholders(p.prompt_ids + p.response_ids, p)
+    model = resolve_model(MODEL)
+    trainer = Trainer(TrainConfig(model=str(model), threads=1), model, device="cpu")
+    result = trainer.sft_step(paths, 1e-4, images)
+    assert result.accepted and math.isfinite(result.metrics["sft_loss"])
 
 
 def test_trainer_matches_engine_logprobs_and_updates_with_pixels(

@@ -308,7 +308,12 @@ class Trainer:
         metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
         return StepResult(True, self.version, metrics)
 
-    def sft_step(self, samples: Sequence[TrainableSample], learning_rate: float) -> StepResult:
+    def sft_step(
+        self,
+        samples: Sequence[TrainableSample],
+        learning_rate: float,
+        images: Mapping[str, bytes] | None = None,
+    ) -> StepResult:
         """One supervised update: mean cross-entropy over the samples' loss-mask tokens.
 
         The warm-up before GRPO (teacher trajectories, ``training/teacher.py``): same
@@ -323,7 +328,7 @@ class Trainer:
         nll = 0.0
         for mb in make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id):
             mask = mb.loss_mask.to(self.device)
-            logp, _ = self._forward(self.model, mb, want_entropy=False)
+            logp, _ = self._forward(self.model, mb, False, images=images)
             loss = -(torch.where(mask > 0, logp, torch.zeros_like(logp)) * mask).sum() / n_tokens
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
