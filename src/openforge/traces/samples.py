@@ -300,11 +300,12 @@ def _merged(rollout: Rollout, graph: RolloutGraph) -> list[Sample]:
     return out
 
 
-def _resolve(mode: Mode, calls: Sequence[CallRecord]) -> Mode:
-    """``auto`` → ``per_call`` when a prompt of the rollout showed a VLM images."""
+def _resolve(mode: Mode, graph: RolloutGraph) -> Mode:
+    """``auto`` → ``per_call`` when a policy prompt of the rollout showed a VLM images (a
+    judge's or simulated user's screenshots do not make a rollout a GUI one)."""
     if mode != Mode.AUTO:
         return mode
-    gui = any(c.render_info.get("prompt_images") for c in calls)
+    gui = any(n.call.render_info.get("prompt_images") for n in graph.nodes)
     return Mode.PER_CALL if gui else Mode.MERGED
 
 
@@ -334,7 +335,7 @@ def plan_rollout(
         for node in graph.nodes:
             if node.excluded is not None:
                 counts.masked_calls[node.excluded] += 1
-        builder = _per_call if _resolve(options.mode, calls) == Mode.PER_CALL else _merged
+        builder = _per_call if _resolve(options.mode, graph) == Mode.PER_CALL else _merged
         samples = builder(rollout, graph)
         if not samples:
             excluded = "no_trainable_calls"
