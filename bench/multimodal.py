@@ -12,7 +12,10 @@ and serves a 30-call GUI rollout twice, through one HTTP client:
 
 Printed: per-call latency (p50, mean) of both and the difference per screenshot call;
 bytes stored for the images (blobs) against what storing every image of every call would
-take; the store file size of both runs.
+take; the store file size of both runs. Then the training data of the screenshot run:
+planning its samples (per call, the default for rollouts with images) and reading their
+images from the store, and the veRL parquet and SFT exports (time and size: the parquet
+holds each row's images inline, as veRL's image column does; SFT writes each image once).
 
     .venv/bin/python bench/multimodal.py [--calls 30]
 """
@@ -37,7 +40,11 @@ from PIL import Image
 from openforge.engines.scripted import ScriptedEngine
 from openforge.gateway.server import Gateway
 from openforge.models.registry import resolve_model
+from openforge.store.schemas import RolloutStatus
 from openforge.store.sqlite import SqliteStore
+from openforge.traces.export import image_digests, sft_image_digests, write_sft, write_verl
+from openforge.traces.samples import TraceOptions
+from openforge.traces.source import load_blobs, open_store, plan_store
 
 _JSON = {"content-type": "application/json"}
 
@@ -89,6 +96,38 @@ async def run(calls: int, images: bool, tmp: Path) -> dict[str, Any]:
     }
 
 
+async def training_data(tmp: Path) -> dict[str, float]:
+    """Plan the screenshot run's store and export it for veRL and SFT (timed)."""
+    db = tmp / "store-True.db"
+    store = SqliteStore(db)
+    await store.finish_rollout((await store.rollouts())[0].id, RolloutStatus.COMPLETED, 1.0)
+    await store.close()
+    t0 = time.perf_counter()
+    source = open_store(db)
+    plan = await plan_store(source, TraceOptions(require_reward=True))
+    blobs = await load_blobs(source, image_digests(plan.samples))
+    sft_blobs = await load_blobs(source, sft_image_digests(plan.plans))
+    await source.close()
+    plan_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_verl(plan.samples, tmp / "verl.parquet", blobs=blobs)
+    verl_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_sft(plan.plans, tmp / "sft.jsonl", blobs=sft_blobs)
+    sft_s = time.perf_counter() - t0
+    sft_bytes = sum(p.stat().st_size for p in tmp.glob("sft*") if p.is_file())
+    sft_bytes += sum(p.stat().st_size for p in (tmp / "sft.images").iterdir())
+    return {
+        "samples": len(plan.samples),
+        "images": sum(len(s.images) for s in plan.samples),
+        "plan_s": plan_s,
+        "verl_s": verl_s,
+        "verl_bytes": (tmp / "verl.parquet").stat().st_size,
+        "sft_s": sft_s,
+        "sft_bytes": sft_bytes,
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30)
@@ -100,6 +139,7 @@ async def main() -> None:
         await run(3, True, warm)
         text = await run(args.calls, False, tmp)
         shots = await run(args.calls, True, tmp)
+        data = await training_data(tmp)
     n = args.calls
     print(f"{n}-call rollout, 1280x720 PNG screenshots (~{shots['shot_bytes'] / 1e3:.0f} KB each)")
     print(f"  text only        p50 {text['p50_ms']:7.1f} ms   mean {text['mean_ms']:7.1f} ms")
@@ -118,6 +158,19 @@ async def main() -> None:
     print(
         f"  store file       {shots['file_bytes'] / 1e6:7.2f} MB with screenshots, "
         f"{text['file_bytes'] / 1e6:.2f} MB text only ({shots['file_bytes'] / n / 1e3:.0f} KB/call)"
+    )
+
+    print(
+        f"training data    {data['samples']:.0f} per-call samples showing {data['images']:.0f} "
+        f"screenshots: plan + read images {data['plan_s'] * 1e3:.0f} ms"
+    )
+    print(
+        f"  veRL parquet     {data['verl_s'] * 1e3:7.0f} ms, {data['verl_bytes'] / 1e6:.2f} MB "
+        "(each row's images inline)"
+    )
+    print(
+        f"  SFT JSONL+files  {data['sft_s'] * 1e3:7.0f} ms, {data['sft_bytes'] / 1e6:.2f} MB "
+        "(each image once)"
     )
 
 

@@ -255,8 +255,22 @@ class LocalEngine:
 
     async def update_weights(self, path: str, version: str) -> None:
         """Load the safetensors checkpoint directory (or file) at ``path`` as ``version``."""
-        state = await asyncio.to_thread(_read_safetensors, Path(path))
+        state = await asyncio.to_thread(self._read_weights, Path(path))
         await self.load_state_dict(state, version)
+
+    def _read_weights(self, path: Path) -> dict[str, torch.Tensor]:
+        """The checkpoint's tensors under the model's own parameter names.
+
+        A checkpoint's names can differ from the module's: transformers saves Qwen-VL
+        models under the hub's names (``visual.*``, ``model.layers.*``) and renames them
+        to its modules' (``model.visual.*``, ``model.language_model.*``) as it loads. Such
+        a directory is loaded through ``from_pretrained``, which applies the renaming."""
+        state = _read_safetensors(path)
+        if set(state) <= set(self.model.state_dict()) or not (path / "config.json").is_file():
+            return state
+        fresh: Any = type(self.model).from_pretrained(str(path), dtype=self.model.dtype)
+        renamed: dict[str, torch.Tensor] = fresh.state_dict()
+        return renamed
 
     async def load_state_dict(self, state: dict[str, torch.Tensor], version: str) -> None:
         """Replace the weights between two forward passes; sequences in flight continue."""

@@ -40,6 +40,22 @@ distribution actually sampled from: start the server with
 after penalties, temperature, min-p, top-k and top-p; FlashInfer's fused top-k/top-p
 sampler is then not used).
 
+Images: a call whose prompt shows a VLM images is refused (a 400 in the caller's dialect).
+``/v1/completions`` takes a token prompt or text and nothing beside it; raw images with a
+token prompt (``TokensPrompt.multi_modal_data``) exist only in the Python API. The one
+HTTP route that takes token ids with images, the opt-in scale-out ``POST
+/inference/v1/generate`` (``VLLM_ENABLE_SCALE_OUT_ENDPOINTS=1``;
+``vllm/entrypoints/serve/disagg/protocol.py``), wants them as ``features``: per image an
+``mm_hash``, a ``PlaceholderRange`` and ``kwargs_data``, a base64 msgpack
+``MultiModalKwargsItem`` of *processed* pixel tensors that only vLLM's own serializer
+writes (``serve/disagg/mm_serde.py``) and only its ``/render`` endpoints hand out, for a
+whole chat rendered by vLLM, not for our token prompt. A client would have to render each
+screenshot through the server's renderer first and then ship its pixel tensors
+(megabytes per screenshot, per call, against a ~100 KB PNG) or bet on a cache hit by
+hash, which the server never guarantees; the protocol's own TODO notes that Qwen-VL's
+placeholder masks are not carried yet. Until vLLM takes images (or ``image_url`` parts)
+beside ``token_ids``, VLMs are served by the local or SGLang engine.
+
 Weight updates need the dev endpoints (``VLLM_SERVER_DEV_MODE=1``; routers in
 ``vllm/entrypoints/serve/dev/{rlhf,rpc,cache}/api_router.py``)::
 
@@ -82,11 +98,13 @@ class VLLMEngine(RemoteEngine):
     def payload(self, request: EngineRequest) -> dict[str, Any]:
         """The completions body for ``request`` (token-id prompt, streamed, with ids)."""
         if request.images:
-            # /v1/completions takes a token prompt or text, never image data beside it
-            # (multi_modal_data exists only in vLLM's Python API, TokensPrompt).
+            # See "Images" in the module docstring: no vLLM HTTP route takes raw images
+            # beside a token prompt.
             raise EngineRequestError(
                 "the vLLM engine client sends token prompts to /v1/completions, which takes "
-                "no images; serve VLMs with --engine sglang or local"
+                "no images (vLLM's token-in route with images, /inference/v1/generate, wants "
+                "pixel tensors its own renderer serialized); serve VLMs with --engine "
+                "sglang or local"
             )
         params = request.params
         body: dict[str, Any] = {

@@ -18,6 +18,8 @@
     POST /admin/resume                  → {paused, in_flight, weight_version}
     POST /admin/weights                 {version, path?} → {paused, in_flight, weight_version}
     GET  /admin/status                  → {paused, in_flight, weight_version, engine, roles}
+    GET  /admin/blobs/<sha256>          → the stored image's bytes (its media type), or 404
+         (the veRL bridge reads a rollout's images here for ``multi_modal_data``)
 
 Served on the admin listener only (never where harnesses reach). Every request needs
 ``Authorization: Bearer <token>``: the token is always in force (``openforge gateway``
@@ -179,6 +181,7 @@ class AdminApi:
             Route("/admin/resume", h(self.resume), methods=["POST"]),
             Route("/admin/weights", h(self.weights), methods=["POST"]),
             Route("/admin/status", h(self.status), methods=["GET"]),
+            Route("/admin/blobs/{sha256}", h(self.blob), methods=["GET"]),
         ]
 
     def _handle(self, fn: Any) -> Any:
@@ -281,6 +284,13 @@ class AdminApi:
         out = rollout_json(rollout)
         out["calls"] = [_call_json(c, tokens) for c in calls]
         return _json(out)
+
+    async def blob(self, request: Request) -> Response:
+        digest = request.path_params["sha256"]
+        found = await self.store.get_blob(digest)
+        if found is None:
+            raise _AdminError(404, "not_found", f"no blob sha256:{digest}")
+        return Response(found.data, media_type=found.media_type)
 
     async def finish(self, request: Request) -> Response:
         body = await _body(request, self.limits)

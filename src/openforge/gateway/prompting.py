@@ -119,6 +119,8 @@ class Prompting:
             info["images"] = [self._image_info(p) for p in shown]
             if self.vision is not None:
                 info["image_processor"] = self.vision.settings
+        if prompt.image_parts and self.vision is not None:
+            info["prompt_images"] = self._prompt_images(prompt.ids, prompt.image_parts)
         if prompt.parent is not None:
             info["parent"] = prompt.parent
         fmt = conversation.params.response_format
@@ -137,6 +139,30 @@ class Prompting:
             out["grid_thw"] = list(self.vision.grid(part))
             out["tokens"] = self.vision.tokens(part)
         return out
+
+    def _prompt_images(self, ids: list[int], parts: list[ImagePart]) -> list[dict[str, Any]]:
+        """Where each image the VLM sees sits in the prompt, in prompt order: its digest,
+        media type, grid and the offset and count of its pad ids. Training reads these
+        to pair a sample's placeholders with the images' bytes (a client's typed
+        ``<|vision_start|>`` stays text, so the start id only ever opens an image)."""
+        assert self.vision is not None
+        start = self.vision.start_id
+        offsets: list[int] = []
+        try:  # list.index scans in C: a 30k-token prompt costs microseconds, not a loop
+            while len(offsets) < len(parts):
+                offsets.append(ids.index(start, offsets[-1] if offsets else 0) + 1)
+        except ValueError:  # cannot happen for a prompt the renderer made
+            raise ApiError("internal", "image placeholders do not match the images") from None
+        return [
+            {
+                "sha256": p.sha256,
+                "media_type": p.media_type,
+                "offset": at,
+                "length": self.vision.tokens(p),
+                "grid_thw": list(self.vision.grid(p)),
+            }
+            for p, at in zip(parts, offsets, strict=True)
+        ]
 
     @staticmethod
     def engine_images(rendered: Rendered) -> list[PromptImage]:

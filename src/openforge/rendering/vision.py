@@ -116,8 +116,25 @@ def load_vision(model_dir: str | Path, token_id: Any) -> Vision | None:
     ids = [token_id(t) for t in (VISION_START, IMAGE_PAD, VISION_END)]
     if any(i is None for i in ids):
         return None
-    from transformers import AutoImageProcessor
+    return Vision(_pil_processor(path), *ids)
 
-    auto: Any = AutoImageProcessor  # untyped in transformers
-    processor = auto.from_pretrained(str(path), backend="pil")
-    return Vision(processor, *ids)
+
+def _pil_processor(path: Path) -> Any:
+    """The directory's image processor on transformers' PIL backend (no torchvision).
+
+    Older transformers 5 releases (veRL 0.9.1 pins 5.10) refuse ``AutoImageProcessor``
+    without torchvision whatever the backend; their ``<Name>Pil`` class loads directly."""
+    import json
+
+    import transformers
+
+    try:
+        auto: Any = transformers.AutoImageProcessor  # untyped in transformers
+        return auto.from_pretrained(str(path), backend="pil")
+    except ImportError:
+        config = json.loads((path / "preprocessor_config.json").read_text())
+        name = str(config.get("image_processor_type", "")).removesuffix("Fast") + "Pil"
+        cls: Any = getattr(transformers, name, None)
+        if cls is None:
+            raise
+        return cls.from_pretrained(str(path))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
+    from openforge.store.schemas import Blob
     from openforge.traces.samples import TraceOptions
     from openforge.traces.source import CallSource, StorePlan
 
@@ -46,15 +47,33 @@ def _fail(message: str) -> typer.Exit:
 
 
 async def _with_store(path: str, options: TraceOptions) -> StorePlan:
+    plan, _ = await _with_images(path, options, None)
+    return plan
+
+
+async def _with_images(
+    path: str, options: TraceOptions, fmt: str | None
+) -> tuple[StorePlan, dict[str, Blob]]:
+    """The store's plan and, for a ``verl`` or ``sft`` export, the images it shows."""
     from openforge.store.base import StoreError
-    from openforge.traces.source import open_store, plan_store
+    from openforge.traces import export
+    from openforge.traces.source import load_blobs, open_store, plan_store
 
     try:
         store: CallSource = open_store(path)
     except (FileNotFoundError, StoreError) as e:
         raise _fail(str(e)) from None
     try:
-        return await plan_store(store, options)
+        plan = await plan_store(store, options)
+        digests: list[str] = []
+        if fmt == "verl":
+            digests = export.image_digests(plan.samples)
+        elif fmt == "sft":
+            digests = export.sft_image_digests(plan.plans)
+        try:
+            return plan, await load_blobs(store, digests)
+        except LookupError as e:
+            raise _fail(f"{path}: {e}") from None
     finally:
         await store.close()
 
@@ -73,8 +92,8 @@ def _export(
 
     if fmt not in ("verl", "sft", "jsonl"):
         raise _fail(f"--format must be verl, sft or jsonl, not {fmt!r}")
-    if mode not in ("per_call", "merged"):
-        raise _fail(f"--mode must be per_call or merged, not {mode!r}")
+    if mode not in ("auto", "per_call", "merged"):
+        raise _fail(f"--mode must be auto, per_call or merged, not {mode!r}")
     options = TraceOptions(
         mode=Mode(mode),
         include_running=include_running,
@@ -82,7 +101,7 @@ def _export(
         require_reward=fmt == "verl",
         min_group_size=min_group_size,
     )
-    plan = asyncio.run(_with_store(store, options))
+    plan, blobs = asyncio.run(_with_images(store, options, fmt))
     masked = ", ".join(f"{k}: {v}" for k, v in sorted(plan.counts.masked_rollouts.items()))
     why = f" (rollouts left out: {masked})" if masked else ""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -91,14 +110,14 @@ def _export(
         if not samples:
             raise _fail(f"nothing to export from {store}: no trainable samples{why}")
         try:
-            kind = export.write_verl(samples, out)
+            kind = export.write_verl(samples, out, blobs=blobs)
         except ImportError as e:
             raise _fail(
                 f"{out} asks for a pickled DataProto but veRL is not importable: {e}"
             ) from None
         typer.echo(f"wrote {len(samples)} {mode} samples to {out} ({kind}){why}")
     elif fmt == "sft":
-        n = export.write_sft(plan.plans, out)
+        n = export.write_sft(plan.plans, out, blobs=blobs)
         if not n:
             raise _fail(f"nothing to export from {store}: no teacher calls or successful rollouts")
         typer.echo(f"wrote {n} chat examples to {out} (+ tokenized form){why}")
@@ -151,7 +170,9 @@ def register(app: typer.Typer) -> None:
     def export_cmd(
         store: str = _STORE,
         fmt: str = typer.Option("verl", "--format", help="verl | sft | jsonl"),
-        mode: str = typer.Option("merged", "--mode", help="per_call | merged"),
+        mode: str = typer.Option(
+            "auto", "--mode", help="auto (per_call for rollouts with images) | per_call | merged"
+        ),
         out: Path = _OUT,
         include_running: bool = typer.Option(False, "--include-running"),
         mask_forks: bool = typer.Option(False, "--mask-forks", help="Train no forked branch."),

@@ -7,6 +7,16 @@ The veRL layout follows veRL 0.9.1's agent loop output (``experimental/agent_loo
 ``token_level_scores`` holding the reward on the last response token; ``uid`` in the
 non-tensor batch groups samples for ``compute_grpo_outcome_advantage``. Parquet rows hold
 the same fields unpadded (one list per row); :func:`verl_tensors` pads them.
+
+Samples that show a VLM images carry them the way veRL's multimodal path reads them: the
+parquet's ``images`` column holds each row's images in placeholder order as
+``{"bytes", "path"}`` structs (the layout of veRL's RL datasets, ``data.image_key``), with
+``image_sha256`` and ``image_grid_thw`` beside it; a pickled ``DataProto`` gets
+``multi_modal_data = {"images": [PIL images]}`` per row, what veRL's agent loop hands its
+processor. SFT records with images follow the HF/TRL vision layout: ``{"type": "image"}``
+parts in the messages and an ``images`` list of files (each screenshot written once, by
+digest); the tokenized form lists each image's digest, placeholder offset and grid with
+the processor settings.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +34,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from openforge.store.schemas import CallRecord, CallStatus, RolloutStatus
+from openforge.store.schemas import Blob, CallRecord, CallStatus, RolloutStatus
 from openforge.traces.graph import TEACHER_ENGINE
-from openforge.traces.samples import RolloutPlan, Sample
+from openforge.traces.samples import RolloutPlan, Sample, SampleImage, prompt_images
 
 __all__ = [
     "VERL_COLUMNS",
+    "image_digests",
     "openai_messages",
+    "sft_image_digests",
     "sft_records",
     "to_dataproto",
     "verl_table",
@@ -110,11 +122,38 @@ def _masks(samples: Sequence[Sample], count: int) -> Array:
         return np.fromiter(masks, np.int32, count=count)
 
 
-def verl_table(samples: Sequence[Sample]) -> pa.Table:
+def image_digests(samples: Iterable[Sample]) -> list[str]:
+    """Every image digest the samples show (each once, in first-seen order)."""
+    return list(dict.fromkeys(i.sha256 for s in samples for i in s.images))
+
+
+_IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def _image_columns(samples: Sequence[Sample], blobs: Mapping[str, Blob]) -> dict[str, pa.Array]:
+    """``images`` (veRL's ``{"bytes", "path"}`` per image), ``image_sha256``, ``image_grid_thw``."""
+    missing = [d for d in image_digests(samples) if d not in blobs]
+    if missing:
+        raise ValueError(f"samples show images whose bytes were not given: sha256:{missing[0]}")
+    return {
+        "images": pa.array(
+            [[{"bytes": blobs[i.sha256].data, "path": None} for i in s.images] for s in samples],
+            pa.list_(_IMAGE),
+        ),
+        "image_sha256": pa.array([[i.sha256 for i in s.images] for s in samples]),
+        "image_grid_thw": pa.array(
+            [[list(i.grid_thw) for i in s.images] for s in samples], pa.list_(pa.list_(pa.int32()))
+        ),
+    }
+
+
+def verl_table(samples: Sequence[Sample], blobs: Mapping[str, Blob] | None = None) -> pa.Table:
     """One unpadded row per sample with veRL's field names plus provenance columns.
 
     Each sample's ids are read from Python once (prompt then response, into one buffer);
-    ``prompts``, ``responses`` and the rest are cut from flat numpy buffers.
+    ``prompts``, ``responses`` and the rest are cut from flat numpy buffers. When a sample
+    shows images, ``blobs`` (digest → bytes, :func:`~openforge.traces.source.load_blobs`)
+    must hold them and the image columns are added.
     """
     p_len = np.array([len(s.prompt_ids) for s in samples], np.int64)
     r_len = np.array([len(s.response_ids) for s in samples], np.int64)
@@ -127,6 +166,7 @@ def verl_table(samples: Sequence[Sample]) -> pa.Table:
     if len(samples):
         scores[r_off[1:] - 1] = [float(s.reward or 0.0) for s in samples]
     zeros = np.zeros(len(samples), np.int64)
+    images = _image_columns(samples, blobs or {}) if any(s.images for s in samples) else {}
     return pa.table(
         {
             "prompts": _large_list(_offsets(p_len), _row_parts(flat, in_off, zeros, p_len)),
@@ -148,6 +188,7 @@ def verl_table(samples: Sequence[Sample]) -> pa.Table:
                 [s.weight_versions for s in samples], pa.list_(pa.string())
             ),
             "drift": pa.array([s.drift for s in samples], pa.string()),
+            **images,
         }
     )
 
@@ -211,12 +252,32 @@ def to_dataproto(table: pa.Table, pad_id: int = 0) -> Any:
         k: np.array(table.column(k).to_pylist(), dtype=object)
         for k in ("uid", "rollout_id", "task_id", "status", "mode")
     }
+    if "images" in table.column_names:
+        rows = table.column("images").to_pylist()
+        mm = np.empty(len(rows), dtype=object)
+        mm[:] = [{"images": [_pil(i["bytes"]) for i in row]} for row in rows]
+        non_tensors["multi_modal_data"] = mm
     return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
 
 
-def write_verl(samples: Sequence[Sample], out: Path, pad_id: int = 0) -> str:
+def _pil(data: bytes) -> Any:
+    """An image's bytes as the RGB PIL image veRL's processors take."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        return img.convert("RGB")
+
+
+def write_verl(
+    samples: Sequence[Sample],
+    out: Path,
+    pad_id: int = 0,
+    blobs: Mapping[str, Blob] | None = None,
+) -> str:
     """Parquet at ``out``, or a pickled ``DataProto`` when ``out`` ends in ``.pkl``."""
-    table = verl_table(samples)
+    table = verl_table(samples, blobs)
     if out.suffix == ".pkl":
         proto = to_dataproto(table, pad_id)
         with out.open("wb") as f:
@@ -236,15 +297,19 @@ def write_verl(samples: Sequence[Sample], out: Path, pad_id: int = 0) -> str:
 # -- SFT ---------------------------------------------------------------------------
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+def _content(parts: list[dict[str, Any]], images: list[str]) -> str | list[dict[str, Any]]:
+    """Text as a string; with images, HF's vision parts (``{"type": "image"}``), each
+    image's digest appended to ``images`` in order."""
     if all(p.get("type", "text") == "text" for p in parts):
         return "".join(str(p.get("text", "")) for p in parts)
-    return [
-        {"type": "text", "text": p.get("text", "")}
-        if p.get("type", "text") == "text"
-        else {"type": "image_url", "image_url": {"url": p.get("url", "")}}
-        for p in parts
-    ]
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if p.get("type", "text") == "text":
+            out.append({"type": "text", "text": p.get("text", "")})
+        else:
+            images.append(str(p.get("sha256") or p.get("url", "")))
+            out.append({"type": "image"})
+    return out
 
 
 def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -258,12 +323,18 @@ def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def openai_messages(call: CallRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The call's conversation plus its answer as OpenAI chat messages, and its tools."""
+def openai_messages(
+    call: CallRecord, images: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The call's conversation plus its answer as OpenAI chat messages, and its tools.
+
+    Image parts become ``{"type": "image"}``; their digests are appended to ``images``."""
     conv = call.conversation
+    seen: list[str] = [] if images is None else images
     messages: list[dict[str, Any]] = []
     for m in conv.get("messages", []):
-        msg: dict[str, Any] = {"role": m.get("role", "user"), "content": _content(m["content"])}
+        content = _content(m["content"], seen)
+        msg: dict[str, Any] = {"role": m.get("role", "user"), "content": content}
         if m.get("tool_calls"):
             msg["tool_calls"] = _tool_calls(m["tool_calls"])
         if m.get("tool_call_id"):
@@ -317,19 +388,72 @@ def sft_records(
         for call in sorted(chosen, key=lambda c: c.seq):
             if not call.conversation:
                 continue
-            messages, tools = openai_messages(call)
-            chat.append({"messages": messages, "tools": tools} if tools else {"messages": messages})
+            images: list[str] = []
+            messages, tools = openai_messages(call, images)
+            record: dict[str, Any] = {"messages": messages}
+            if tools:
+                record["tools"] = tools
+            if images:
+                record["images"] = images  # digests; write_sft makes them files
+            chat.append(record)
             if call.prompt_ids and call.output_ids:
-                tokens.append(
-                    {
-                        "rollout_id": r.id,
-                        "call_id": call.id,
-                        "source": "teacher" if call.engine == TEACHER_ENGINE else "rollout",
-                        "input_ids": call.prompt_ids + call.output_ids,
-                        "loss_mask": [0] * len(call.prompt_ids) + [1] * len(call.output_ids),
-                    }
-                )
+                tokens.append(_token_record(r.id, call))
     return chat, tokens
+
+
+def _token_record(rollout_id: str, call: CallRecord) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "rollout_id": rollout_id,
+        "call_id": call.id,
+        "source": "teacher" if call.engine == TEACHER_ENGINE else "rollout",
+        "input_ids": call.prompt_ids + call.output_ids,
+        "loss_mask": [0] * len(call.prompt_ids) + [1] * len(call.output_ids),
+    }
+    shown = prompt_images(call)
+    if shown:
+        record["images"] = [_image_json(i) for i in shown]
+        record["image_processor"] = call.render_info.get("image_processor") or {}
+    return record
+
+
+def _image_json(i: SampleImage) -> dict[str, Any]:
+    return {
+        "sha256": i.sha256,
+        "media_type": i.media_type,
+        "offset": i.offset,
+        "length": i.length,
+        "grid_thw": list(i.grid_thw),
+    }
+
+
+def sft_image_digests(plans: Iterable[RolloutPlan], min_reward: float = 1e-9) -> list[str]:
+    """Every image digest the SFT records of ``plans`` show (each once)."""
+    chat, _ = sft_records(plans, min_reward)
+    return list(dict.fromkeys(d for rec in chat for d in rec.get("images", [])))
+
+
+_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+
+
+def _write_images(chat: list[dict[str, Any]], out: Path, blobs: Mapping[str, Blob]) -> None:
+    """Each record's image digests → files in ``<out stem>.images/`` (one per digest),
+    named in the record relative to ``out``'s directory."""
+    folder = out.with_name(out.stem + ".images")
+    written: dict[str, str] = {}
+    for rec in chat:
+        names: list[str] = []
+        for digest in rec.get("images", []):
+            if digest not in written:
+                blob = blobs.get(digest)
+                if blob is None:
+                    raise ValueError(f"an SFT record shows image sha256:{digest}, not given")
+                folder.mkdir(parents=True, exist_ok=True)
+                name = f"{folder.name}/{digest}{_SUFFIX.get(blob.media_type, '.bin')}"
+                (out.parent / name).write_bytes(blob.data)
+                written[digest] = name
+            names.append(written[digest])
+        if names:
+            rec["images"] = names
 
 
 def _write_lines(path: Path, records: Iterable[dict[str, Any]]) -> int:
@@ -341,11 +465,22 @@ def _write_lines(path: Path, records: Iterable[dict[str, Any]]) -> int:
     return n
 
 
-def write_sft(plans: Iterable[RolloutPlan], out: Path, min_reward: float = 1e-9) -> int:
-    """Chat JSONL at ``out`` and the tokenized form at ``<out stem>.tokens.jsonl``."""
+def write_sft(
+    plans: Iterable[RolloutPlan],
+    out: Path,
+    min_reward: float = 1e-9,
+    blobs: Mapping[str, Blob] | None = None,
+) -> int:
+    """Chat JSONL at ``out`` and the tokenized form at ``<out stem>.tokens.jsonl``.
+
+    Records with images need their bytes in ``blobs``: each image is written once to
+    ``<out stem>.images/<sha256>.<ext>`` and named in the record's ``images`` (paths
+    relative to ``out``'s directory, the layout HF ``datasets`` reads with an ``Image``
+    feature)."""
     chat, tokens = sft_records(plans, min_reward)
     if not chat:
         return 0
+    _write_images(chat, out, blobs or {})
     _write_lines(out, chat)
     _write_lines(out.with_name(out.stem + ".tokens.jsonl"), tokens)
     return len(chat)
@@ -403,6 +538,7 @@ def plan_record(plan: RolloutPlan) -> dict[str, Any]:
                 "weight_versions": s.weight_versions,
                 "drift": s.drift,
                 "reward": s.reward,
+                "images": [_image_json(i) for i in s.images],
             }
             for s in plan.samples
         ],

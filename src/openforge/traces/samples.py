@@ -5,6 +5,13 @@
 trained call's output tokens carry loss mask 1 and their logprobs and everything else
 (observations: tool results, user turns, template tokens) carries mask 0. A call shared
 by several paths is trained in the first path (depth first, children by ``seq``) only.
+``auto`` (the default): ``per_call`` for a rollout whose prompts showed a VLM images (a
+GUI rollout), ``merged`` for any other. GUI harnesses drop old screenshots from history,
+so nearly every call of theirs forks and a merged path would hold one call anyway; and a
+merged path that did keep every screenshot would make one sequence carry all of them.
+
+A sample that shows a VLM images lists them (:class:`SampleImage`, in order, by digest,
+with their placeholder offsets in the sample's ``input_ids``); the bytes are store blobs.
 
 Either way every sampled token of a trained call appears exactly once with its logprob.
 Planning is pure (:func:`plan_rollout`, :func:`plan_groups`); reading a store and writing
@@ -26,6 +33,7 @@ __all__ = [
     "Mode",
     "RolloutPlan",
     "Sample",
+    "SampleImage",
     "TraceCounts",
     "TraceOptions",
     "plan_groups",
@@ -36,6 +44,7 @@ __all__ = [
 class Mode(enum.StrEnum):
     PER_CALL = "per_call"
     MERGED = "merged"
+    AUTO = "auto"  # per_call for rollouts with images, merged otherwise
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,7 +60,7 @@ class TraceOptions:
     (reason ``group``); 1 keeps any group with a usable member.
     """
 
-    mode: Mode = Mode.MERGED
+    mode: Mode = Mode.AUTO
     include_running: bool = False
     mask_forks: bool = False
     require_reward: bool = False
@@ -62,6 +71,32 @@ class TraceOptions:
             raise ValueError("min_group_size must be at least 1 (1 keeps every group)")
 
 
+@dataclass(frozen=True, slots=True)
+class SampleImage:
+    """An image a sample shows: its store blob's digest and media type, the processor's
+    ``(t, h, w)`` grid, and where its ``length`` pad ids start in ``input_ids``."""
+
+    sha256: str
+    media_type: str
+    offset: int
+    length: int
+    grid_thw: tuple[int, int, int]
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> SampleImage:
+        """One entry of a call's ``render_info.prompt_images``."""
+        t, h, w = (int(x) for x in d["grid_thw"])
+        return cls(
+            str(d["sha256"]), str(d.get("media_type") or ""), int(d["offset"]),
+            int(d["length"]), (t, h, w),
+        )  # fmt: skip
+
+
+def prompt_images(call: CallRecord) -> list[SampleImage]:
+    """The images the call's prompt showed a VLM, in prompt order (none for text models)."""
+    return [SampleImage.from_record(d) for d in call.render_info.get("prompt_images", [])]
+
+
 @dataclass(slots=True)
 class Sample:
     """One training sequence: ``prompt_ids`` then ``response_ids``.
@@ -70,7 +105,9 @@ class Sample:
     trained, 0 for observation tokens; ``logprobs[i]`` is its sampling logprob (0.0 where
     the mask is 0). ``spans`` gives each trained call's output as
     ``(call_id, start, end)`` in response coordinates; ``weight_versions`` lines up with
-    ``call_ids``. The response always ends with a trained token.
+    ``call_ids``. The response always ends with a trained token. ``images`` are those
+    whose placeholders lie in ``input_ids`` (offsets in its coordinates), and
+    ``image_processor`` the processor settings their grids were computed with.
     """
 
     rollout_id: str
@@ -88,6 +125,8 @@ class Sample:
     weight_versions: list[str]
     harness: dict[str, Any] = field(default_factory=dict)
     drift: str = "clean"  # the path's worst DriftKind: fork > realign > clean
+    images: list[SampleImage] = field(default_factory=list)
+    image_processor: dict[str, Any] = field(default_factory=dict)
 
     @property
     def input_ids(self) -> list[int]:
@@ -209,6 +248,8 @@ def _per_call(rollout: Rollout, graph: RolloutGraph) -> list[Sample]:
         s.spans = [(call.id, 0, len(call.output_ids))]
         s.weight_versions = [call.weight_version]
         s.drift = str(node.drift)
+        s.images = prompt_images(call)
+        s.image_processor = dict(call.render_info.get("image_processor") or {})
         out.append(s)
     return out
 
@@ -243,6 +284,9 @@ def _merged_path(rollout: Rollout, path: list[Node], trained: set[int]) -> Sampl
     s.loss_mask = mask
     s.logprobs = logprobs
     s.drift = max((str(n.drift) for n in path), key=_DRIFT_RANK.__getitem__)
+    # The sample is a prefix of the leaf's prompt + output: the leaf's images up to its end.
+    s.images = [i for i in prompt_images(leaf) if i.offset + i.length <= end]
+    s.image_processor = dict(leaf.render_info.get("image_processor") or {}) if s.images else {}
     return s
 
 
@@ -254,6 +298,15 @@ def _merged(rollout: Rollout, graph: RolloutGraph) -> list[Sample]:
         if s is not None:
             out.append(s)
     return out
+
+
+def _resolve(mode: Mode, graph: RolloutGraph) -> Mode:
+    """``auto`` → ``per_call`` when a policy prompt of the rollout showed a VLM images (a
+    judge's or simulated user's screenshots do not make a rollout a GUI one)."""
+    if mode != Mode.AUTO:
+        return mode
+    gui = any(n.call.render_info.get("prompt_images") for n in graph.nodes)
+    return Mode.PER_CALL if gui else Mode.MERGED
 
 
 def plan_rollout(
@@ -282,7 +335,7 @@ def plan_rollout(
         for node in graph.nodes:
             if node.excluded is not None:
                 counts.masked_calls[node.excluded] += 1
-        builder = _merged if options.mode == Mode.MERGED else _per_call
+        builder = _per_call if _resolve(options.mode, graph) == Mode.PER_CALL else _merged
         samples = builder(rollout, graph)
         if not samples:
             excluded = "no_trainable_calls"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from openforge.store.location import open_store as _open_location
-from openforge.store.schemas import CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import Blob, CallRecord, Rollout, RolloutStatus
 from openforge.traces.samples import (
     Mode,
     RolloutPlan,
@@ -25,6 +25,7 @@ __all__ = [
     "StorePlan",
     "iter_plans",
     "iter_samples",
+    "load_blobs",
     "open_store",
     "plan_rollouts",
     "plan_store",
@@ -44,6 +45,8 @@ class CallSource(Protocol):
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
     ) -> list[Rollout]: ...
+
+    async def get_blob(self, sha256: str) -> Blob | None: ...
 
     async def close(self) -> None: ...
 
@@ -91,6 +94,22 @@ async def plan_rollouts(
     return plans
 
 
+async def load_blobs(source: CallSource, digests: Iterable[str]) -> dict[str, Blob]:
+    """The store's blobs (images) with these digests, each read once.
+
+    Raises :class:`LookupError` naming a digest the store does not hold: a sample whose
+    image is gone cannot be trained on, and silently dropping the image would misplace
+    every placeholder after it.
+    """
+    out: dict[str, Blob] = {}
+    for digest in dict.fromkeys(digests):
+        blob = await source.get_blob(digest)
+        if blob is None:
+            raise LookupError(f"image sha256:{digest} is referenced by a call but not stored")
+        out[digest] = blob
+    return out
+
+
 def _key(r: Rollout) -> str:
     return r.group_id if r.group_id is not None else f"rollout:{r.id}"
 
@@ -117,7 +136,7 @@ async def iter_plans(
 
 async def iter_samples(
     store: CallSource,
-    mode: Mode | str = Mode.MERGED,
+    mode: Mode | str = Mode.AUTO,
     *,
     include_running: bool = False,
     mask_forks: bool = False,
@@ -126,7 +145,8 @@ async def iter_samples(
 ) -> AsyncIterator[Sample]:
     """The store's training samples, group by group (a group's samples are contiguous).
 
-    ``async for sample in iter_samples(store, "merged"): ...``. Defaults suit RL: rollouts
+    ``async for sample in iter_samples(store, "merged"): ...`` (``auto``: per-call for
+    rollouts with images, merged otherwise). Defaults suit RL: rollouts
     must be finished and scored; ``infra_error`` rollouts and failed calls give nothing.
     """
     options = TraceOptions(

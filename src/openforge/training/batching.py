@@ -3,7 +3,8 @@
 Rows are *left*-padded so every row's response ends at the last position: the model then
 only has to project the last ``R_max + 1`` hidden states to the vocabulary
 (``logits_to_keep``), not the (usually much longer) prompts. Position ids are given
-explicitly so padding does not shift them.
+explicitly so padding does not shift them. A sample that shows images goes in a batch of
+its own: a VLM derives its 3-D (M-RoPE) positions from the row's image grids itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
+from openforge.traces.samples import SampleImage
 
 __all__ = ["MicroBatch", "TrainItem", "TrainableSample", "make_micro_batches"]
 
@@ -25,6 +28,7 @@ class TrainableSample(Protocol):
     response_ids: list[int]
     loss_mask: list[int]
     logprobs: list[float]
+    images: list[SampleImage]  # the images it shows a VLM (none for text)
 
 
 @dataclass(slots=True)
@@ -98,9 +102,10 @@ def make_micro_batches(
     items: Sequence[TrainItem], token_budget: int, pad_id: int
 ) -> list[MicroBatch]:
     """Group items (sorted by length, so padding is small) into batches of ≤ ``token_budget``
-    padded tokens; an item longer than the budget goes alone."""
+    padded tokens; an item longer than the budget, or with images, goes alone."""
     ordered = sorted(items, key=lambda it: it.length)
-    batches: list[list[TrainItem]] = []
+    batches: list[list[TrainItem]] = [[it] for it in ordered if it.sample.images]
+    ordered = [it for it in ordered if not it.sample.images]
     current: list[TrainItem] = []
     for it in ordered:
         # Sorted ascending, so the newest item is the widest row of the batch.

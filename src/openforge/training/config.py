@@ -73,7 +73,7 @@ class TrainConfig:
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
     kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
     entropy_coef: float = 0.0  # α
-    sample_mode: Literal["per_call", "merged"] = "per_call"
+    sample_mode: Literal["per_call", "merged", "auto"] = "per_call"  # auto: per_call with images
     # --- loop ---
     steps: int = 4
     tasks_per_step: int = 4  # B

@@ -32,7 +32,7 @@ from typing import Any
 from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.tasks.model import Task
 from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions
-from openforge.traces.source import CallSource, plan_rollouts
+from openforge.traces.source import CallSource, load_blobs, plan_rollouts
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
 from openforge.training.metrics import MetricsWriter, reward_summary
@@ -80,6 +80,7 @@ class StepBatch:
     samples: list[Sample] = field(default_factory=list)
     counts: TraceCounts = field(default_factory=TraceCounts)
     rollout_s: float = 0.0
+    images: dict[str, bytes] = field(default_factory=dict)  # digest → bytes, for VLMs
 
 
 @dataclass(slots=True)
@@ -176,7 +177,9 @@ async def _gather_step(cfg: TrainConfig, env: LoopEnv, step: int) -> StepBatch:
         cfg, env, tasks, cfg.group_size, cfg.train_split, f"step-{step:06d}", step
     )
     samples, counts = await read_samples(env.store, results, cfg.sample_mode)
-    return StepBatch(results, samples, counts, time.perf_counter() - started)
+    blobs = await load_blobs(env.store, (i.sha256 for s in samples for i in s.images))
+    images = {digest: blob.data for digest, blob in blobs.items()}
+    return StepBatch(results, samples, counts, time.perf_counter() - started, images)
 
 
 async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch) -> bool:
@@ -218,7 +221,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         log.info("step %d: no group with a reward spread; no update", step)
         env.metrics.write("skip", step, {**rollout_metrics, "reason": "no reward variance"})
         return False
-    result = await asyncio.to_thread(trainer.train_step, fresh, adv.advantages)
+    result = await asyncio.to_thread(trainer.train_step, fresh, adv.advantages, batch.images)
     if not result.accepted:
         log.warning("step %d: update rejected (%s); weights not pushed", step, result.reason)
         env.metrics.write("skip", step, {**rollout_metrics, "reason": result.reason})

@@ -20,7 +20,7 @@ import random
 import shlex
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from openforge.tasks.model import Task
+from openforge.traces.samples import SampleImage
 
 if TYPE_CHECKING:
     from openforge.training.config import TrainConfig
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SftSample",
     "export_teacher_sft",
+    "load_sft_images",
     "load_sft_samples",
     "record_teacher",
     "sft_batches",
@@ -59,6 +61,7 @@ class SftSample:
     response_ids: list[int]
     loss_mask: list[int]
     logprobs: list[float] = field(default_factory=list)  # unused by SFT; the trainer's shape
+    images: list[SampleImage] = field(default_factory=list)  # what the path shows a VLM
 
 
 def solution_command(task: Task) -> str | None:
@@ -217,15 +220,16 @@ async def export_teacher_sft(store_path: Path, out: Path) -> Path | None:
     file (``<out stem>.tokens.jsonl``), or None when no rollout passed."""
     from openforge.traces import export
     from openforge.traces.samples import Mode, TraceOptions
-    from openforge.traces.source import open_store, plan_store
+    from openforge.traces.source import load_blobs, open_store, plan_store
 
     store = open_store(store_path)
     try:
         plan = await plan_store(store, TraceOptions(mode=Mode.MERGED))
+        blobs = await load_blobs(store, export.sft_image_digests(plan.plans))
     finally:
         await store.close()
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not export.write_sft(plan.plans, out):
+    if not export.write_sft(plan.plans, out, blobs=blobs):
         return None
     return out.with_name(out.stem + ".tokens.jsonl")
 
@@ -235,22 +239,25 @@ def load_sft_samples(tokens_file: Path) -> list[SftSample]:
 
     The records are per call; a call whose ids extend the previous call's ids exactly
     (token-exact rendering) continues that path, so the shared prompt is trained on once.
+    A path shows the images of its last call (an extension keeps every earlier one); their
+    bytes are in the export's image folder (:func:`load_sft_images`).
     """
-    paths: dict[str, list[tuple[list[int], list[int]]]] = {}
+    paths: dict[str, list[tuple[list[int], list[int], list[SampleImage]]]] = {}
     for line in tokens_file.read_bytes().splitlines():
         if not line.strip():
             continue
         rec = orjson.loads(line)
         ids, mask = list(rec["input_ids"]), list(rec["loss_mask"])
+        images = [SampleImage.from_record(d) for d in rec.get("images", [])]
         chain = paths.setdefault(str(rec["rollout_id"]), [])
         if chain and ids[: len(chain[-1][0])] == chain[-1][0]:
-            prev_ids, prev_mask = chain[-1]
-            chain[-1] = (ids, prev_mask + mask[len(prev_ids) :])
+            prev_ids, prev_mask, _ = chain[-1]
+            chain[-1] = (ids, prev_mask + mask[len(prev_ids) :], images)
         else:
-            chain.append((ids, mask))
+            chain.append((ids, mask, images))
     out: list[SftSample] = []
     for rollout_id, chain in paths.items():
-        for ids, mask in chain:
+        for ids, mask, images in chain:
             start = mask.index(1) if 1 in mask else len(mask)
             out.append(
                 SftSample(
@@ -259,9 +266,19 @@ def load_sft_samples(tokens_file: Path) -> list[SftSample]:
                     response_ids=ids[start:],
                     loss_mask=mask[start:],
                     logprobs=[0.0] * (len(ids) - start),
+                    images=images,
                 )
             )
     return out
+
+
+def load_sft_images(tokens_file: Path) -> dict[str, bytes]:
+    """The images an SFT export wrote beside ``tokens_file`` (``<stem>.images/``), by
+    digest; empty for an export without images."""
+    folder = tokens_file.with_name(tokens_file.name.removesuffix(".tokens.jsonl") + ".images")
+    if not folder.is_dir():
+        return {}
+    return {f.stem: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file()}
 
 
 def sft_batches(
@@ -297,16 +314,21 @@ async def teacher_samples(
     return samples
 
 
-def sft_warmup(samples: Sequence[SftSample], batch: int = 4) -> Warmup:
+def sft_warmup(
+    samples: Sequence[SftSample], batch: int = 4, images: Mapping[str, bytes] | None = None
+) -> Warmup:
     """The warm-up for :func:`~openforge.training.loop.run_loop`: ``cfg.sft_epochs`` passes
     of :meth:`Trainer.sft_step` over ``samples`` (``batch`` samples per update), one
-    ``sft`` metrics record per update, then the new weights pushed to the engine."""
+    ``sft`` metrics record per update, then the new weights pushed to the engine.
+    ``images``: the bytes of the images the samples show, by digest."""
 
     async def run(cfg: TrainConfig, env: LoopEnv) -> None:
         updates = sft_batches(samples, cfg.sft_epochs, batch, cfg.seed)
         started = time.perf_counter()
         for i, group in enumerate(updates):
-            result = await asyncio.to_thread(env.trainer.sft_step, group, cfg.sft_learning_rate)
+            result = await asyncio.to_thread(
+                env.trainer.sft_step, group, cfg.sft_learning_rate, images
+            )
             if not result.accepted:
                 log.warning("sft update %d rejected (%s)", i + 1, result.reason)
                 continue

@@ -8,6 +8,13 @@ does not advance, nothing is pushed.
 
 Checkpoints are safetensors: the trainable weights, the AdamW moments, and a small JSON
 with the step and version, so a resumed run continues exactly.
+
+A vision-language model directory (Qwen2.5-VL / Qwen3-VL: ``preprocessor_config.json``
+and the vision tokens) is loaded as an image-text model: a sample that shows images runs
+alone with ``pixel_values`` and ``image_grid_thw`` from the model's own image processor
+(given the images' bytes by digest) and the model's own M-RoPE positions, as the local
+engine ran it. A grid that differs from the one recorded at rendering time (another
+processor configuration) is an error, not a silent misalignment.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from openforge.conversation import ImagePart
+from openforge.rendering.vision import Vision, load_vision
 from openforge.training.batching import MicroBatch, TrainableSample, TrainItem, make_micro_batches
 from openforge.training.config import TrainConfig
 from openforge.training.losses import entropy_from_logits, policy_loss, token_logprobs
@@ -51,9 +60,12 @@ def freeze_below(model: Any, top: int) -> None:
     """Leave only the top ``top`` decoder layers and the final norm trainable.
 
     Nothing below the first trainable layer then requires grad, so autograd records no
-    graph there: those layers cost one plain forward pass and keep no activations.
+    graph there: those layers cost one plain forward pass and keep no activations. In a
+    vision-language model the decoder is ``model.language_model`` and the vision tower
+    stays frozen too.
     """
     inner = getattr(model, "model", None)
+    inner = getattr(inner, "language_model", inner)  # Qwen-VL: model.language_model.layers
     layers = getattr(inner, "layers", None)
     if layers is None:
         raise ValueError("train_layers needs a decoder with model.layers (Llama-style)")
@@ -81,7 +93,7 @@ class Trainer:
     def __init__(
         self, config: TrainConfig, model_path: str | Path, device: str | None = None
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
         self.config = config
         self.model_path = Path(model_path)
@@ -93,13 +105,13 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
-        base: Any = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=self.dtype)
+        self.vision: Vision | None = load_vision(self.model_path, self._token_id)
+        auto: Any = AutoModelForImageTextToText if self.vision else AutoModelForCausalLM
+        base: Any = auto.from_pretrained(str(self.model_path), dtype=self.dtype)
         base.to(self.device)
         self.ref_model: Any = None
         if config.kl_coef > 0:
-            self.ref_model = AutoModelForCausalLM.from_pretrained(
-                str(self.model_path), dtype=self.dtype
-            )
+            self.ref_model = auto.from_pretrained(str(self.model_path), dtype=self.dtype)
             self.ref_model.to(self.device).eval().requires_grad_(False)
         if config.lora:
             from peft import LoraConfig, get_peft_model
@@ -132,18 +144,57 @@ class Trainer:
         self.step_count = 0  # accepted updates
         self.version = 0  # weight version of the current weights (bumped per accepted update)
 
+    def _token_id(self, token: str) -> int | None:
+        found = self.tokenizer.convert_tokens_to_ids(token)
+        unk = self.tokenizer.unk_token_id
+        if not isinstance(found, int) or (unk is not None and found == unk):
+            return None
+        return found
+
     # --- the update -------------------------------------------------------------------
 
+    def _vision_inputs(self, mb: MicroBatch, images: Mapping[str, bytes]) -> dict[str, Any]:
+        """``pixel_values``, ``image_grid_thw`` and ``mm_token_type_ids`` for a one-sample
+        batch that shows images (positions then come from the model: M-RoPE)."""
+        shown = mb.items[0].sample.images
+        if self.vision is None:
+            raise ValueError(f"{self.model_path} is not a VLM, but a sample shows images")
+        missing = [i.sha256 for i in shown if i.sha256 not in images]
+        if missing:
+            raise ValueError(f"a sample shows image sha256:{missing[0]}; its bytes are missing")
+        parts = [ImagePart("", i.media_type, data=images[i.sha256], sha256=i.sha256) for i in shown]
+        pixels, grids = self.vision.inputs(parts)
+        recorded = [i.grid_thw for i in shown]
+        if grids != recorded:
+            raise ValueError(
+                f"the image processor gives grids {grids}, the calls recorded {recorded}: "
+                "train with the processor settings the gateway rendered with"
+            )
+        ids = mb.input_ids.to(self.device)
+        return {
+            "pixel_values": pixels.to(self.device, self.dtype),
+            "image_grid_thw": torch.tensor(grids, device=self.device),
+            "mm_token_type_ids": (ids == self.vision.pad_id).long(),
+        }
+
     def _forward(
-        self, model: Any, mb: MicroBatch, want_entropy: bool, temperature: float = 1.0
+        self,
+        model: Any,
+        mb: MicroBatch,
+        want_entropy: bool,
+        temperature: float = 1.0,
+        images: Mapping[str, bytes] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r = mb.response_width
+        inputs: dict[str, Any] = {"position_ids": mb.position_ids.to(self.device)}
+        if mb.items[0].sample.images:  # alone in its batch (make_micro_batches)
+            inputs = self._vision_inputs(mb, images or {})
         out = model(
             input_ids=mb.input_ids.to(self.device),
             attention_mask=mb.attention_mask.to(self.device),
-            position_ids=mb.position_ids.to(self.device),
             logits_to_keep=r + 1,
             use_cache=False,
+            **inputs,
         )
         logits = out.logits[:, :-1, :]  # position k predicts token k + 1
         if temperature > 0 and temperature != 1.0:
@@ -155,18 +206,18 @@ class Trainer:
         return logp, ent
 
     def _micro_step(
-        self, mb: MicroBatch, n_tokens: float, n_seqs: float
+        self, mb: MicroBatch, n_tokens: float, n_seqs: float, images: Mapping[str, bytes]
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         mask = mb.loss_mask.to(self.device)
         t = self.config.temperature
-        logp, ent = self._forward(self.model, mb, want_entropy=True, temperature=t)
+        logp, ent = self._forward(self.model, mb, want_entropy=True, temperature=t, images=images)
         # Padding columns may hold garbage (fully masked attention rows); keep it out.
         logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
         ref_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp, _ = self._forward(self.ref_model, mb, False, temperature=t)
+                ref_logp, _ = self._forward(self.ref_model, mb, False, t, images)
         terms = policy_loss(
             logp,
             mb.rollout_logprobs.to(self.device),
@@ -201,8 +252,11 @@ class Trainer:
         self,
         samples: Sequence[TrainableSample],
         advantages: Mapping[str, float],
+        images: Mapping[str, bytes] | None = None,
     ) -> StepResult:
-        """One optimizer update on ``samples`` (those whose rollout has an advantage)."""
+        """One optimizer update on ``samples`` (those whose rollout has an advantage).
+
+        ``images`` maps each digest the samples show to the image's bytes (VLMs)."""
         items = [
             TrainItem(s, float(advantages[s.rollout_id]))
             for s in samples
@@ -218,7 +272,7 @@ class Trainer:
         totals: dict[str, float] = {}
         loss_sum = 0.0
         for mb in batches:
-            loss, stats = self._micro_step(mb, n_tokens, n_seqs)
+            loss, stats = self._micro_step(mb, n_tokens, n_seqs, images or {})
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
                 return StepResult(False, self.version, reason="non-finite loss")
@@ -254,7 +308,12 @@ class Trainer:
         metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
         return StepResult(True, self.version, metrics)
 
-    def sft_step(self, samples: Sequence[TrainableSample], learning_rate: float) -> StepResult:
+    def sft_step(
+        self,
+        samples: Sequence[TrainableSample],
+        learning_rate: float,
+        images: Mapping[str, bytes] | None = None,
+    ) -> StepResult:
         """One supervised update: mean cross-entropy over the samples' loss-mask tokens.
 
         The warm-up before GRPO (teacher trajectories, ``training/teacher.py``): same
@@ -269,7 +328,7 @@ class Trainer:
         nll = 0.0
         for mb in make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id):
             mask = mb.loss_mask.to(self.device)
-            logp, _ = self._forward(self.model, mb, want_entropy=False)
+            logp, _ = self._forward(self.model, mb, False, images=images)
             loss = -(torch.where(mask > 0, logp, torch.zeros_like(logp)) * mask).sum() / n_tokens
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
@@ -307,15 +366,34 @@ class Trainer:
         )
 
     @torch.no_grad()
-    def sequence_logprobs(self, samples: Sequence[TrainableSample]) -> list[float]:
+    def sequence_logprobs(
+        self, samples: Sequence[TrainableSample], images: Mapping[str, bytes] | None = None
+    ) -> list[float]:
         """Sum of the current model's logprobs over each sample's trained tokens."""
+        return [sum(row) for row in self._token_logprobs(samples, images, 1.0)]
+
+    @torch.no_grad()
+    def token_logprobs(
+        self, samples: Sequence[TrainableSample], images: Mapping[str, bytes] | None = None
+    ) -> list[list[float]]:
+        """The current model's logprob of each trained token of each sample (at the
+        configured temperature), to set beside the engine's recorded ``logprobs``."""
+        return self._token_logprobs(samples, images, self.config.temperature)
+
+    def _token_logprobs(
+        self,
+        samples: Sequence[TrainableSample],
+        images: Mapping[str, bytes] | None,
+        temperature: float,
+    ) -> list[list[float]]:
         was_training = self.model.training
         self.model.eval()
-        out: list[float] = []
+        out: list[list[float]] = []
         for s in samples:
             (mb,) = make_micro_batches([TrainItem(s, 0.0)], 1 << 30, self.pad_id)
-            logp, _ = self._forward(self.model, mb, want_entropy=False)
-            out.append(float((logp * mb.loss_mask.to(self.device)).sum().item()))
+            logp, _ = self._forward(self.model, mb, False, temperature, images)
+            row = logp[0, mb.response_width - len(s.response_ids) :].tolist()
+            out.append([lp for lp, m in zip(row, s.loss_mask, strict=True) if m])
         self.model.train(was_training)
         return out
 
@@ -337,6 +415,8 @@ class Trainer:
             model = copy.deepcopy(self.model).merge_and_unload()
         model.save_pretrained(str(tmp), safe_serialization=True)
         self.tokenizer.save_pretrained(str(tmp))
+        if self.vision is not None:  # a complete VLM directory: its image processor too
+            self.vision.processor.save_pretrained(str(tmp))
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
         return target

@@ -14,11 +14,13 @@ Each prompt is one OpenForge rollout: the dataset row names the task
 (``extra_info.task_id``); the harness runs in a sandbox and talks to the gateway, whose
 engine is veRL's own token-in/token-out server, so the tokens veRL trains on are exactly
 the ones its server sampled. The loop returns the rollout's ids, loss mask, logprobs and
-verifier reward as ``AgentLoopOutput``.
+verifier reward as ``AgentLoopOutput``; a rollout whose prompts showed a VLM screenshots
+also returns them (``multi_modal_data``), read from the gateway's admin API by digest.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from typing import Any
@@ -88,6 +90,7 @@ class OpenForgeAgentLoop(AgentLoopBase):  # type: ignore[misc]
         )  # fmt: skip
         elapsed = time.perf_counter() - started
         samples: list[Any] = []
+        images: list[Any] = []
         num_turns = 0
         if result.rollout_id is not None:
             rollout, calls = await self._fetch(result.rollout_id)
@@ -95,8 +98,24 @@ class OpenForgeAgentLoop(AgentLoopBase):  # type: ignore[misc]
             if result.status != "infra_error":
                 rollout.reward = result.reward
                 samples = samples_of(rollout, calls)
-        fields = output_fields(samples, result.reward, self.response_length, num_turns)
+            if samples:
+                images = await self._images([i.sha256 for i in samples[0].images])
+        fields = output_fields(samples, result.reward, self.response_length, num_turns, images)
         return AgentLoopOutput(**fields, metrics=AgentLoopMetrics(generate_sequences=elapsed))
+
+    async def _images(self, digests: list[str]) -> list[Any]:
+        """The images with these digests from the gateway's store, as RGB PIL images."""
+        from PIL import Image
+
+        headers = {"Authorization": f"Bearer {self.admin_token}"} if self.admin_token else {}
+        out: list[Any] = []
+        async with httpx.AsyncClient(headers=headers, timeout=60.0) as client:
+            for digest in digests:
+                resp = await client.get(f"{self.gateway_url}/admin/blobs/{digest}")
+                resp.raise_for_status()
+                with Image.open(io.BytesIO(resp.content)) as img:
+                    out.append(img.convert("RGB"))
+        return out
 
     async def _fetch(self, rollout_id: str) -> tuple[Any, list[Any]]:
         headers = {"Authorization": f"Bearer {self.admin_token}"} if self.admin_token else {}
