@@ -13,7 +13,8 @@ namespaces and install filters inside ours — a nested sandbox that the outer o
 Isolation is the OpenForge sandbox's job; inside it Codex may touch everything.
 
 Transcript: ``codex exec --json`` events (captured to ``$HOME/.openforge/codex-events.jsonl``)
-and the session files under ``$CODEX_HOME/sessions``. Task tools go to ``AGENTS.md``.
+and the session files under ``$CODEX_HOME/sessions``. Task tools go to ``AGENTS.md``; a
+task's MCP server goes to ``config.toml`` (:func:`mcp_server_table`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from openforge.harnesses.launching import (
     wrapped_launch,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
-__all__ = ["CodexHarness", "codex_config"]
+__all__ = ["CodexHarness", "codex_config", "mcp_server_table"]
 
 VERSION = "0.171.0"
 PACKAGE = "@openai/codex"
@@ -77,6 +79,27 @@ def codex_config(base_url: str, model: str, reasoning_effort: str | None = None)
         'persistence = "save-all"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def mcp_server_table(name: str, command: str, args: Sequence[str]) -> str:
+    """``[mcp_servers.NAME]``: a stdio server Codex starts beside the session.
+
+    Codex offers its tools to the model as one Responses ``namespace`` tool
+    (``mcp__NAME``); the gateway serves them as ``mcp__NAME__<tool>`` and answers a call
+    with that namespace, which Codex dispatches to this server. ``approval_policy =
+    "never"`` covers MCP calls too. The start-up limit is raised from Codex's 10 s: the
+    bridge imports the MCP SDK, which takes seconds on a loaded machine.
+    """
+    return "\n".join(
+        [
+            "",
+            f"[mcp_servers.{_toml(name)}]",
+            f"command = {_toml(command)}",
+            f"args = [{', '.join(_toml(a) for a in args)}]",
+            "startup_timeout_sec = 60",
+            "",
+        ]
+    )
 
 
 class CodexHarness:
@@ -148,6 +171,14 @@ class CodexHarness:
                 if isinstance(err, dict) and err.get("message"):
                     return str(err["message"])[:2000]
         return None
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The task's MCP server as an ``[mcp_servers.<name>]`` table of ``config.toml``."""
+        command, *args = server.command
+        got = await sandbox.get([f"{self.codex_home}/config.toml"])
+        config = got.get(f"{self.codex_home}/config.toml", b"").decode()
+        config += mcp_server_table(server.name, command, args)
+        await sandbox.put({f"{self.codex_home}/config.toml": config.encode()})
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``, which Codex reads as project instructions."""
