@@ -251,3 +251,21 @@ async def test_codex_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> Non
         ("task", "notes_create", "completed"),
     ]
     assert '"body": "42"' in mcp[0]["result"]["content"][0]["text"]
+
+
+async def test_openclaw_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> None:
+    """OpenClaw starts the bridge from ``mcp.servers`` and, by its default Tool Search,
+    keeps MCP tools behind ``tool_call`` with the tool's ``<server>__<tool>`` id."""
+    require("openclaw")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    replies = [
+        tool_reply("exec", command="ls fixtures"),
+        tool_reply("tool_call", id="task__notes_search", args={"query": "answer"}),
+        tool_reply("tool_call", id="task__notes_create", args={"title": "answer", "body": "42"}),
+        {"text": "The answer is 42; I recorded it as a note."},
+    ]
+    run = await probe(get_harness("openclaw"), replies, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        run.result.verifier_output,
+    )

@@ -6,7 +6,7 @@ by ``scripts/install-harnesses.sh``. Configured through its own ``openclaw.json`
 (``$HOME/.openclaw``): a provider ``openforge`` of API kind ``openai-completions`` at
 the rollout's ``…/r/<key>/v1`` with the key, the served model as the primary model, the
 sandbox workdir as the agent's workspace. Task tools go to a skill
-(``skills/task-tools/SKILL.md`` in the workspace).
+(``skills/task-tools/SKILL.md`` in the workspace); a task's MCP server to ``mcp.servers``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from openforge.harnesses.launching import (
     wrapped_launch,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
 __all__ = ["OpenClawHarness", "openclaw_config"]
 
@@ -174,6 +175,22 @@ class OpenClawHarness:
             if isinstance(payload, dict) and payload.get("isError") and payload.get("text"):
                 return str(payload["text"])[:2000]
         return None
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The task's MCP server as ``mcp.servers.<name>`` of ``openclaw.json`` (stdio).
+
+        Embedded OpenClaw names its tools ``<name>__<tool>``. By its default Tool Search
+        (``tools.toolSearch`` unset) their schemas are deferred: the model reaches them
+        through ``tool_search`` / ``tool_describe`` / ``tool_call`` as any OpenClaw user's
+        model does; OpenForge leaves that default alone.
+        """
+        path = f"{self.home}/.openclaw/openclaw.json"
+        got = await sandbox.get([path])
+        config = orjson.loads(got[path]) if path in got else {}
+        command, *args = server.command
+        servers = config.setdefault("mcp", {}).setdefault("servers", {})
+        servers[server.name] = {"command": command, "args": args}
+        await sandbox.put({path: orjson.dumps(config)})
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Task tools as a workspace skill, the way OpenClaw loads skills."""
