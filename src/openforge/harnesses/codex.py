@@ -20,6 +20,8 @@ task's MCP server goes to ``config.toml`` (:func:`mcp_server_table`).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +36,7 @@ from openforge.harnesses.launching import (
     tools_markdown,
     wrapped_launch,
 )
+from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer
 
@@ -42,6 +45,8 @@ __all__ = ["CodexHarness", "codex_config", "mcp_server_table"]
 VERSION = "0.171.0"
 PACKAGE = "@openai/codex"
 KEY_ENV = "OPENFORGE_API_KEY"
+# The npm package's native build (its codex.js only picks this directory and execs it).
+_NATIVE = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
 _ENV_FILE = f"{ENV_DIR}/codex-env.sh"
 _EVENTS = f"{ENV_DIR}/codex-events.jsonl"
 
@@ -171,6 +176,18 @@ class CodexHarness:
                 if isinstance(err, dict) and err.get("message"):
                     return str(err["message"])[:2000]
         return None
+
+    def portable(self) -> Recipe:
+        """The npm package's static musl build (``codex``, its ``rg``), run as codex.js
+        runs it, with ``CODEX_MANAGED_BY_NPM=1``."""
+        package = os.path.dirname(os.path.dirname(os.path.realpath(
+            shutil.which(self.binary) or self.binary)))  # fmt: skip
+        native = f"{HARNESS_DIR}/libexec/codex/bin/codex"
+        entry = f'#!/bin/sh\nCODEX_MANAGED_BY_NPM=1 exec {native} "$@"\n'
+        return Recipe(
+            self.name, VERSION, trees={"libexec/codex": f"{package}/{_NATIVE}"},
+            scripts={"bin/codex": entry},
+        )  # fmt: skip
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """The task's MCP server as an ``[mcp_servers.<name>]`` table of ``config.toml``."""

@@ -13,7 +13,9 @@ A task that brings its own environment (``SandboxSpec.task_image``: Harbor's
 ``environment/Dockerfile``, Terminal-Bench's Dockerfile) runs in the image built from it
 (``sandboxes/images.py``), unedited, with sandboxd from the sandbox image mounted beside it
 (``sandboxes/runtime.py``). ``$HOME`` is ``/home/sandbox`` everywhere, as in the local backend,
-where the harness adapters put their files.
+where the harness adapters put their files. A harness the image lacks (any but the
+built-in claw agent) comes as its portable install (``SandboxSpec.harness``,
+``harnesses/portable.py``), bind-mounted read-only at ``/opt/openforge/harness``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.base import HARNESS_DIR, SandboxError, SandboxSpec
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
@@ -156,6 +158,8 @@ class ContainerBackend:
         sockdir.mkdir(mode=0o700)
         labels = [f"--label={k}={v}" for k, v in {**spec.labels, SANDBOX_LABEL: sid}.items()]
         env = [f"--env={k}={v}" for k, v in spec.env.items()]
+        if spec.harness is not None:
+            env += ["--volume", f"{spec.harness.path}:{HARNESS_DIR}:ro"]
         args = [
             "run", "--detach", "--name", name, *labels, *env,
             "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}", "--env", f"HOME={SANDBOX_HOME}",
