@@ -23,7 +23,7 @@ def test_a_missing_source_names_the_install_script(
 ) -> None:
     monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path))
     recipe = Recipe("ghost", "1.0", static={"bin/ghost": str(tmp_path / "nowhere")})
-    with pytest.raises(HarnessError, match="install-harnesses.sh"):
+    with pytest.raises(HarnessError, match=r"install-harnesses\.sh"):
         build_portable(recipe)
 
 

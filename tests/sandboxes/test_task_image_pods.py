@@ -59,7 +59,8 @@ def test_a_harness_install_is_mounted_from_its_pushed_image(tmp_path: Path) -> N
     ref = backend._harness_image(spec)
     assert ref == "reg.example/of/openforge-harness:codex-0.171.0-abc"
     pod = pod_manifest("of-x", spec, image="reg.example/of/openforge-task:abc", secret="s",
-                       deadline_s=60, runtime_image="reg.example/sb:1", harness_image=ref)  # fmt: skip
+                       deadline_s=60, runtime_image="reg.example/sb:1",
+                       harness_image=ref)  # fmt: skip
     validate(yaml.safe_load(yaml.safe_dump(pod)), "1.33.0", strict=True)
     (box,) = pod["spec"]["containers"]
     mounts = {m["mountPath"]: m["name"] for m in box["volumeMounts"]}
