@@ -12,7 +12,7 @@ import pytest
 
 from harnesses.conftest import require
 from openforge.harnesses.registry import get_harness
-from openforge.probing.probe import probe, tool_reply
+from openforge.probing.probe import SOLUTIONS, hello_task, probe, tool_reply
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.sandboxes.runtime import RT_PYTHON
 from openforge.tasks import load_tasks
@@ -123,3 +123,20 @@ async def test_each_harness_completes_a_harbor_task_in_its_own_image(
     )
     # The model's calls went through the gateway, the tool call among them.
     assert len(run.calls) >= 2 and all(c.status == "ok" for c in run.calls)
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_SCRIPTS))
+async def test_each_harness_completes_a_claw_mini_task_in_the_sandbox_image(
+    name: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """The same portable installs in OpenForge's own minimal sandbox image (no task image):
+    claw-mini's hello-file, solved with each harness's own file or shell tool."""
+    require(name)
+    run = await probe(
+        get_harness(name), SOLUTIONS[name], tmp_path / "run", task=hello_task(timeout_s=300.0),
+        backend="podman",
+    )  # fmt: skip
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        (run.run_dir / "rollouts/hello-file/0/agent.log").read_text()[-3000:],
+    )
