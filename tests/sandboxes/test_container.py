@@ -146,9 +146,7 @@ async def test_storage_mb_bounds_workdir_home_and_tmp(
     d = samples.harbor_pytest(tmp_path / "suite")
     image = TaskImage(context=str(d / "environment"), dockerfile=str(d / "environment/Dockerfile"))
     b = ContainerBackend("podman", base_images=samples.BASE_IMAGES, root=str(tmp_path / "pm"))
-    box = await b.create(
-        SandboxSpec(task_image=image, workdir="/app", disk_mb=64, network="none")
-    )
+    box = await b.create(SandboxSpec(task_image=image, workdir="/app", disk_mb=64, network="none"))
     try:
         res = await box.exec("cat /app/data.txt && df -m /app /tmp $HOME | tail -n +2", timeout=60)
         out = res.stdout.decode()
@@ -177,5 +175,5 @@ def test_docker_without_its_daemon_is_a_clear_error(
             ContainerBackend("docker")
         return
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
-    with pytest.raises(SandboxError, match="daemon is not reachable.*--backend podman"):
+    with pytest.raises(SandboxError, match=r"daemon is not reachable.*--backend podman"):
         ContainerBackend("docker")
