@@ -22,6 +22,12 @@ pytestmark = pytest.mark.slow
 DONE = {"text": "Done."}
 
 
+def _log(run_dir: Path, task_id: str) -> str:
+    """The tail of the rollout's agent log, for a failure message (none after an infra error)."""
+    log = run_dir / f"rollouts/{task_id}/0/agent.log"
+    return log.read_text()[-3000:] if log.exists() else ""
+
+
 async def test_claw_completes_a_claw_mini_task_in_a_container(
     gateway: str, podman_images: dict[str, str], tmp_path: Path
 ) -> None:
@@ -119,7 +125,7 @@ async def test_each_harness_completes_a_harbor_task_in_its_own_image(
     )  # fmt: skip
     assert (run.result.status, run.result.reward) == ("completed", 1.0), (
         run.result,
-        (run.run_dir / f"rollouts/{task.id}/0/agent.log").read_text()[-3000:],
+        _log(run.run_dir, task.id),
     )
     # The model's calls went through the gateway, the tool call among them.
     assert len(run.calls) >= 2 and all(c.status == "ok" for c in run.calls)
@@ -138,5 +144,5 @@ async def test_each_harness_completes_a_claw_mini_task_in_the_sandbox_image(
     )  # fmt: skip
     assert (run.result.status, run.result.reward) == ("completed", 1.0), (
         run.result,
-        (run.run_dir / "rollouts/hello-file/0/agent.log").read_text()[-3000:],
+        _log(run.run_dir, "hello-file"),
     )

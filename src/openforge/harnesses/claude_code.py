@@ -104,6 +104,10 @@ class ClaudeCodeHarness:
             "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
             "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
             "OPENFORGE_MODEL": model,
+            # Print mode starts the first turn while MCP servers still connect, so a task's
+            # tools could be missing from it (seen on a loaded machine): wait for them.
+            "MCP_CONNECTION_NONBLOCKING": "0",
+            "MCP_TIMEOUT": "60000",
         }
         await sandbox.put({f"{self.home}/{_ENV_FILE}": env_script(env)})
 
