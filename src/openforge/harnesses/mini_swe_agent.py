@@ -155,7 +155,8 @@ class MiniSweAgentHarness:
             self.name, VERSION,
             trees={"python/lib/python3.11": "/usr/lib/python3.11", "mswea/lib": f"{PREFIX}/lib"},
             patched={"python/bin/python3.11": _SYS_PYTHON},
-            scripts={"mswea/pyvenv.cfg": cfg, "mswea/bin/mini": f"#!{venv_python}\n{entry}"},
+            scripts={"mswea/bin/mini": f"#!{venv_python}\n{entry}"},
+            texts={"mswea/pyvenv.cfg": cfg},
             links={
                 "mswea/bin/python3": "../../python/bin/python3.11",
                 "mswea/bin/python": "python3",

@@ -70,8 +70,8 @@ class Recipe:
     ``trees``: package directories (hard-linked or copied). ``patched``: dynamically linked
     programs, retargeted at ``lib/``. ``loaded``: programs started through the bundled
     loader by the script at the same key under ``bin/`` (``loaded_entry``). ``static``:
-    files copied as they are. ``scripts``: small ``/bin/sh`` files (mode 755). ``links``:
-    symbolic links (key → target).
+    files copied as they are. ``scripts``: small executable files (mode 755); ``texts``:
+    small data files (mode 644). ``links``: symbolic links (key → target).
     """
 
     name: str
@@ -81,6 +81,7 @@ class Recipe:
     loaded: dict[str, str] = field(default_factory=dict)
     static: dict[str, str] = field(default_factory=dict)
     scripts: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
 
     def sources(self) -> list[str]:
@@ -175,10 +176,10 @@ def _assemble(recipe: Recipe, root: Path) -> None:
              "--set-rpath", _LIB, str(root / rel)],
             check=True, capture_output=True,
         )  # fmt: skip
-    for rel, text in recipe.scripts.items():
+    for rel, text in [*recipe.scripts.items(), *recipe.texts.items()]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-        (root / rel).chmod(0o755)
+        (root / rel).chmod(0o755 if rel in recipe.scripts else 0o644)
     for rel, target in recipe.links.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).symlink_to(target)
