@@ -8,6 +8,7 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # bubblewrap: the local sandbox backend; podman + runc: the container backend;
   # debootstrap: the local Debian base image task Dockerfiles build FROM (deploy/build-debian-base.sh);
+  # patchelf: harnesses' portable installs for container sandboxes (harnesses/portable.py);
   # postgresql: the shared store of gateway replicas (tests start a private cluster with its
   # initdb/pg_ctl under a temporary directory; the system service is not needed);
   # chromium (+ driver), xvfb, xdotool, scrot, openbox: the GUI setting's environments;
@@ -15,7 +16,7 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   # PyAutoGUI's MouseInfo imports tkinter, and the GUI venv is on the system Python.
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    bubblewrap podman runc uidmap slirp4netns debootstrap postgresql \
+    bubblewrap podman runc uidmap slirp4netns debootstrap patchelf postgresql \
     util-linux mount e2fsprogs \
     chromium chromium-driver xvfb xdotool scrot openbox mousepad python3-tk >/dev/null
 fi

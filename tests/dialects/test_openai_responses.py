@@ -45,9 +45,10 @@ def test_codex_first_call_parses(harness_body: Callable[[str], bytes]) -> None:
     assert len(conv.messages[1].content) == 2 and conv.messages[3].text == "say hi"
     names = [t.name for t in conv.tools]
     assert names[:4] == ["exec_command", "write_stdin", "request_user_input", "view_image"]
-    assert "multi_agent_v1.spawn_agent" in names and len(names) == 12
+    assert "multi_agent_v1__spawn_agent" in names and len(names) == 12
     assert conv.ignored_tools == ["web_search"]
-    assert conv.metadata["tool_namespaces"] == ["multi_agent_v1"]
+    spawn = conv.metadata["tool_namespaces"]["multi_agent_v1__spawn_agent"]
+    assert spawn == ["multi_agent_v1", "spawn_agent"]
     md = conv.metadata
     assert md["store"] is False and md["include"] == ["reasoning.encrypted_content"]
     assert md["prompt_cache_key"] and md["client_metadata"]["thread_id"]
@@ -115,7 +116,7 @@ def test_history_items_group_into_assistant_turns() -> None:
     assert isinstance(conv.messages[2].content[1], ImagePart)
     first = conv.messages[3]
     assert first.reasoning == "plan" and first.text == "ok"
-    assert first.tool_calls == [ToolCall("call_1", "multi_agent_v1.spawn_agent", "{}")]
+    assert first.tool_calls == [ToolCall("call_1", "multi_agent_v1__spawn_agent", "{}")]
     assert conv.messages[4].tool_call_id == "call_1"
     assert conv.messages[5].tool_calls[0].id == "call_2"
     assert conv.metadata["ignored_items"] == 2  # encrypted-only reasoning, web_search_call
@@ -123,6 +124,14 @@ def test_history_items_group_into_assistant_turns() -> None:
     assert conv.tool_choice.name == "ls" and conv.params.max_tokens == 50
     assert conv.params.logprobs and conv.params.top_logprobs == 2
     assert conv.metadata["previous_response_id"] == "resp_0"
+
+
+NS = {
+    "type": "namespace",
+    "name": "mcp__t",
+    "description": "Tools in the mcp__t namespace.",
+    "tools": [{"type": "function", "name": "a", "parameters": {"type": "object"}}],
+}
 
 
 @pytest.mark.parametrize(
@@ -133,6 +142,20 @@ def test_history_items_group_into_assistant_turns() -> None:
         (body(input=[{"type": "function_call", "name": "x"}]), None),
         (body(max_output_tokens=0), "max_output_tokens"),
         (b"", None),
+        # Namespace tools (Codex's MCP servers) are checked as strictly as top-level ones.
+        (body(tools=[{"type": "namespace", "name": "mcp__t"}]), "tools[0].tools"),
+        (body(tools=[{"type": "namespace", "tools": []}]), "tools[0].name"),
+        (body(tools=[{"type": "namespace", "name": "", "tools": []}]), "tools[0].name"),
+        (body(tools=[{"type": "namespace", "name": "n", "tools": "x"}]), "tools[0].tools"),
+        (body(tools=[NS | {"tools": [{"type": "function"}]}]), "tools[0].tools[0].name"),
+        (
+            body(tools=[NS | {"tools": [{"type": "function", "name": "a", "parameters": 3}]}]),
+            "tools[0].tools[0].parameters",
+        ),
+        (
+            body(tools=[{"type": "function", "name": "mcp__t__a"}, NS]),
+            "tools[1].tools[0].name",
+        ),
     ],
 )
 def test_bad_requests(raw: bytes, param: str | None) -> None:
@@ -142,6 +165,30 @@ def test_bad_requests(raw: bytes, param: str | None) -> None:
         assert info.value.param == param
     status, payload = render_error(info.value)
     assert status == 400 and "error" in orjson.loads(payload)
+    if param is not None:
+        assert param in orjson.loads(payload)["error"]["message"]
+
+
+def test_an_mcp_namespace_is_served_under_codexs_flat_name_and_answered_split() -> None:
+    """Codex's MCP tools: the prompt names ``mcp__t__a`` (the name Claude Code gives the
+    same tool), the history's namespaced call reads back under it, and an answer calling it
+    carries ``namespace`` again so Codex dispatches it to its MCP server."""
+    history = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "name": "a", "namespace": "mcp__t",
+         "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]  # fmt: skip
+    other = {"type": "other_kind", "name": "b"}
+    conv = parse_request(body(input=history, tools=[NS | {"tools": [*NS["tools"], other]}]))
+    assert [t.name for t in conv.tools] == ["mcp__t__a"]
+    assert conv.tools[0].parameters == {"type": "object"}
+    assert conv.ignored_tools == ["mcp__t/b"]
+    assert conv.messages[1].tool_calls == [ToolCall("c1", "mcp__t__a", "{}")]
+    c = ResponseContext.for_request(conv, "resp_1", created=1)
+    done = Completion(tool_calls=[ToolCall("c2", "mcp__t__a", "{}")], finish_reason="tool_calls")
+    (item,) = orjson.loads(render_response(done, c))["output"]
+    assert (item["namespace"], item["name"]) == ("mcp__t", "a")
 
 
 def ctx(raw: bytes | None = None, **kw: object) -> ResponseContext:
@@ -152,7 +199,7 @@ def ctx(raw: bytes | None = None, **kw: object) -> ResponseContext:
 COMPLETION = Completion(
     text="Spawning.",
     reasoning="Need a helper.",
-    tool_calls=[ToolCall("call_7", "multi_agent_v1.spawn_agent", '{"message": "hi"}')],
+    tool_calls=[ToolCall("call_7", "multi_agent_v1__spawn_agent", '{"message": "hi"}')],
     finish_reason="tool_calls",
     usage=Usage(20, 9),
 )
@@ -179,7 +226,7 @@ def stream_bytes(enc: ResponsesStreamEncoder, completion: Completion) -> bytes:
             enc.delta(ReasoningDelta("helper.")),
             enc.delta(TextDelta("Spawn")),
             enc.delta(TextDelta("ing.")),
-            enc.delta(ToolCallStart(0, "call_7", "multi_agent_v1.spawn_agent")),
+            enc.delta(ToolCallStart(0, "call_7", "multi_agent_v1__spawn_agent")),
             enc.delta(ToolCallArgumentsDelta(0, '{"message": ')),
             enc.delta(ToolCallArgumentsDelta(0, '"hi"}')),
             enc.finish(completion),

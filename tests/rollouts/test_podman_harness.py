@@ -1,18 +1,31 @@
-"""Harnesses on the podman backend: the built-in claw agent on a claw-mini task, and a
-shell harness on a Harbor task in its own image (the gateway-only network included)."""
+"""Harnesses on the podman backend: the built-in claw agent on a claw-mini task, a shell
+harness on a Harbor task in its own image, and Claude Code, Codex, OpenClaw and mini-swe-agent
+(their portable installs) completing a Harbor task in its own image — the gateway-only
+network included."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from harnesses.conftest import require
+from openforge.harnesses.registry import get_harness
+from openforge.probing.probe import SOLUTIONS, hello_task, probe, tool_reply
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.sandboxes.runtime import RT_PYTHON
 from openforge.tasks import load_tasks
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.slow
+DONE = {"text": "Done."}
+
+
+def _log(run_dir: Path, task_id: str) -> str:
+    """The tail of the rollout's agent log, for a failure message (none after an infra error)."""
+    log = run_dir / f"rollouts/{task_id}/0/agent.log"
+    return log.read_text()[-3000:] if log.exists() else ""
 
 
 async def test_claw_completes_a_claw_mini_task_in_a_container(
@@ -80,3 +93,56 @@ async def test_claw_in_a_task_image_without_python_uses_the_runtime_python(
     (res,) = await run_rollouts(config)
     # The scripted engine answers "hello" with no tool call: the agent ends, nothing written.
     assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+
+
+COUNT = "wc -l < /app/data.txt > /app/count.txt"
+# Per harness: its own shell tool writes the answer, then it ends (scripted engine).
+COUNT_SCRIPTS = {
+    "claude-code": [tool_reply("Bash", command=COUNT, description="Count lines"), DONE],
+    "codex": [tool_reply("exec_command", cmd=COUNT), DONE],
+    "openclaw": [tool_reply("exec", command=COUNT), DONE],
+    "mini-swe-agent": [
+        tool_reply("bash", command=COUNT),
+        tool_reply("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_SCRIPTS))
+async def test_each_harness_completes_a_harbor_task_in_its_own_image(
+    name: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """The task's Dockerfile (Debian, pytest, no Node, no harness) is built unedited; the
+    harness comes as its portable install, mounted read-only, and reaches the gateway over
+    the gateway-only network; the verifier sees what its shell tool left in /app."""
+    require(name)
+    (task,) = load_tasks(samples.harbor_pytest(tmp_path / "suite")).tasks
+    # Node harnesses need more room than the sample's 512 MB, and time to start under load.
+    task = dataclasses.replace(task, memory_mb=2048, timeout_s=300.0)
+    run = await probe(
+        get_harness(name), COUNT_SCRIPTS[name], tmp_path / "run", task=task,
+        backend="podman", backend_options={"base_images": samples.BASE_IMAGES},
+    )  # fmt: skip
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        _log(run.run_dir, task.id),
+    )
+    # The model's calls went through the gateway, the tool call among them.
+    assert len(run.calls) >= 2 and all(c.status == "ok" for c in run.calls)
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_SCRIPTS))
+async def test_each_harness_completes_a_claw_mini_task_in_the_sandbox_image(
+    name: str, podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """The same portable installs in OpenForge's own minimal sandbox image (no task image):
+    claw-mini's hello-file, solved with each harness's own file or shell tool."""
+    require(name)
+    run = await probe(
+        get_harness(name), SOLUTIONS[name], tmp_path / "run", task=hello_task(timeout_s=300.0),
+        backend="podman",
+    )  # fmt: skip
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        _log(run.run_dir, "hello-file"),
+    )

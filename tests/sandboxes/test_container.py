@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from openforge.sandboxes import SandboxSpec, create_backend
+from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
+from openforge.sandboxes.base import TaskImage
 from openforge.sandboxes.container import DEFAULT_IMAGE, ContainerBackend, gateway_inside
 from openforge.sandboxes.fspaths import PathEscape
 
@@ -132,3 +133,47 @@ async def test_podman_network_gateway_reaches_only_the_gateway(backend: Containe
             await box.close()
     finally:
         other.close()
+
+
+@pytest.mark.slow
+async def test_storage_mb_bounds_workdir_home_and_tmp(
+    podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """``disk_mb`` on podman: the task image's workdir (its files copied up), HOME and /tmp
+    share one filesystem of that size; writing past it is ENOSPC; closing removes it all."""
+    from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
+
+    d = samples.harbor_pytest(tmp_path / "suite")
+    image = TaskImage(context=str(d / "environment"), dockerfile=str(d / "environment/Dockerfile"))
+    b = ContainerBackend("podman", base_images=samples.BASE_IMAGES, root=str(tmp_path / "pm"))
+    box = await b.create(SandboxSpec(task_image=image, workdir="/app", disk_mb=64, network="none"))
+    try:
+        res = await box.exec("cat /app/data.txt && df -m /app /tmp $HOME | tail -n +2", timeout=60)
+        out = res.stdout.decode()
+        assert res.exit_code == 0 and out.startswith(samples.DATA), res
+        sizes = {int(line.split()[1]) for line in out.splitlines()[3:]}
+        assert len(sizes) == 1 and 50 < sizes.pop() < 100, out  # one ~64 MB filesystem
+        fill = await box.exec("dd if=/dev/zero of=/tmp/big bs=1M count=100", timeout=60)
+        assert fill.exit_code != 0 and b"No space left" in fill.stderr, fill
+        await box.exec("rm /tmp/big && echo ok > $HOME/f", timeout=60)
+        assert (await box.get(["/app/data.txt"]))["/app/data.txt"].decode() == samples.DATA
+    finally:
+        await box.close()
+        await b.close()
+    fs = next((tmp_path / "pm" / "openforge-podman").glob("sb-*/fs"), None)
+    assert fs is None, "the sandbox's disk and directory outlive it"
+    volumes = subprocess.run(["podman", "volume", "ls", "-q"], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+    assert box.id not in volumes
+
+
+def test_docker_without_its_daemon_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("docker") is None:
+        with pytest.raises(SandboxError, match=r"apt-get install docker\.io"):
+            ContainerBackend("docker")
+        return
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(SandboxError, match=r"daemon is not reachable.*--backend podman"):
+        ContainerBackend("docker")

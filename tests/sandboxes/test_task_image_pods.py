@@ -1,4 +1,5 @@
-"""Kubernetes pods for tasks with their own images: pushed references and the runtime volume."""
+"""Kubernetes pods for tasks with their own images: pushed references, the runtime volume and
+a harness's portable install as an image volume."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import yaml
 from kubernetes_validate import validate
 
 from openforge.sandboxes import SandboxError, SandboxSpec
-from openforge.sandboxes.base import TaskImage
+from openforge.sandboxes.base import HARNESS_DIR, HarnessInstall, TaskImage
 from openforge.sandboxes.kubernetes import KubernetesBackend
 from openforge.sandboxes.manifests import pod_manifest
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
@@ -46,3 +47,36 @@ def test_backend_uses_pushed_references(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENFORGE_TASK_REGISTRY", "reg.example/env")
     ref, _ = KubernetesBackend(api_client=object())._images(SandboxSpec(task_image=image))
     assert ref.startswith("reg.example/env/openforge-task:")
+
+
+def test_a_harness_install_is_mounted_from_its_pushed_image(tmp_path: Path) -> None:
+    """Pods get a harness's portable install as an image volume at /opt/openforge/harness,
+    beside the runtime volume; without a registry the backend says what to run."""
+    install = HarnessInstall(key="codex-0.171.0-abc", path=str(tmp_path))
+    spec = SandboxSpec(workdir="/app", task_image=_task_image(tmp_path), harness=install)
+    backend = KubernetesBackend(task_registry="reg.example/of", image="reg.example/sb:1",
+                                api_client=object())  # fmt: skip
+    ref = backend._harness_image(spec)
+    assert ref == "reg.example/of/openforge-harness:codex-0.171.0-abc"
+    pod = pod_manifest("of-x", spec, image="reg.example/of/openforge-task:abc", secret="s",
+                       deadline_s=60, runtime_image="reg.example/sb:1",
+                       harness_image=ref)  # fmt: skip
+    validate(yaml.safe_load(yaml.safe_dump(pod)), "1.33.0", strict=True)
+    (box,) = pod["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in box["volumeMounts"]}
+    assert mounts == {RT_DIR: "openforge-rt", HARNESS_DIR: "openforge-harness"}
+    assert all(m["readOnly"] for m in box["volumeMounts"])
+    refs = {v["name"]: v["image"]["reference"] for v in pod["spec"]["volumes"]}
+    assert refs == {"openforge-rt": "reg.example/sb:1", "openforge-harness": ref}
+    # The default sandbox image (no task image) takes the harness volume the same way.
+    plain = pod_manifest("of-y", SandboxSpec(harness=install), image="reg.example/sb:1",
+                         secret="s", deadline_s=60, harness_image=ref)  # fmt: skip
+    validate(yaml.safe_load(yaml.safe_dump(plain)), "1.33.0", strict=True)
+    assert "command" not in plain["spec"]["containers"][0]
+    assert plain["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == HARNESS_DIR
+    assert backend._harness_image(SandboxSpec()) is None
+    with pytest.raises(SandboxError, match="--harness NAME --push REGISTRY"):
+        KubernetesBackend(api_client=object())._harness_image(spec)
+    # A warm-pool pod without the harness volume never serves a spec that needs one.
+    pooled = KubernetesBackend(api_client=object(), image="reg.example/sb:1")
+    assert pooled._fits_pool(SandboxSpec()) and not pooled._fits_pool(SandboxSpec(harness=install))

@@ -225,3 +225,47 @@ async def test_multi_turn_under_claude_code_continues_its_session(tmp_path: Path
     said = [m for m in run.calls[2].conversation["messages"] if m["role"] == "user"]
     assert said[-1]["content"][-1]["text"] == "[user_agent]\nI earn 100 a month."
     assert run.result.reward == pytest.approx(0.8 * (0.9 + 1.0) / 2 + 0.2)
+
+
+async def test_codex_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> None:
+    """Codex sends the bridge's tools as the ``mcp__task`` namespace; the gateway serves
+    them flat and answers with the namespace, so Codex calls its MCP server."""
+    require("codex")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    replies = [
+        tool_reply("exec_command", cmd="ls fixtures"),
+        tool_reply("mcp__task__notes_search", query="answer"),
+        tool_reply("mcp__task__notes_create", title="answer", body="42"),
+        {"text": "The answer is 42; I recorded it as a note."},
+    ]
+    run = await probe(get_harness("codex"), replies, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        run.result.verifier_output,
+    )
+    events = json.loads((run.run_dir / "rollouts/T001_notes/0/transcript.json").read_text())
+    mcp = [e["item"] for e in events["events"] if e.get("type") == "item.completed"]
+    mcp = [i for i in mcp if i["type"] == "mcp_tool_call"]
+    assert [(i["server"], i["tool"], i["status"]) for i in mcp] == [
+        ("task", "notes_search", "completed"),
+        ("task", "notes_create", "completed"),
+    ]
+    assert '"body": "42"' in mcp[0]["result"]["content"][0]["text"]
+
+
+async def test_openclaw_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> None:
+    """OpenClaw starts the bridge from ``mcp.servers`` and, by its default Tool Search,
+    keeps MCP tools behind ``tool_call`` with the tool's ``<server>__<tool>`` id."""
+    require("openclaw")
+    task = _tasks(write_sample(tmp_path / "ce"))["T001_notes"]
+    replies = [
+        tool_reply("exec", command="ls fixtures"),
+        tool_reply("tool_call", id="task__notes_search", args={"query": "answer"}),
+        tool_reply("tool_call", id="task__notes_create", args={"title": "answer", "body": "42"}),
+        {"text": "The answer is 42; I recorded it as a note."},
+    ]
+    run = await probe(get_harness("openclaw"), replies, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        run.result.verifier_output,
+    )

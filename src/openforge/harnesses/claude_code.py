@@ -15,6 +15,8 @@ instructions.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +34,7 @@ from openforge.harnesses.launching import (
     tools_markdown,
     wrapped_launch,
 )
+from openforge.harnesses.portable import Recipe, loader_script
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer
 
@@ -101,6 +104,10 @@ class ClaudeCodeHarness:
             "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
             "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
             "OPENFORGE_MODEL": model,
+            # Print mode starts the first turn while MCP servers still connect, so a task's
+            # tools could be missing from it (seen on a loaded machine): wait for them.
+            "MCP_CONNECTION_NONBLOCKING": "0",
+            "MCP_TIMEOUT": "60000",
         }
         await sandbox.put({f"{self.home}/{_ENV_FILE}": env_script(env)})
 
@@ -126,6 +133,15 @@ class ClaudeCodeHarness:
             argv += ["--allowedTools", ",".join(self.allowed_tools)]
         # The model name lives in the env file: one adapter serves every rollout.
         return wrapped_launch(self.home, _ENV_FILE, argv, capture=_STREAM)
+
+    def portable(self) -> Recipe:
+        """Its one executable (a Bun single-file build, which ``patchelf`` would break),
+        started on the bundled loader."""
+        exe = os.path.realpath(shutil.which(self.binary) or self.binary)
+        return Recipe(
+            self.name, VERSION, loaded={"libexec/claude": exe},
+            scripts={"bin/claude": loader_script("libexec/claude")},
+        )  # fmt: skip
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """The task's MCP server in user scope (``~/.claude.json``), its tools allowed.

@@ -13,12 +13,15 @@ namespaces and install filters inside ours — a nested sandbox that the outer o
 Isolation is the OpenForge sandbox's job; inside it Codex may touch everything.
 
 Transcript: ``codex exec --json`` events (captured to ``$HOME/.openforge/codex-events.jsonl``)
-and the session files under ``$CODEX_HOME/sessions``. Task tools go to ``AGENTS.md``.
+and the session files under ``$CODEX_HOME/sessions``. Task tools go to ``AGENTS.md``; a
+task's MCP server goes to ``config.toml`` (:func:`mcp_server_table`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +36,17 @@ from openforge.harnesses.launching import (
     tools_markdown,
     wrapped_launch,
 )
+from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
-__all__ = ["CodexHarness", "codex_config"]
+__all__ = ["CodexHarness", "codex_config", "mcp_server_table"]
 
 VERSION = "0.171.0"
 PACKAGE = "@openai/codex"
 KEY_ENV = "OPENFORGE_API_KEY"
+# The npm package's native build (its codex.js only picks this directory and execs it).
+_NATIVE = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
 _ENV_FILE = f"{ENV_DIR}/codex-env.sh"
 _EVENTS = f"{ENV_DIR}/codex-events.jsonl"
 
@@ -77,6 +84,27 @@ def codex_config(base_url: str, model: str, reasoning_effort: str | None = None)
         'persistence = "save-all"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def mcp_server_table(name: str, command: str, args: Sequence[str]) -> str:
+    """``[mcp_servers.NAME]``: a stdio server Codex starts beside the session.
+
+    Codex offers its tools to the model as one Responses ``namespace`` tool
+    (``mcp__NAME``); the gateway serves them as ``mcp__NAME__<tool>`` and answers a call
+    with that namespace, which Codex dispatches to this server. ``approval_policy =
+    "never"`` covers MCP calls too. The start-up limit is raised from Codex's 10 s: the
+    bridge imports the MCP SDK, which takes seconds on a loaded machine.
+    """
+    return "\n".join(
+        [
+            "",
+            f"[mcp_servers.{_toml(name)}]",
+            f"command = {_toml(command)}",
+            f"args = [{', '.join(_toml(a) for a in args)}]",
+            "startup_timeout_sec = 60",
+            "",
+        ]
+    )
 
 
 class CodexHarness:
@@ -148,6 +176,26 @@ class CodexHarness:
                 if isinstance(err, dict) and err.get("message"):
                     return str(err["message"])[:2000]
         return None
+
+    def portable(self) -> Recipe:
+        """The npm package's static musl build (``codex``, its ``rg``), run as codex.js
+        runs it, with ``CODEX_MANAGED_BY_NPM=1``."""
+        package = os.path.dirname(os.path.dirname(os.path.realpath(
+            shutil.which(self.binary) or self.binary)))  # fmt: skip
+        native = f"{HARNESS_DIR}/libexec/codex/bin/codex"
+        entry = f'#!/bin/sh\nCODEX_MANAGED_BY_NPM=1 exec {native} "$@"\n'
+        return Recipe(
+            self.name, VERSION, trees={"libexec/codex": f"{package}/{_NATIVE}"},
+            scripts={"bin/codex": entry},
+        )  # fmt: skip
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The task's MCP server as an ``[mcp_servers.<name>]`` table of ``config.toml``."""
+        command, *args = server.command
+        got = await sandbox.get([f"{self.codex_home}/config.toml"])
+        config = got.get(f"{self.codex_home}/config.toml", b"").decode()
+        config += mcp_server_table(server.name, command, args)
+        await sandbox.put({f"{self.codex_home}/config.toml": config.encode()})
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``, which Codex reads as project instructions."""

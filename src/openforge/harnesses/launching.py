@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import HarnessNotInstalled, Launch
+from openforge.harnesses.portable import HARNESS_BIN
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import TaskTool  # one type: tasks declare, adapters expose
 
@@ -27,6 +28,7 @@ __all__ = [
     "env_script",
     "find_files",
     "parse_jsonl",
+    "path_line",
     "read_json",
     "read_with_sessions",
     "tools_markdown",
@@ -54,9 +56,17 @@ def tools_markdown(tools: Sequence[TaskTool], title: str = "Task tools") -> str:
     return "\n".join(lines)
 
 
-def env_script(env: Mapping[str, str]) -> bytes:
-    """A POSIX sh file exporting ``env`` (what the launch sources)."""
-    return ("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())).encode()
+def path_line(path: Sequence[str] = ()) -> str:
+    """``export PATH=…`` putting the portable install's ``bin`` (present in container
+    sandboxes only: ``harnesses/portable.py``), then ``path``, before the sandbox's own."""
+    dirs = ":".join([HARNESS_BIN, *path])
+    return f'export PATH="{dirs}:${{PATH:-/usr/local/bin:/usr/bin:/bin}}"\n'
+
+
+def env_script(env: Mapping[str, str], path: Sequence[str] = ()) -> bytes:
+    """A POSIX sh file exporting ``env`` and :func:`path_line` (what the launch sources)."""
+    lines = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    return (lines + path_line(path)).encode()
 
 
 def wrapped_launch(
@@ -89,9 +99,12 @@ async def check_version(
     pinned: str,
     install: str,
     env: Mapping[str, str] | None = None,
+    path: Sequence[str] = (),
 ) -> str:
-    """Run ``argv`` (a ``--version``) in the sandbox; the version, or HarnessNotInstalled."""
-    res = await sandbox.exec(list(argv), env=env, timeout=120)
+    """Run ``argv`` (a ``--version``) in the sandbox, found on the launch's ``PATH``
+    (:func:`path_line`); the version, or HarnessNotInstalled."""
+    script = path_line(path) + 'exec "$@"'
+    res = await sandbox.exec(["/bin/sh", "-c", script, "sh", *argv], env=env, timeout=120)
     text = (res.stdout + res.stderr).decode(errors="replace")
     found = _VERSION.search(text) if res.exit_code == 0 else None
     if found is None:

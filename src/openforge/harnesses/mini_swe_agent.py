@@ -33,6 +33,7 @@ from openforge.harnesses.launching import (
     read_json,
 )
 from openforge.harnesses.launching import tools_markdown as _tools_markdown
+from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["MiniSweAgentHarness", "mini_config"]
@@ -40,6 +41,11 @@ __all__ = ["MiniSweAgentHarness", "mini_config"]
 VERSION = "2.4.6"
 PREFIX = "/opt/openforge/mini-swe-agent"
 MINI_BIN = f"{PREFIX}/bin/mini"
+# ``mini`` is found on the launch's PATH: this venv's, or the portable one's in a container.
+_PATH = (f"{PREFIX}/bin",)
+# The version probe runs the Python beside wherever ``mini`` resolves to.
+_PROBE = 'm=$(readlink -f "$(command -v "$0")") || exit 127; exec "${m%/*}/python" -c "$1"'
+_SYS_PYTHON = "/usr/bin/python3.11"  # the venv's base (install-harnesses.sh)
 # Its LLM client stack, pinned with it: the fingerprint holds the openai SDK's headers.
 PINS = (f"mini-swe-agent=={VERSION}", "litellm==1.110.2", "openai==3.57.0")
 _CONFIGS = {"mini": "litellm", "mini_textbased": "litellm_textbased"}
@@ -78,7 +84,7 @@ class MiniSweAgentHarness:
         home: str = "/home/sandbox",
         config: str = "mini",
         step_limit: int = 30,
-        binary: str = MINI_BIN,
+        binary: str = "mini",
     ) -> None:
         if config not in _CONFIGS:
             raise HarnessError(
@@ -95,10 +101,10 @@ class MiniSweAgentHarness:
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless the venv holds the pinned version."""
-        python = self.binary.rsplit("/", 1)[0] + "/python"
         await check_version(
-            sandbox, self.name, [python, "-c", _VERSION_PROBE], VERSION, self.install_command()
-        )
+            sandbox, self.name, ["/bin/sh", "-c", _PROBE, self.binary, _VERSION_PROBE],
+            VERSION, self.install_command(), path=_PATH,
+        )  # fmt: skip
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write the config YAML (model, gateway URL, key) and the env file."""
@@ -111,12 +117,11 @@ class MiniSweAgentHarness:
             "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "2",
             # LiteLLM would fetch its model cost map from the internet at import.
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "PATH": f"{PREFIX}/bin:/usr/local/bin:/usr/bin:/bin",
         }
         await sandbox.put(
             {
                 f"{self.home}/{_CONFIG_FILE}": yaml.safe_dump(config, sort_keys=False).encode(),
-                f"{self.home}/{_ENV_FILE}": env_script(env),
+                f"{self.home}/{_ENV_FILE}": env_script(env, _PATH),
             }
         )
 
@@ -135,6 +140,29 @@ class MiniSweAgentHarness:
             f'exec {" ".join(shlex.quote(a) for a in argv)} -t "$task" </dev/null\n'
         )
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+
+    def portable(self) -> Recipe:
+        """The venv rebuilt around a copy of its base Python (retargeted at the bundled
+        libraries, with the standard library beside it): ``mswea/`` is the venv."""
+        venv_python = f"{HARNESS_DIR}/mswea/bin/python3"
+        with open(MINI_BIN, encoding="utf-8") as f:
+            entry = f.read().split("\n", 1)[1]  # the console script after its shebang
+        cfg = (
+            f"home = {HARNESS_DIR}/python/bin\ninclude-system-site-packages = false\n"
+            f"version = 3.11\nexecutable = {HARNESS_DIR}/python/bin/python3.11\n"
+        )
+        return Recipe(
+            self.name, VERSION,
+            trees={"python/lib/python3.11": "/usr/lib/python3.11", "mswea/lib": f"{PREFIX}/lib"},
+            patched={"python/bin/python3.11": _SYS_PYTHON},
+            scripts={"mswea/bin/mini": f"#!{venv_python}\n{entry}"},
+            texts={"mswea/pyvenv.cfg": cfg},
+            links={
+                "mswea/bin/python3": "../../python/bin/python3.11",
+                "mswea/bin/python": "python3",
+                "bin/mini": "../mswea/bin/mini",
+            },
+        )  # fmt: skip
 
     async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
         """The trajectory file (``info``, ``messages``), or None if it wrote none."""

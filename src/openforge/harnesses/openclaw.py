@@ -6,7 +6,7 @@ by ``scripts/install-harnesses.sh``. Configured through its own ``openclaw.json`
 (``$HOME/.openclaw``): a provider ``openforge`` of API kind ``openai-completions`` at
 the rollout's ``…/r/<key>/v1`` with the key, the served model as the primary model, the
 sandbox workdir as the agent's workspace. Task tools go to a skill
-(``skills/task-tools/SKILL.md`` in the workspace).
+(``skills/task-tools/SKILL.md`` in the workspace); a task's MCP server to ``mcp.servers``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from openforge.harnesses.launching import (
     tools_markdown,
     wrapped_launch,
 )
+from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.model import McpServer
 
 __all__ = ["OpenClawHarness", "openclaw_config"]
 
@@ -35,7 +37,8 @@ VERSION = "2026.9.6"
 NODE_VERSION = "24.22.3"
 PREFIX = "/opt/openforge"
 NODE_BIN = f"{PREFIX}/node24/bin"
-OPENCLAW_BIN = f"{PREFIX}/openclaw/bin/openclaw"
+# Found on the launch's PATH: this install's, or the portable one's in a container.
+_PATH = (f"{PREFIX}/openclaw/bin", NODE_BIN)
 _ENV_FILE = f"{ENV_DIR}/openclaw-env.sh"
 _OUT = f"{ENV_DIR}/openclaw-out.json"
 # This OpenClaw keeps a session's events in its agent SQLite store (``transcript_events``:
@@ -99,20 +102,18 @@ class OpenClawHarness:
         )
 
     def _env(self) -> dict[str, str]:
-        return {
-            "PATH": f"{NODE_BIN}:/usr/local/bin:/usr/bin:/bin",
-            "OPENCLAW_CONFIG_PATH": f"{self.home}/.openclaw/openclaw.json",
-        }
+        return {"OPENCLAW_CONFIG_PATH": f"{self.home}/.openclaw/openclaw.json"}
 
     async def check(self, sandbox: Sandbox) -> None:
         """:class:`HarnessNotInstalled` unless ``openclaw --version`` is the pinned one."""
         await check_version(
             sandbox,
             self.name,
-            [OPENCLAW_BIN, "--version"],
+            ["openclaw", "--version"],
             VERSION,
             self.install_command(),
             env=self._env(),
+            path=_PATH,
         )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
@@ -122,14 +123,14 @@ class OpenClawHarness:
         await sandbox.put(
             {
                 f"{self.home}/.openclaw/openclaw.json": orjson.dumps(config),
-                f"{self.home}/{_ENV_FILE}": env_script(env),
+                f"{self.home}/{_ENV_FILE}": env_script(env, _PATH),
             }
         )
 
     def command(self, instruction: str) -> Launch:
         """The embedded agent, one turn, JSON result on stdout."""
         argv: list[str | Var] = [
-            OPENCLAW_BIN, "agent", "--local", "--json", "--session-id", "openforge",
+            "openclaw", "agent", "--local", "--json", "--session-id", "openforge",
             "--timeout", str(self.timeout_s), "--model", Var("OPENCLAW_MODEL"),
             "--message", instruction,
         ]  # fmt: skip
@@ -174,6 +175,34 @@ class OpenClawHarness:
             if isinstance(payload, dict) and payload.get("isError") and payload.get("text"):
                 return str(payload["text"])[:2000]
         return None
+
+    def portable(self) -> Recipe:
+        """Node 24 (retargeted at the bundled libraries) and the OpenClaw package tree;
+        ``node`` on PATH as in this install, for what OpenClaw starts by name."""
+        main = f"{HARNESS_DIR}/openclaw/lib/node_modules/openclaw/openclaw.mjs"
+        return Recipe(
+            self.name, VERSION,
+            trees={"openclaw": f"{PREFIX}/openclaw"},
+            patched={"libexec/node": f"{NODE_BIN}/node"},
+            scripts={"bin/openclaw": f'#!/bin/sh\nexec {HARNESS_DIR}/libexec/node {main} "$@"\n'},
+            links={"bin/node": "../libexec/node"},
+        )  # fmt: skip
+
+    async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
+        """The task's MCP server as ``mcp.servers.<name>`` of ``openclaw.json`` (stdio).
+
+        Embedded OpenClaw names its tools ``<name>__<tool>``. By its default Tool Search
+        (``tools.toolSearch`` unset) their schemas are deferred: the model reaches them
+        through ``tool_search`` / ``tool_describe`` / ``tool_call`` as any OpenClaw user's
+        model does; OpenForge leaves that default alone.
+        """
+        path = f"{self.home}/.openclaw/openclaw.json"
+        got = await sandbox.get([path])
+        config = orjson.loads(got[path]) if path in got else {}
+        command, *args = server.command
+        servers = config.setdefault("mcp", {}).setdefault("servers", {})
+        servers[server.name] = {"command": command, "args": args}
+        await sandbox.put({path: orjson.dumps(config)})
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Task tools as a workspace skill, the way OpenClaw loads skills."""

@@ -124,6 +124,42 @@ def check_cmd(
     raise typer.Exit(1)
 
 
+def image_cmd(
+    name: Annotated[str, typer.Argument(help="Harness name (see openforge harness list).")],
+    engine: Annotated[str, typer.Option(help="podman or docker")] = "podman",
+    push: Annotated[str | None, typer.Option(help="Push to REGISTRY/openforge-harness:…")] = None,
+    option: OptionOpt = None,
+) -> None:
+    """Build the image of a harness's portable install (what Kubernetes pods mount at
+    /opt/openforge/harness); print its reference, pushed when --push is given."""
+    import asyncio
+    import shutil
+
+    from openforge.harnesses.base import HarnessError
+    from openforge.harnesses.portable import Portable, build_portable
+    from openforge.harnesses.registry import get_harness
+    from openforge.sandboxes.base import SandboxError
+    from openforge.sandboxes.images import build_dir_image, push_image
+
+    path = shutil.which(engine)
+    if path is None:
+        _fail(f"{engine} is not installed")
+        return
+    try:
+        harness = get_harness(name, **_options(option))
+        if not isinstance(harness, Portable):
+            _fail(f"{name} needs no portable install (it is copied into each sandbox)")
+            return
+        root = build_portable(harness.portable())
+        ref = asyncio.run(build_dir_image(path, root, f"localhost/openforge-harness:{root.name}"))
+        if push:
+            ref = asyncio.run(push_image(path, ref, push))
+    except (HarnessError, SandboxError) as exc:
+        _fail(str(exc), 1)
+        raise
+    typer.echo(ref)
+
+
 def list_cmd() -> None:
     """Every registered harness with its pinned version and stored fingerprint."""
     from openforge.harnesses.base import HarnessError
@@ -148,4 +184,5 @@ def register(app: typer.Typer) -> None:
     harness_app.command("fingerprint")(fingerprint_cmd)
     harness_app.command("check")(check_cmd)
     harness_app.command("list")(list_cmd)
+    harness_app.command("image")(image_cmd)
     app.add_typer(harness_app, name="harness")

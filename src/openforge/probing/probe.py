@@ -93,12 +93,16 @@ async def probe(
     max_context: int | None = None,
     metadata: dict[str, Any] | None = None,
     judge_replies: list[dict[str, Any]] | None = None,
+    backend: str = "local",
+    backend_options: dict[str, Any] | None = None,
 ) -> ProbeRun:
     """Run ``harness`` on ``task`` (default: hello-file) with the engine playing ``replies``.
 
     ``model`` is a registry name or a HF directory (:func:`resolve_model`).
     ``judge_replies``: a scripted judge engine (``--judge-engine``, so also the simulated
-    user's) playing these, in the order the rollout's judge and user calls come."""
+    user's) playing these, in the order the rollout's judge and user calls come. ``backend``
+    names the sandbox backend (``backend_options`` go to it; the local one's root is under
+    ``work``)."""
     from openforge.engines.scripted import ScriptedEngine
     from openforge.gateway.roles import RoleEngine
     from openforge.gateway.server import Gateway
@@ -129,7 +133,8 @@ async def probe(
             retries=0,
             retry_backoff_s=0.0,
             out_dir=work / "run",
-            backend_options={"root": work / "sandboxes"},
+            backend=backend,
+            backend_options=backend_options or {"root": work / "sandboxes"},
             metadata=metadata or {},
             admin_token=gw.admin_token,
         )

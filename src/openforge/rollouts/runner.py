@@ -33,6 +33,7 @@ from openforge.harnesses.base import (
     TakesMcpServers,
     TakesTurnLimit,
 )
+from openforge.harnesses.portable import install_for
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
@@ -268,6 +269,9 @@ async def _attempt(
     workdir = spec.workdir
     t0 = time.perf_counter()
     try:
+        # Container and pod sandboxes lack the host's harness install: show a portable one.
+        if job.backend.name != "local":
+            spec.harness = await install_for(job.harness)
         box = await job.backend.create(spec)
     except _INFRA as exc:
         raise _Infra(f"sandbox create: {exc}") from exc

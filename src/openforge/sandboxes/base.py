@@ -14,7 +14,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
     "DEFAULT_DISK_MB",
+    "HARNESS_DIR",
     "ExecResult",
+    "HarnessInstall",
     "NetworkPolicy",
     "OutputCallback",
     "Sandbox",
@@ -27,6 +29,8 @@ __all__ = [
 
 # What a sandbox may write in all, when its task does not say (``SandboxSpec.disk_mb``).
 DEFAULT_DISK_MB = 4096
+# Where a container sandbox shows a harness's portable install (``harnesses/portable.py``).
+HARNESS_DIR = "/opt/openforge/harness"
 # "none": no network at all; "gateway": only the gateway's address; "open": unrestricted.
 NetworkPolicy = Literal["none", "gateway", "open"]
 # Called with ("stdout" | "stderr", chunk) as output arrives.
@@ -55,6 +59,20 @@ class TaskImage:
     build_timeout_s: float = 600.0
 
 
+@dataclass(frozen=True, slots=True)
+class HarnessInstall:
+    """A harness's self-contained install, shown read-only at :data:`HARNESS_DIR`.
+
+    ``path`` is the host directory (the container backends bind-mount it); ``key`` names
+    its content (``<harness>-<version>-<hash>``): the Kubernetes backend mounts the image
+    ``openforge images build --harness … --push REGISTRY`` made of it, tagged with ``key``.
+    The local backend needs none: its sandboxes see the host's install.
+    """
+
+    key: str
+    path: str
+
+
 @dataclass(slots=True)
 class SandboxSpec:
     image: str | None = None  # container image (container and Kubernetes backends)
@@ -76,6 +94,8 @@ class SandboxSpec:
     # Host paths an environment needs, shown read-only at the same path (local backend;
     # container images carry what they need). The browser environment's Python, say.
     host_paths: tuple[str, ...] = ()
+    # The harness, for backends whose images do not carry it (container, Kubernetes).
+    harness: HarnessInstall | None = None
 
 
 @dataclass(slots=True)

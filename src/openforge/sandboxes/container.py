@@ -13,7 +13,16 @@ A task that brings its own environment (``SandboxSpec.task_image``: Harbor's
 ``environment/Dockerfile``, Terminal-Bench's Dockerfile) runs in the image built from it
 (``sandboxes/images.py``), unedited, with sandboxd from the sandbox image mounted beside it
 (``sandboxes/runtime.py``). ``$HOME`` is ``/home/sandbox`` everywhere, as in the local backend,
-where the harness adapters put their files.
+where the harness adapters put their files. A harness the image lacks (any but the
+built-in claw agent) comes as its portable install (``SandboxSpec.harness``,
+``harnesses/portable.py``), bind-mounted read-only at ``/opt/openforge/harness``.
+
+``disk_mb`` (Harbor's ``storage_mb``): where this process can make loop disks (root), the
+workdir, HOME and /tmp are bind mounts of one ``disk_mb`` ext4 filesystem of the sandbox's
+own (``disk.py``, as the local backend does; podman's own ``--storage-opt size`` needs an
+overlay on xfs with project quotas). The workdir is a named volume over it, so what the
+image has there is copied up first. The rest of the container's writable layer is not
+bounded; without loop disks only each file's size is (``--ulimit fsize``).
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ import json
 import resource
 import secrets
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.base import HARNESS_DIR, SandboxError, SandboxSpec
+from openforge.sandboxes.disk import DiskError, loop_disks_available, make_disk, remove_disk
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
@@ -51,6 +62,21 @@ def gateway_inside(url: str | None, host_alias: str) -> str | None:
         return url
     netloc = host_alias + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _docker_reachable(path: str) -> None:
+    """:class:`SandboxError` saying so when docker's daemon does not answer."""
+    try:
+        res = subprocess.run([path, "version", "--format", "{{.Server.Version}}"],
+                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise SandboxError("docker's daemon did not answer within 20 s") from None
+    if res.returncode != 0:
+        why = (res.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise SandboxError(
+            f"docker is installed but its daemon is not reachable ({why}): start dockerd, "
+            "or use --backend podman"
+        )
 
 
 def _ulimits() -> list[str]:
@@ -83,7 +109,10 @@ class ContainerBackend:
             raise SandboxError(f"container engine must be podman or docker, not {engine!r}")
         path = shutil.which(engine)
         if path is None:
-            raise SandboxError(f"{engine} is not installed (apt-get install {engine})")
+            package = "docker.io" if engine == "docker" else engine
+            raise SandboxError(f"{engine} is not installed (apt-get install {package})")
+        if engine == "docker":
+            _docker_reachable(path)
         self.name = engine
         self.engine = path
         self.image = image
@@ -118,8 +147,10 @@ class ContainerBackend:
             return ["--network", "slirp4netns:allow_host_loopback=true"]
         return ["--add-host", "host.docker.internal:host-gateway"]
 
-    def _resources(self, spec: SandboxSpec) -> list[str]:
+    def _resources(self, spec: SandboxSpec, own_disk: bool) -> list[str]:
         args = _ulimits()
+        if spec.disk_mb is not None and not own_disk:
+            args += ["--ulimit", f"fsize={spec.disk_mb * 1024 * 1024}"]
         if spec.cpu is not None:
             args += ["--cpus", str(spec.cpu)]
         if spec.memory_mb is not None:
@@ -154,13 +185,16 @@ class ContainerBackend:
         token = secrets.token_urlsafe(32)
         sockdir = self.root / sid
         sockdir.mkdir(mode=0o700)
+        disk = await self._disk(spec, sid, sockdir)
         labels = [f"--label={k}={v}" for k, v in {**spec.labels, SANDBOX_LABEL: sid}.items()]
         env = [f"--env={k}={v}" for k, v in spec.env.items()]
+        if spec.harness is not None:
+            env += ["--volume", f"{spec.harness.path}:{HARNESS_DIR}:ro"]
         args = [
             "run", "--detach", "--name", name, *labels, *env,
             "--env", f"OPENFORGE_SANDBOXD_TOKEN={token}", "--env", f"HOME={SANDBOX_HOME}",
             "--volume", f"{sockdir}:{_SOCKET_DIR}",
-            *self._network(spec), *self._resources(spec), *self.extra_args,
+            *disk, *self._network(spec), *self._resources(spec, bool(disk)), *self.extra_args,
             *image, "--workdir", spec.workdir, "--home", SANDBOX_HOME,
             "--uds", f"{_SOCKET_DIR}/sandboxd.sock",
         ]  # fmt: skip
@@ -172,6 +206,9 @@ class ContainerBackend:
         async def remove() -> None:
             self._open.pop(sid, None)
             await self._run("rm", "--force", "--time", "0", name, check=False)
+            if disk:
+                await self._run("volume", "rm", "--force", f"{name}-work", check=False)
+                await asyncio.to_thread(remove_disk, sockdir / "fs")
             if relay is not None:
                 await relay.close()
             await asyncio.to_thread(shutil.rmtree, sockdir, True)
@@ -195,6 +232,28 @@ class ContainerBackend:
             raise
         self._open[sid] = box
         return box
+
+    async def _disk(self, spec: SandboxSpec, sid: str, sockdir: Path) -> list[str]:
+        """The mounts that put the workdir, HOME and /tmp on a ``disk_mb`` disk of their own
+        (none without ``disk_mb`` or where loop disks cannot be made)."""
+        if spec.disk_mb is None or not loop_disks_available():
+            return []
+        fs = sockdir / "fs"
+        volume = f"openforge-{sid}-work"
+        try:
+            await asyncio.to_thread(make_disk, sockdir / "disk.img", fs, spec.disk_mb, (0, 0))
+            for sub, mode in (("work", 0o755), ("home", 0o755), ("tmp", 0o1777)):
+                (fs / sub).mkdir()
+                (fs / sub).chmod(mode)
+            # A named volume (not a bind mount): the image's own workdir content is copied up.
+            await self._run("volume", "create", "--opt", "type=none", "--opt", "o=bind",
+                            "--opt", f"device={fs / 'work'}", volume)  # fmt: skip
+        except (DiskError, SandboxError, OSError) as exc:
+            await asyncio.to_thread(remove_disk, fs)
+            await asyncio.to_thread(shutil.rmtree, sockdir, True)
+            raise SandboxError(f"sandbox disk: {exc}") from exc
+        return ["--volume", f"{volume}:{spec.workdir}", "--volume", f"{fs / 'home'}:{SANDBOX_HOME}",
+                "--volume", f"{fs / 'tmp'}:/tmp"]  # fmt: skip
 
     async def close(self) -> None:
         """Remove every container this backend still holds."""

@@ -29,6 +29,7 @@ __all__ = [
     "TASK_IMAGE_REPO",
     "ImageBuilder",
     "base_images_from_env",
+    "build_dir_image",
     "parse_base_images",
     "push_image",
     "substitute_bases",
@@ -147,6 +148,33 @@ class ImageBuilder:
         if proc.returncode != 0:
             tail = out.decode(errors="replace").strip()[-2000:]
             raise SandboxError(f"image build of {image.dockerfile} failed: {tail}")
+
+
+async def build_dir_image(engine: str, root: Path, tag: str, timeout_s: float = 1800.0) -> str:
+    """An image whose file system is exactly ``root`` (``FROM scratch``), tagged ``tag``;
+    not rebuilt when ``tag`` exists (``tag`` names ``root``'s content). Mounted as an image
+    volume it shows ``root``: how pods get a harness's portable install."""
+    builder = ImageBuilder(engine)
+    if await builder._exists(tag):
+        return tag
+    with tempfile.NamedTemporaryFile("w", suffix=".Containerfile", delete=False) as fh:
+        fh.write("FROM scratch\nCOPY . /\n")
+    proc = await asyncio.create_subprocess_exec(
+        engine, "build", "-q", "-t", tag, "-f", fh.name, "--label",
+        "openforge.dev/harness-image=1", str(root),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise SandboxError(f"image build of {root} ran past {timeout_s:g}s") from None
+    finally:
+        os.unlink(fh.name)
+    if proc.returncode != 0:
+        raise SandboxError(f"image build of {root} failed: {out.decode(errors='replace')[-2000:]}")
+    return tag
 
 
 async def push_image(engine: str, tag: str, registry: str) -> str:

@@ -32,6 +32,7 @@ from openforge.sandboxes.manifests import (
     LABEL_RUN,
     LABEL_SANDBOX,
     SANDBOXD_PORT,
+    harness_image_ref,
     label_value,
     network_policy,
     pod_manifest,
@@ -256,7 +257,7 @@ class KubernetesBackend:
         body = pod_manifest(
             name, spec, image=image, secret=f"{name}-token",
             deadline_s=int(lifetime + self.verify_margin_s), owner=self.owner,
-            runtime_image=runtime,
+            runtime_image=runtime, harness_image=self._harness_image(spec),
         )  # fmt: skip
         self._creating.add(name)
         try:
@@ -287,6 +288,17 @@ class KubernetesBackend:
                 )
             ref = f"{self.task_registry.rstrip('/')}/{ref.rsplit('/', 1)[-1]}"
         return ref, self.image
+
+    def _harness_image(self, spec: SandboxSpec) -> str | None:
+        """The pushed image of the spec's portable harness install, if it has one."""
+        if spec.harness is None:
+            return None
+        if self.task_registry is None:
+            raise SandboxError(
+                "a harness in pods needs its portable install in a registry: openforge images "
+                "build --harness NAME --push REGISTRY, then task_registry=REGISTRY"
+            )
+        return harness_image_ref(self.task_registry, spec.harness.key)
 
     def _box(
         self, name: str, client: SandboxdClient, spec: SandboxSpec, env: Any = None
@@ -328,6 +340,7 @@ class KubernetesBackend:
             and (spec.cpu, spec.memory_mb, spec.pids, spec.disk_mb)
             == (pool.cpu, pool.memory_mb, pool.pids, pool.disk_mb)
             and spec.network == pool.network
+            and spec.harness == pool.harness
             and lifetime <= self.default_lifetime_s
         )
 
@@ -343,7 +356,7 @@ class KubernetesBackend:
         deadline = self.pool.max_age_s + self.default_lifetime_s + self.verify_margin_s
         body = pod_manifest(
             name, labeled, image=spec.image or self.image, secret=f"{name}-token",
-            deadline_s=int(deadline), owner=self.owner,
+            deadline_s=int(deadline), owner=self.owner, harness_image=self._harness_image(spec),
         )  # fmt: skip
         ip = await self._launch(name, body, token, spec.network)
         client = SandboxdClient(f"http://{ip}:{self.sandboxd_port}", token)

@@ -10,7 +10,7 @@ import hashlib
 import re
 from typing import Any
 
-from openforge.sandboxes.base import DEFAULT_DISK_MB, SandboxSpec
+from openforge.sandboxes.base import DEFAULT_DISK_MB, HARNESS_DIR, SandboxSpec
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "LABEL_SANDBOX",
     "SANDBOXD_PORT",
     "gateway_manifests",
+    "harness_image_ref",
     "label_key",
     "label_value",
     "network_policy",
@@ -36,6 +37,17 @@ LABEL_POOL = "openforge.dev/pool"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 SANDBOXD_PORT = 8765
 Obj = dict[str, Any]
+
+
+def harness_image_ref(registry: str, key: str) -> str:
+    """Where ``openforge images build --harness … --push REGISTRY`` put a portable install."""
+    return f"{registry.rstrip('/')}/openforge-harness:{key}"
+
+
+def _image_volume(name: str, reference: str, path: str) -> tuple[Obj, Obj]:
+    """A read-only image volume (Kubernetes' ImageVolume feature) and its mount."""
+    volume = {"name": name, "image": {"reference": reference, "pullPolicy": "IfNotPresent"}}
+    return volume, {"name": name, "mountPath": path, "readOnly": True}
 
 
 def pod_name(rollout_id: str) -> str:
@@ -70,12 +82,15 @@ def pod_manifest(
     owner: Obj | None = None,
     service_account: str | None = None,
     runtime_image: str | None = None,
+    harness_image: str | None = None,
 ) -> Obj:
     """One sandbox pod running sandboxd, its token from ``secret``.
 
     With ``runtime_image`` (the sandbox image), ``image`` is a task's own image: the sandbox
     image is mounted read-only as an image volume (Kubernetes' ImageVolume feature) and
-    sandboxd runs from it (``sandboxes/runtime.py``).
+    sandboxd runs from it (``sandboxes/runtime.py``). ``harness_image`` (a harness's
+    portable install, ``harnesses/portable.py``) is mounted the same way at
+    ``/opt/openforge/harness``.
     """
     resources: Obj = {}
     if spec.cpu is not None:
@@ -134,18 +149,15 @@ def pod_manifest(
     }
     if service_account:
         pod_spec["serviceAccountName"] = service_account
+    images = [("openforge-rt", runtime_image, RT_DIR), ("openforge-harness", harness_image,
+              HARNESS_DIR)]  # fmt: skip
+    for volume, ref, path in images:
+        if ref is not None:
+            vol, mount = _image_volume(volume, ref, path)
+            pod_spec.setdefault("volumes", []).append(vol)
+            pod_spec["containers"][0].setdefault("volumeMounts", []).append(mount)
     if runtime_image is not None:
-        container = pod_spec["containers"][0]
-        container["command"] = RT_ENTRYPOINT
-        container["volumeMounts"] = [
-            {"name": "openforge-rt", "mountPath": RT_DIR, "readOnly": True}
-        ]
-        pod_spec["volumes"] = [
-            {
-                "name": "openforge-rt",
-                "image": {"reference": runtime_image, "pullPolicy": "IfNotPresent"},
-            }
-        ]
+        pod_spec["containers"][0]["command"] = RT_ENTRYPOINT
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
 
 

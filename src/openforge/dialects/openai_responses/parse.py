@@ -36,7 +36,7 @@ from openforge.dialects.openai_responses.protocol import (
     TextConfig,
 )
 
-__all__ = ["LOGPROBS_INCLUDE", "parse_request"]
+__all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
 
 log = logging.getLogger(__name__)
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -52,9 +52,10 @@ def parse_request(body: bytes) -> Conversation:
     """Parse a ``POST /v1/responses`` body.
 
     ``instructions`` becomes a leading system message. Function tools are served;
-    tools inside a ``namespace`` are served as ``"<namespace>.<name>"`` (the names are
-    listed in ``metadata["tool_namespaces"]`` so answers can split them again); every
-    other tool type is listed in ``ignored_tools``. ``metadata`` keeps
+    function tools inside a ``namespace`` are served under their flat name
+    (:func:`flat_tool_name`; ``metadata["tool_namespaces"]`` maps each flat name to its
+    ``[namespace, name]`` so answers can split them again); every other tool type is
+    listed in ``ignored_tools``. ``metadata`` keeps
     ``previous_response_id``, ``store``, ``include``, ``instructions``,
     ``client_metadata``, ``prompt_cache_key``, ``reasoning`` and item counts
     ``ignored_items``.
@@ -69,12 +70,12 @@ def parse_request(body: bytes) -> Conversation:
     else:
         for i, item in enumerate(req.input):
             ignored_items += not _add_item(messages, item, i)
-    tools, ignored, namespaces = _tools(req)
+    tools, ignored, namespaced = _tools(req)
     metadata: dict[str, Any] = {
         k: getattr(req, k) for k in _EXTRAS + _MORE_EXTRAS if getattr(req, k) is not None
     }
-    if namespaces:
-        metadata["tool_namespaces"] = namespaces
+    if namespaced:
+        metadata["tool_namespaces"] = namespaced
     if req.reasoning is not None:
         metadata["reasoning"] = req.reasoning.model_dump(exclude_none=True)
     if ignored_items:
@@ -115,24 +116,50 @@ def _response_format(text: TextConfig | None) -> ResponseFormat | None:
     return None
 
 
-def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], list[str]]:
+def flat_tool_name(namespace: str, name: str) -> str:
+    """The one name a namespaced tool has in the prompt: Codex's own flat form
+    (``ToolName::canonical_flat_name``: ``mcp__task`` + ``notes_search`` →
+    ``mcp__task__notes_search``), which is also the name Claude Code gives the same MCP
+    tool, so a policy sees one name for one tool under either harness."""
+    return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
+
+
+def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], dict[str, list[str]]]:
+    """Function tools, the names of ignored ones, and ``{flat name: [namespace, name]}``.
+
+    A flat name that collides with another tool's name is a 400 naming the field: the
+    answer could not say which of the two was called.
+    """
     tools: list[ToolSpec] = []
     ignored: list[str] = []
-    namespaces: list[str] = []
-    for tool in req.tools or []:
+    namespaced: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
+
+    def add(name: str, where: str, description: str | None, parameters: Any) -> None:
+        if name in seen:
+            raise ApiError(
+                "invalid_request",
+                f"Invalid value for '{where}.name': tool name '{name}' is also the name "
+                f"of '{seen[name]}'.",
+                f"{where}.name",
+            )
+        seen[name] = where
+        tools.append(_spec(name, description, parameters))
+
+    for i, tool in enumerate(req.tools or []):
         if isinstance(tool, FunctionTool):
-            tools.append(_spec(tool.name, tool.description, tool.parameters))
+            add(tool.name, f"tools[{i}]", tool.description, tool.parameters)
         elif isinstance(tool, NamespaceTool):
-            namespaces.append(tool.name)
-            for inner in tool.tools:
-                name = f"{tool.name}.{inner.get('name', '')}"
-                if inner.get("type") == "function":
-                    tools.append(_spec(name, inner.get("description"), inner.get("parameters")))
+            for j, inner in enumerate(tool.tools):
+                if isinstance(inner, FunctionTool):
+                    flat = flat_tool_name(tool.name, inner.name)
+                    add(flat, f"tools[{i}].tools[{j}]", inner.description, inner.parameters)
+                    namespaced[flat] = [tool.name, inner.name]
                 else:
-                    ignored.append(name)
+                    ignored.append(f"{tool.name}/{inner.name or inner.type}")
         else:
             ignored.append(tool.name or tool.type)
-    return tools, ignored, namespaces
+    return tools, ignored, namespaced
 
 
 def _spec(name: str, description: Any, parameters: Any) -> ToolSpec:
@@ -197,7 +224,7 @@ def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
         else:
             messages.append(Message(item.role, parts))
     elif isinstance(item, FunctionCallItem):
-        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
+        name = flat_tool_name(item.namespace, item.name) if item.namespace else item.name
         _open_assistant(messages).tool_calls.append(ToolCall(item.call_id, name, item.arguments))
     elif isinstance(item, FunctionCallOutputItem):
         messages.append(

@@ -109,19 +109,10 @@ InputItem = Annotated[
 
 class FunctionTool(WireIn):
     type: Literal["function"]
-    name: str
+    name: str = Field(min_length=1)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
-
-
-class NamespaceTool(WireIn):
-    """Codex groups tools (``multi_agent_v1``); calls name them with ``namespace``."""
-
-    type: Literal["namespace"]
-    name: str
-    description: str = ""
-    tools: list[dict[str, Any]]
 
 
 class OtherTool(WireIn):
@@ -134,6 +125,29 @@ class OtherTool(WireIn):
 def _tool_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     return kind if kind in ("function", "namespace") else "other"
+
+
+def _inner_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "function" if kind == "function" else "other"
+
+
+InnerTool = Annotated[
+    Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
+    Discriminator(_inner_tag),
+]
+
+
+class NamespaceTool(WireIn):
+    """A group of tools under one name: Codex sends each MCP server's tools as one
+    (``mcp__<server>``) and its sub-agent tools as ``multi_agent_v1``; a call to one of
+    them names it with ``name`` plus ``namespace`` (``codex-rs/protocol/src/tool_name.rs``).
+    """
+
+    type: Literal["namespace"]
+    name: str = Field(min_length=1)
+    description: str = ""
+    tools: list[InnerTool]
 
 
 Tool = Annotated[

@@ -145,10 +145,10 @@ def _call_item(
         "call_id": call_id,
         "name": name,
     }
-    namespaces = ctx.conversation.metadata.get("tool_namespaces", ()) if ctx.conversation else ()
-    space, dot, short = name.partition(".")
-    if dot and space in namespaces:
-        item["name"], item["namespace"] = short, space
+    namespaced = ctx.conversation.metadata.get("tool_namespaces", {}) if ctx.conversation else {}
+    split = namespaced.get(name)
+    if split is not None:  # Codex dispatches a namespaced tool by (namespace, name)
+        item["namespace"], item["name"] = split
     return item
 
 
