@@ -209,8 +209,10 @@ def run_load(
     }  # fmt: skip
     cpu0, t0 = _cpu_s(target.pids), time.monotonic()
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"load on {target.name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["cpu_ms"] = 1000 * (_cpu_s(target.pids) - cpu0) / max(1, result["calls"])
     result["wall_s"] = time.monotonic() - t0
     result["load"] = _loadavg()
