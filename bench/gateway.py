@@ -130,6 +130,7 @@ def start_openforge(
     engine_url: str,
     workers: int = 1,
     src: Path | None = None,
+    store: str | None = None,
 ) -> Target:
     """``openforge gateway --engine vllm`` pinned to core 0 (``workers`` > 1: cores
     0..workers-1), importing ``src`` (another checkout's sources) when given."""
@@ -137,7 +138,7 @@ def start_openforge(
     cores = "0" if workers == 1 else f"0-{min(workers, os.cpu_count() or 1) - 1}"
     args = ["taskset", "-c", cores, str(Path(sys.executable).parent / "openforge"), "gateway"]
     args += ["--engine", "vllm", "--url", engine_url, "--model", MODEL, "--max-context", "131072"]
-    args += ["--store", str(tmp / f"openforge-{port}.db"), "--port", str(port)]
+    args += ["--store", store or str(tmp / f"openforge-{port}.db"), "--port", str(port)]
     args += ["--admin-port", str(_free_port())]
     if workers > 1:
         args += ["--workers", str(workers)]
@@ -367,10 +368,25 @@ class Run:
         self.report.history(result)
 
     def workers(self, procs: list[subprocess.Popen[bytes]], engine_url: str, n: int) -> None:
-        """``n`` gateway processes on one port against one (c=64, 256)."""
-        many = start_openforge(procs, self.tmp, engine_url, workers=n)
+        """``n`` worker processes on one port against one, both on a PostgreSQL store
+        (what workers need), c=64 and 256; the database server is not pinned."""
+        from openforge.store.pgcluster import LocalCluster
+
+        with LocalCluster.temporary() as cluster:
+            one = start_openforge(procs, self.tmp, engine_url, store=cluster.create_database("one"))
+            many = start_openforge(
+                procs, self.tmp, engine_url, workers=n, store=cluster.create_database("many")
+            )
+            try:
+                self._workers(one, many, n)
+            finally:
+                for p in procs[-2:]:
+                    p.terminate()
+                    p.wait()
+
+    def _workers(self, one: Target, many: Target, n: int) -> None:
         rows = {}
-        for target, label in ((self.of, "1 worker"), (many, f"{n} workers")):
+        for target, label in ((one, "1 worker"), (many, f"{n} workers")):
             target.keys = mint(target, max(self.concs))
             for stream in self.modes:
                 for conc in [c for c in self.concs if c > 1]:
