@@ -199,6 +199,7 @@ def _admin_port(target: Target) -> int:
 def run_load(
     target: Target, tmp: Path, *, workload: str = "agent", stream: bool = False, conc: int = 1,
     seconds: float = 5.0, case: str = "rollout", size: int = 3000, turns: int = 0,
+    think: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
     """One load run against ``target`` in a process pinned to core 1; its result line."""
     keys_file = tmp / f"keys-{time.monotonic_ns()}.txt"
@@ -206,7 +207,7 @@ def run_load(
     spec = {
         "url": target.url, "kind": target.kind, "workload": workload, "stream": stream,
         "conc": conc, "seconds": seconds, "case": case, "size": size, "turns": turns,
-        "keys": str(keys_file),
+        "keys": str(keys_file), "think": think,
     }  # fmt: skip
     cpu0, t0 = _cpu_s(target.pids), time.monotonic()
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
@@ -234,6 +235,13 @@ def main() -> None:
         metavar="CHECKOUT",
         help="also run another checkout's gateway (its src/) as 'before', e.g. a git "
         "worktree of an earlier commit: before/after in the same run",
+    )
+    ap.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="headline: pause after each call per connection (agents running tools); "
+        "0: closed loop",
     )
     ap.add_argument("--workers", type=int, default=2, help="gateway processes (workers section)")
     ap.add_argument(
@@ -275,6 +283,7 @@ def main() -> None:
             before = start_openforge(procs, tmp, engine_url, src=a.compare.resolve() / "src")
             before.name, before.keys = "before", mint(before, max(a.conc))
         ctx = Run(tmp, seconds, modes, tuple(a.conc), engine, of, peer, report, before)
+        ctx.think = a.think_ms / 1000
         for section in a.only:
             if section == "workers":
                 ctx.workers(procs, engine_url, a.workers)
@@ -321,13 +330,14 @@ class Run:
     peer: Target | None
     report: Any
     before: Target | None = None
+    think: float = 0.0
 
     def headline(self) -> None:
         """The agent body at every mode and concurrency, every target."""
         rows = {}
         for stream in self.modes:
             for conc in self.concs:
-                kw = {"stream": stream, "conc": conc, "seconds": self.seconds}
+                kw = {"stream": stream, "conc": conc, "seconds": self.seconds, "think": self.think}
                 rows[("engine", stream, conc)] = run_load(self.engine, self.tmp, **kw)
                 of = rows[("openforge", stream, conc)] = run_load(self.of, self.tmp, **kw)
                 fresh = Target("of-fresh", self.of.url, self.of.pids, "openforge")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import statistics
 import time
 from pathlib import Path
@@ -88,6 +89,9 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
         await conn.open()
         content = wl.NewContent(text, seed=i)
         own = keys[i % len(keys)] if keys else f"conn{i}"
+        think = spec.get("think", 0.0)
+        if think:  # spread the connections' calls over the think time, as agents would be
+            await asyncio.sleep(random.uniform(0, think))
         try:
             while (t := time.perf_counter()) < stop:
                 n = next(counter)
@@ -100,6 +104,10 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
                     errors.append(f"{status}: {answer[:300]!r}")
                 elif warm <= done < stop:  # answered within the measured window
                     lat.append(done - t)
+                if think:
+                    # Agents' tool runs vary; a fixed pause phase-locks the connections
+                    # into bursts (docs/gateway.md, "Why the pause is random").
+                    await asyncio.sleep(think * random.uniform(0.5, 1.5))
         finally:
             conn.close()
 
