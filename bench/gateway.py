@@ -174,7 +174,9 @@ def mint(target: Target, n: int) -> list[str]:
     admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
 
     async def main() -> list[str]:
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        async with httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+        ) as c:
             sem = asyncio.Semaphore(16)
 
             async def one() -> str:
