@@ -354,13 +354,15 @@ class Run:
     def recorded(self) -> None:
         """The recorded Claude Code and Codex bodies (OpenForge only: the peer is Chat-only)."""
         rows = {}
+        targets = [t for t in (self.of, self.before) if t is not None]
         for workload in ("claude", "codex"):
             for stream in self.modes:
                 for conc in (1, 64):
-                    rows[(workload, stream, conc)] = run_load(
-                        self.of, self.tmp, workload=workload, stream=stream, conc=conc,
-                        seconds=self.seconds,
-                    )  # fmt: skip
+                    for t in targets:
+                        rows[(workload, stream, conc, t.name)] = run_load(
+                            t, self.tmp, workload=workload, stream=stream, conc=conc,
+                            seconds=self.seconds,
+                        )  # fmt: skip
         self.report.recorded(rows)
 
     def sizes(self) -> None:

@@ -76,12 +76,13 @@ class Report:
         """Recorded harness bodies through OpenForge."""
         print("\n## recorded bodies + a tool turn (3 KB new per call), OpenForge")
         _line(
-            f"{'body':<8}{'KB':>6}{'mode':>7}{'conc':>5}{'calls/s':>8}{'p50 ms':>9}",
-            f"{'p99 ms':>9}{'cpu ms':>8}{'load':>6}{'err':>5}",
+            f"{'body':<8}{'KB':>6}{'mode':>7}{'conc':>5} {'target':<10}{'calls/s':>8}",
+            f"{'p50 ms':>9}{'p99 ms':>9}{'cpu ms':>8}{'load':>6}{'err':>5}",
         )
-        for (workload, stream, conc), r in rows.items():
+        for (workload, stream, conc, name), r in rows.items():
             _line(
                 f"{workload:<8}{r['body_kb']:>6.1f}{'stream' if stream else 'json':>7}{conc:>5}",
+                f" {name:<10}",
                 f"{r['rps']:>8.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.1f}{r['cpu_ms']:>8.2f}",
                 f"{r['load']:>6.1f}{r['errors']:>5}",
             )

@@ -7,11 +7,13 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pytest
 import uvloop
 from hypothesis import given
 from hypothesis import strategies as st
 
+from openforge.engines.remote import without_field
 from openforge.engines.transport import ConnectFailed, EngineTransport, LineDecoder, TransportError
 
 Run = Callable[[Coroutine[Any, Any, None]], None]
@@ -208,3 +210,32 @@ def test_line_decoder_gives_the_same_lines_however_bytes_are_split(
         at += n
     out += decoder.decode(data[at:]) + decoder.flush()
     assert out == lines
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=4),
+    st.none() | st.lists(st.integers(0, 200_000), max_size=30),
+    st.integers(0, 4),
+)
+def test_an_unread_field_is_cut_from_the_bytes_as_if_it_was_never_sent(
+    event: dict[str, Any], ids: list[int] | None, where: int
+) -> None:
+    """What vLLM's first chunk carries (``prompt_token_ids``) is cut before parsing; the
+    rest of the event parses to what it was, wherever the field sits and whatever the
+    strings around it hold (even the field's own name)."""
+    items = list(event.items())
+    items.insert(min(where, len(items)), ("prompt_token_ids", ids))
+    items.append(("text", '"prompt_token_ids":[1]'))
+    data = orjson.dumps({"choices": [dict(items)]})
+    cut = orjson.loads(without_field(data, b'"prompt_token_ids"'))
+    expected = {k: v for k, v in items if k != "prompt_token_ids"}
+    assert cut == {"choices": [expected]}

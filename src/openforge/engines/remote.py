@@ -38,6 +38,7 @@ __all__ = [
     "StreamState",
     "default_client",
     "fit_max_tokens",
+    "without_field",
 ]
 
 
@@ -70,6 +71,9 @@ class RemoteEngine:
 
     kind: ClassVar[str] = "remote"
     generate_path: ClassVar[str] = ""
+    # Stream fields never read, cut from the event's bytes before it is parsed (an integer
+    # list the size of the prompt costs more to parse than the rest of the stream).
+    unread_fields: ClassVar[tuple[bytes, ...]] = ()
     health_path: ClassVar[str] = "/health"
 
     def __init__(
@@ -134,7 +138,7 @@ class RemoteEngine:
             async with self.transport.post(self.generate_path, body, self._stream_headers) as r:
                 if r.status >= 400:
                     _raise_for_status(r.status, await r.read(), self.url)
-                events = _sse_objects(r.chunks())
+                events = _sse_objects(r.chunks(), self.unread_fields)
                 async for event in events:
                     error = _stream_error(event)
                     if error is not None:
@@ -206,11 +210,16 @@ def _raise_for_status(status: int, body: bytes, url: str) -> None:
     raise EngineError(f"{url}: HTTP {status}: {text}")
 
 
-async def _sse_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an SSE stream's ``data:`` lines, up to ``[DONE]``."""
+async def _sse_objects(
+    chunks: AsyncIterator[bytes], unread: tuple[bytes, ...] = ()
+) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an SSE stream's ``data:`` lines, up to ``[DONE]`` (without the
+    ``unread`` fields)."""
     decoder = LineDecoder()
     async for data in chunks:
         for line in decoder.decode(data):
+            for field_name in unread:
+                line = without_field(line, field_name)
             event = _sse_event(line)
             if event is _DONE:
                 return
@@ -223,6 +232,32 @@ async def _sse_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, 
 
 
 _DONE: dict[str, Any] = {}  # the [DONE] sentinel
+
+
+def without_field(data: bytes, name: bytes) -> bytes:
+    """Compact JSON ``data`` without the member named ``name`` (given quoted, as
+    ``b'"name"'``) whose value is null or a flat array; unchanged when it has none.
+
+    A quote inside a JSON string is escaped, so the quoted name followed by a colon
+    occurs only as a member name.
+    """
+    at = data.find(name + b":")
+    if at < 0:
+        return data
+    value = at + len(name) + 1
+    if data.startswith(b"null", value):
+        end = value + 4
+    elif data.startswith(b"[", value):
+        end = data.find(b"]", value) + 1
+        if end == 0 or b"[" in data[value + 1 : end] or b'"' in data[value:end]:
+            return data  # not a flat array of numbers: leave it to the parser
+    else:
+        return data
+    if data.startswith(b",", end):
+        return data[:at] + data[end + 1 :]
+    if data[at - 1 : at] == b",":
+        return data[: at - 1] + data[end:]
+    return data[:at] + data[end:]
 
 
 def _sse_event(line: bytes) -> dict[str, Any] | None:

@@ -18,8 +18,8 @@ encode them and ``tokenizers`` drops or rejects them in its own way.
 
 Equivalence is tested on the repository's sources, the recorded harness prompts, the
 Python standard library and random Unicode (tests/rendering/test_bpe.py), and
-``bench/bpe_check.py`` runs the same comparison over a larger corpus (164 M characters,
-no difference).
+``bench/bpe_check.py`` runs the same comparison over this Python's whole library
+directory as well (39,765 texts, 199 M characters: no difference).
 """
 
 from __future__ import annotations
