@@ -75,12 +75,10 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -
 
 
 def _cpu_s(pids: list[int]) -> float:
-    """User + system CPU seconds of ``pids`` so far."""
-    total = 0
-    for pid in [*pids, *(c for p in pids for c in _children(p))]:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of ``pids`` and their children (workers) so far."""
+    from gateway_load import cpu_s
+
+    return cpu_s([*pids, *(c for p in pids for c in _children(p))])
 
 
 def _loadavg() -> float:
@@ -203,13 +201,18 @@ def run_load(
     seconds: float = 5.0, case: str = "rollout", size: int = 3000, turns: int = 0,
     think: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """One load run against ``target`` in a process pinned to core 1; its result line."""
+    """One load run against ``target`` in a process pinned to core 1; its result line.
+
+    Runs at 64 connections and more last longer (``seconds`` × (1 + conc/128)): a closed
+    loop's latency there is its queue, seconds on a loaded machine, and the measured
+    window must hold many of them."""
+    seconds *= 1 + conc / 128
     keys_file = tmp / f"keys-{time.monotonic_ns()}.txt"
     keys_file.write_text("\n".join(target.keys))
     spec = {
         "url": target.url, "kind": target.kind, "workload": workload, "stream": stream,
         "conc": conc, "seconds": seconds, "case": case, "size": size, "turns": turns,
-        "keys": str(keys_file), "think": think,
+        "keys": str(keys_file), "think": think, "pids": target.pids,
     }  # fmt: skip
     cpu0, t0 = _cpu_s(target.pids), time.monotonic()
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
@@ -217,7 +220,7 @@ def run_load(
     if done.returncode:
         raise SystemExit(f"load on {target.name} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["cpu_ms"] = 1000 * (_cpu_s(target.pids) - cpu0) / max(1, result["calls"])
+    result["cpu_ms"] = 1000 * (_cpu_s(target.pids) - cpu0) / max(1, result["answered"])
     result["wall_s"] = time.monotonic() - t0
     result["load"] = _loadavg()
     return result

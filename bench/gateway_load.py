@@ -60,6 +60,19 @@ class Conn:
         self.writer.close()
 
 
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` (all their threads) ran so far, from the
+    scheduler's nanosecond counters (/proc/PID/task/TID/schedstat)."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that just ended
+    return total / 1e9
+
+
 def _path(spec: dict[str, Any], key: str) -> str:
     path = wl.WORKLOADS[spec["workload"]][0]
     if spec["kind"] == "openforge":
@@ -79,6 +92,7 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     fresh = spec["case"] == "fresh"
     counter = itertools.count()
     lat: list[float] = []
+    answered = [0]  # every 200, in the window or not (the CPU figure's denominator)
     errors: list[str] = []
     start = time.perf_counter()
     warm, stop = start + min(0.5, spec["seconds"] / 4), start + min(0.5, spec["seconds"] / 4)
@@ -102,7 +116,9 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
                 done = time.perf_counter()
                 if status != 200:
                     errors.append(f"{status}: {answer[:300]!r}")
-                elif warm <= done < stop:  # answered within the measured window
+                    continue
+                answered[0] += 1
+                if warm <= done < stop:  # answered within the measured window
                     lat.append(done - t)
                 if think:
                     # Agents' tool runs vary; a fixed pause phase-locks the connections
@@ -115,6 +131,7 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     lat.sort()
     return {
         "calls": len(lat),
+        "answered": answered[0],
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
         "rps": len(lat) / spec["seconds"],
@@ -130,6 +147,7 @@ async def _growing(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     conn = Conn(spec["url"])
     await conn.open()
     by_turn: list[list[float]] = [[] for _ in range(spec["turns"])]
+    cpu_by_turn: list[list[float]] = [[] for _ in range(spec["turns"])]
     sizes = [0] * spec["turns"]
     errors: list[str] = []
     calls = 0
@@ -140,20 +158,27 @@ async def _growing(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
             results.append(content.take(spec["size"]))
             body = wl.growing_body(spec["stream"], results)
             sizes[turn] = len(body)
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), cpu_s(spec["pids"])
             status, answer = await conn.call(_path(spec, key), body)
             if status != 200:
                 errors.append(f"{status}: {answer[:300]!r}")
                 continue
             by_turn[turn].append(time.perf_counter() - t)
+            cpu_by_turn[turn].append(cpu_s(spec["pids"]) - cpu)
             calls += 1
     conn.close()
     return {
         "calls": calls,
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
+        "answered": calls,
         "turns": [
-            {"turn": i + 1, "body_kb": sizes[i] / 1000, "p50_ms": 1000 * statistics.median(xs)}
+            {
+                "turn": i + 1,
+                "body_kb": sizes[i] / 1000,
+                "p50_ms": 1000 * statistics.median(xs),
+                "cpu_ms": 1000 * statistics.mean(cpu_by_turn[i]),
+            }
             for i, xs in enumerate(by_turn)
             if xs
         ],

@@ -104,11 +104,11 @@ class Report:
     def history(self, result: dict[str, Any]) -> None:
         """Latency by turn of a growing rollout."""
         print("\n## one rollout growing by an answer + 3 KB per call (c=1, JSON), OpenForge")
-        print(f"{'turn':>5}{'body KB':>9}{'p50 ms':>9}")
+        print(f"{'turn':>5}{'body KB':>9}{'p50 ms':>9}{'cpu ms':>8}")
         turns = result["turns"]
         for t in turns:
             if t["turn"] in (1, 2, 3, 6, 12, 24, 36, 48):
-                print(f"{t['turn']:>5}{t['body_kb']:>9.1f}{t['p50_ms']:>9.2f}")
+                print(f"{t['turn']:>5}{t['body_kb']:>9.1f}{t['p50_ms']:>9.2f}{t['cpu_ms']:>8.2f}")
         print(f"load {result['load']:.1f}; cpu ms/call over all turns {result['cpu_ms']:.2f}")
         _errors({("history",): result})
 
