@@ -36,6 +36,7 @@ class Server:
     byte_by_byte: bool = False  # write the response one byte at a time
     hold: bool = False  # stop after the first event and wait for the client to go
     drop: bool = False  # stop after the first event and close the connection
+    silent: bool = False  # never answer; wait for the client to go
     connections: int = 0
     requests: list[bytes] = field(default_factory=list)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
@@ -62,6 +63,9 @@ class Server:
             self.gone.set()
 
     async def respond(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.silent:
+            await reader.read()  # until the client closes
+            raise asyncio.IncompleteReadError(b"", None)
         out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
         out += b"transfer-encoding: chunked\r\n\r\n"
         events = EVENTS[:1] if self.hold or self.drop else EVENTS
@@ -171,6 +175,33 @@ async def _leaving_a_stream_early_closes_its_connection() -> None:
         server.hold = False
         assert await _events(transport) == [e.strip() for e in EVENTS]
         assert server.connections == 2
+    finally:
+        transport.close()
+        srv.close()
+
+
+def test_a_call_cancelled_before_the_answer_starts_closes_its_connection(run: Run) -> None:
+    run(_a_call_cancelled_before_the_answer_starts_closes_its_connection())
+
+
+async def _a_call_cancelled_before_the_answer_starts_closes_its_connection() -> None:
+    """A client that goes away while the engine has not answered yet aborts it too."""
+    server = Server(silent=True)
+    srv = await serve(server)
+    transport = EngineTransport(f"http://127.0.0.1:{server.port}")
+
+    async def call() -> None:
+        async with transport.post("/v1/completions", b"{}", {}):
+            pass
+
+    try:
+        task = asyncio.create_task(call())
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(server.gone.wait(), 5)
     finally:
         transport.close()
         srv.close()

@@ -221,6 +221,9 @@ class EngineTransport:
                 if reused and not exc.started:  # the server had closed it while idle
                     continue
                 raise
+            except BaseException:  # cancelled before the answer started: abort it too
+                conn.close()
+                raise
             break
         try:
             yield response
