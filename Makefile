@@ -24,7 +24,7 @@ test: $(SETUP)
 
 bench: $(SETUP)
 	$(PY) bench/gateway.py
-	$(PY) bench/gateway.py --mode stream --conc 256 --think-ms 500 --seconds 10 --no-peer
+	$(PY) bench/gateway.py --only headline --mode stream --conc 256 --think-ms 500 --no-peer
 	$(PY) bench/gateway_heap.py --quick
 	$(PY) bench/gateway_huge.py
 	$(PY) bench/rendering.py

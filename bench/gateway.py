@@ -1,26 +1,32 @@
-"""Gateway overhead: added latency and calls/s at concurrency 1, 64, 256, streaming and not.
+"""Gateway speed on agent traffic, through the vLLM engine client, beside rllm-model-gateway.
 
-Three targets get the same Chat Completions load (a 4 KB agent-style body, 2 tools, a
-20-token answer), each served from one pinned core while the load generator runs in
-another process on another core:
+Every target runs in its own process pinned with ``taskset``: gateways (OpenForge, the
+peer) on core 0; the instant vLLM-style engine server (bench/gateway_workload.py) and the
+load generator on core 1. OpenForge is ``openforge gateway --engine vllm`` as users run
+it, reaching the engine over HTTP. Each call carries new content (a fresh slice of source
+code as a tool result), so nothing is answered from a cache of whole bodies.
 
-* ``engine``    — an instant OpenAI-compatible engine server (raw ASGI on uvicorn): the
-                  baseline a request costs with no gateway at all;
-* ``openforge`` — the OpenForge gateway with the scripted engine (instant, in process):
-                  auth, parse, token-exact render, stream parse, dialect encode and a
-                  durable SQLite record per call;
-* ``rllm``      — rllm-model-gateway (PyPI) in front of the instant engine server, when
-                  it installs (into a throwaway venv under /tmp, never the project's).
+Targets, one table row each:
 
-``added p50``/``added p99`` are a target's latency percentiles minus the engine's at the
-same mode and concurrency: what the gateway adds to the engine alone. ``TTFT`` is the time
-to the first body bytes of the answer (for a stream, its first event; for JSON, the whole
-answer). The issue's "p99 ≤ 10 ms at 256 concurrent streams" is read as the added p99
-with agent-like pacing, ``--think-ms 500``: each connection pauses after each call for
-0.5-1.5 × that long (a fixed pause phase-locks the connections; docs/gateway.md).
+* ``engine``  — the engine's own chat route, no gateway (the baseline of "added" latency);
+* ``openforge`` — one rollout key per connection: each call is the same conversation with
+  a new tool result (the first call of each connection renders the shared prefix once);
+* ``of-fresh`` — a fresh rollout (key) per call: every call is a rollout's first;
+* ``rllm``    — rllm-model-gateway (PyPI) in front of the engine, one session per
+  connection (``/sessions/<id>/v1``), its log level at warning.
 
-    .venv/bin/python bench/gateway.py [--quick] [--no-peer]
-    .venv/bin/python bench/gateway.py --mode stream --conc 256 --think-ms 500 --seconds 10
+Columns: calls/s, latency p50/p99, added p50/p99 (minus the engine's at the same mode and
+concurrency), ``cpu ms`` (the target process's CPU time per answered call, from /proc:
+the figure least moved by other load on a shared machine), ``×rllm`` (calls/s over the
+peer's) and the 1-minute load average when the run ended.
+
+Sections: ``headline`` (the agent body: 6 KB system prompt, 10 tools, a tool call and a
+3 KB result), ``recorded`` (the recorded Claude Code and Codex bodies plus a tool turn),
+``sizes`` (cost per call as the new content grows: 1, 3, 10, 30 KB), ``history`` (one
+rollout growing turn by turn: cost by history length), ``workers`` (``--workers N``
+processes on one port).
+
+    .venv/bin/python bench/gateway.py [--quick] [--no-peer] [--only headline sizes ...]
 """
 
 from __future__ import annotations
@@ -29,274 +35,31 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gateway_workload as wl
 from openforge.models.registry import DEFAULT_MODEL, models_dir
 
 MODEL = os.environ.get("OPENFORGE_BENCH_MODEL") or str(models_dir() / DEFAULT_MODEL)
-ANSWER = "The answer is forty-two, computed from the six by seven table above."
-SYSTEM = "You are a careful coding agent. " * 120  # ~4 KB, like a harness system prompt
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} tool: " + "does useful work. " * 10,
-            "parameters": {"type": "object", "properties": {"arg": {"type": "string"}}},
-        },
-    }
-    for name in ("bash", "read_file")
-]
-PEER_VENV = Path("/tmp/openforge-bench-rllm")
-
-
-def _body(stream: bool) -> bytes:
-    return json.dumps(
-        {
-            "model": "bench",
-            "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": "What is six times seven?"},
-            ],
-            "tools": TOOLS,
-            "stream": stream,
-        }
-    ).encode()
+TOKEN = "bench-admin-token"
+SECTIONS = ("headline", "recorded", "sizes", "history", "workers")
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _pin(cpu: int) -> None:
-    if hasattr(os, "sched_setaffinity") and cpu < (os.cpu_count() or 1):
-        os.sched_setaffinity(0, {cpu})
-
-
-# ---- the instant engine server ------------------------------------------------------
-
-
-def serve_engine(port: int) -> None:
-    """An OpenAI-compatible server that answers every chat call instantly."""
-    import uvicorn
-
-    words = ANSWER.split(" ")
-    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-    full = json.dumps(
-        {
-            "id": "chatcmpl-x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "bench",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": ANSWER},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920},
-        }
-    ).encode()
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        body = {
-            "id": "chatcmpl-x",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "bench",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-    stream_parts = [chunk({"role": "assistant", "content": ""})]
-    stream_parts += [chunk({"content": p}) for p in pieces]
-    stream_parts += [chunk({}, "stop"), b"data: [DONE]\n\n"]
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
-        if b'"stream": true' in body or b'"stream":true' in body:
-            headers = [(b"content-type", b"text/event-stream")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            for part in stream_parts:
-                await send({"type": "http.response.body", "body": part, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        headers = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": full})
-
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=port,
-        http="httptools",
-        loop="uvloop",
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
-
-
-# ---- the OpenForge gateway ----------------------------------------------------------
-
-
-def serve_gateway(port: int, store: str, keys_file: str, n_keys: int) -> None:
-    """The gateway with an instant scripted engine; writes ``n_keys`` rollout keys."""
-    import uvloop
-
-    from openforge.engines.scripted import ScriptedEngine
-    from openforge.gateway.server import Gateway
-    from openforge.store.sqlite import SqliteStore
-
-    script = Path(store).with_suffix(".jsonl")
-    script.write_text(json.dumps({"text": ANSWER}) + "\n")
-
-    async def main() -> None:
-        engine = ScriptedEngine.for_model(script, MODEL)
-        gw = Gateway(engine, SqliteStore(store), model=MODEL, port=port)
-        await gw.start()
-        keys = [(await gw.store.create_rollout()).key for _ in range(n_keys)]
-        Path(keys_file).write_text("\n".join(keys))
-        await asyncio.Event().wait()
-
-    uvloop.run(main())
-
-
-# ---- the load generator ---------------------------------------------------------------
-
-
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, float]:
-    """(status, when the first body bytes arrived)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    lower = head.lower()
-    first = 0.0
-    if b"transfer-encoding: chunked" in lower:
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.strip(), 16)
-            await reader.readexactly(size + 2)
-            if not first:
-                first = time.perf_counter()
-            if size == 0:
-                return status, first
-    i = lower.find(b"content-length:")
-    end = lower.find(b"\r\n", i)
-    await reader.readexactly(int(lower[i + 15 : end]))
-    return status, time.perf_counter()
-
-
-async def _worker(
-    host: str,
-    port: int,
-    path: str,
-    body: bytes,
-    key: str,
-    stop_at: float,
-    warm_until: float,
-    lat: list[float],
-    ttft: list[float],
-    think: float,
-) -> int:
-    reader, writer = await asyncio.open_connection(host, port)
-    if think:  # spread the connections' calls over the think time, as agents would be
-        await asyncio.sleep(random.uniform(0, think))
-    head = (
-        f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
-        f"authorization: Bearer {key}\r\ncontent-length: {len(body)}\r\n\r\n"
-    ).encode()
-    errors = 0
-    try:
-        while True:
-            t = time.perf_counter()
-            if t >= stop_at:
-                return errors
-            writer.write(head + body)
-            status, first = await _read_response(reader)
-            done = time.perf_counter()
-            if status != 200:
-                errors += 1
-            elif t >= warm_until:
-                lat.append(done - t)
-                ttft.append(first - t)
-            if think:
-                # Agents' tool runs vary. A fixed pause phase-locks the connections: calls
-                # delayed together by one stall come back together 500 ms later, as a
-                # burst that grows every round (seen on this bench: clusters of 10-55
-                # calls every 0.51 s, each ending 8-30 ms late).
-                await asyncio.sleep(think * random.uniform(0.5, 1.5))
-    finally:
-        writer.close()
-
-
-def load(
-    url: str,
-    path: str,
-    stream: bool,
-    conc: int,
-    seconds: float,
-    keys: list[str],
-    think: float = 0.0,
-) -> None:
-    """Run ``conc`` keep-alive connections for ``seconds``; print one JSON result line."""
-    import uvloop
-
-    host, port = url.removeprefix("http://").split(":")
-    body = _body(stream)
-
-    async def main() -> dict[str, Any]:
-        lat: list[float] = []
-        ttft: list[float] = []
-        start = time.perf_counter()
-        warm = start + min(0.5, seconds / 4)
-        stop = warm + seconds
-        errs = await asyncio.gather(
-            *(
-                _worker(
-                    host, int(port), path, body, keys[i % len(keys)], stop, warm, lat, ttft, think
-                )
-                for i in range(conc)
-            )
-        )
-        lat.sort()
-        ttft.sort()
-        n = len(lat)
-
-        def pct(xs: list[float], q: float) -> float:
-            return 1000 * xs[min(n - 1, int(n * q))] if n else float("nan")
-
-        return {
-            "n": n,
-            "errors": sum(errs),
-            "rps": n / seconds,
-            "p50_ms": pct(lat, 0.5),
-            "p99_ms": pct(lat, 0.99),
-            "ttft_p50_ms": pct(ttft, 0.5),
-            "ttft_p99_ms": pct(ttft, 0.99),
-        }
-
-    print(json.dumps(uvloop.run(main())), flush=True)
-
-
-# ---- orchestration --------------------------------------------------------------------
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
@@ -311,164 +74,226 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def _spawn(args: list[str], cpu: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--pin", str(cpu), *args],
-        stdout=subprocess.DEVNULL,
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds of ``pids`` and their children (workers) so far."""
+    from gateway_load import cpu_s
+
+    return cpu_s([*pids, *(c for p in pids for c in _children(p))])
+
+
+def _loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    pids: list[int]
+    kind: str  # engine | openforge | rllm
+    keys: list[str] = field(default_factory=list)
+
+
+# ---- processes --------------------------------------------------------------------
+
+
+def _answer_ids() -> tuple[list[int], list[str]]:
+    """The ids of ``ANSWER`` + end of turn under the model's tokenizer, and their texts."""
+    from openforge.rendering import load_tokenizer
+
+    tok = load_tokenizer(MODEL)
+    end = tok.token_id("<|im_end|>")
+    assert end is not None
+    ids = [*tok.encode(wl.ANSWER), end]
+    return ids, [tok.decode([i]) for i in ids]
+
+
+def start_engine(procs: list[subprocess.Popen[bytes]], tmp: Path) -> str:
+    ids, pieces = _answer_ids()
+    spec = tmp / "answer.json"
+    spec.write_text(json.dumps([ids, pieces]))
+    port = _free_port()
+    procs.append(
+        subprocess.Popen(
+            ["taskset", "-c", "1", sys.executable, __file__, "--serve-engine", str(port), str(spec)]
+        )
     )
+    _wait_port(port, procs[-1])
+    return f"http://127.0.0.1:{port}"
 
 
-def _run_load(
-    url: str,
-    path: str,
-    stream: bool,
-    conc: int,
-    seconds: float,
-    keys_file: str | None,
-    think: float = 0.0,
-) -> dict[str, Any]:
-    args = [
-        sys.executable,
-        __file__,
-        "--pin",
-        "1",
-        "--load",
-        url,
-        path,
-        str(int(stream)),
-        str(conc),
-        str(seconds),
-        keys_file or "-",
-        str(think),
-    ]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+def start_openforge(
+    procs: list[subprocess.Popen[bytes]],
+    tmp: Path,
+    engine_url: str,
+    workers: int = 1,
+    src: Path | None = None,
+    store: str | None = None,
+) -> Target:
+    """``openforge gateway --engine vllm`` pinned to core 0 (``workers`` > 1: cores
+    0..workers-1), importing ``src`` (another checkout's sources) when given."""
+    port = _free_port()
+    cores = "0" if workers == 1 else f"0-{min(workers, os.cpu_count() or 1) - 1}"
+    args = ["taskset", "-c", cores, str(Path(sys.executable).parent / "openforge"), "gateway"]
+    args += ["--engine", "vllm", "--url", engine_url, "--model", MODEL, "--max-context", "131072"]
+    args += ["--store", store or str(tmp / f"openforge-{port}.db"), "--port", str(port)]
+    args += ["--admin-port", str(_free_port())]
+    if workers > 1:
+        args += ["--workers", str(workers)]
+    env = {**os.environ, "OPENFORGE_ADMIN_TOKEN": TOKEN}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    procs.append(subprocess.Popen(args, env=env, stderr=subprocess.DEVNULL))
+    _wait_port(port, procs[-1])
+    return Target("openforge", f"http://127.0.0.1:{port}", [procs[-1].pid], "openforge")
 
 
-def _peer(engine_url: str) -> tuple[subprocess.Popen[bytes], str] | None:
-    """Start rllm-model-gateway in front of the engine, installing it if needed."""
-    exe = PEER_VENV / "bin" / "rllm-model-gateway"
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def start_peer(procs: list[subprocess.Popen[bytes]], tmp: Path, engine_url: str) -> Target | None:
+    exe = Path(sys.executable).parent / "rllm-model-gateway"
     if not exe.exists():
-        try:
-            subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-            subprocess.run(
-                [str(PEER_VENV / "bin" / "pip"), "install", "-q", "rllm-model-gateway"],
-                check=True,
-                timeout=600,
-            )
-        except (subprocess.SubprocessError, OSError) as exc:
-            print(f"# rllm-model-gateway did not install: {exc}", file=sys.stderr)
-            return None
-    if not exe.exists():
-        print("# rllm-model-gateway installed no console script", file=sys.stderr)
+        print("# rllm-model-gateway is not installed (pip install -e '.[bench]')", file=sys.stderr)
         return None
     port = _free_port()
-    db = tempfile.mktemp(suffix=".db")
-    proc = subprocess.Popen(
-        [
-            "taskset",
-            "-c",
-            "0",
-            str(exe),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--worker",
-            engine_url + "/v1",
-            "--db-path",
-            db,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_port(port, proc, 60)
-    except RuntimeError as exc:
-        print(f"# rllm-model-gateway did not start: {exc}", file=sys.stderr)
-        proc.kill()
-        return None
-    return proc, f"http://127.0.0.1:{port}"
+    args = ["taskset", "-c", "0", str(exe), "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--worker", engine_url + "/v1", "--db-path", str(tmp / "rllm.db")]
+    args += ["--log-level", "warning"]
+    procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    _wait_port(port, procs[-1], 60)
+    return Target("rllm", f"http://127.0.0.1:{port}", [procs[-1].pid], "rllm")
+
+
+def mint(target: Target, n: int) -> list[str]:
+    """``n`` rollout keys from the gateway's admin API (before any measured run)."""
+    admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+        ) as c:
+            sem = asyncio.Semaphore(16)
+
+            async def one() -> str:
+                async with sem:
+                    r = await c.post(admin, json={})
+                    r.raise_for_status()
+                    return str(r.json()["key"])
+
+            return list(await asyncio.gather(*(one() for _ in range(n))))
+
+    return asyncio.run(main())
+
+
+def _admin_port(target: Target) -> int:
+    cmd = Path(f"/proc/{target.pids[0]}/cmdline").read_bytes().split(b"\0")
+    return int(cmd[cmd.index(b"--admin-port") + 1])
+
+
+# ---- runs ---------------------------------------------------------------------------
+
+
+def run_load(
+    target: Target, tmp: Path, *, workload: str = "agent", stream: bool = False, conc: int = 1,
+    seconds: float = 5.0, case: str = "rollout", size: int = 3000, turns: int = 0,
+    think: float = 0.0,
+) -> dict[str, Any]:  # fmt: skip
+    """One load run against ``target`` in a process pinned to core 1; its result line.
+
+    Runs at 64 connections and more last longer (``seconds`` × (1 + conc/128)): a closed
+    loop's latency there is its queue, seconds on a loaded machine, and the measured
+    window must hold many of them."""
+    seconds *= 1 + conc / 128
+    keys_file = tmp / f"keys-{time.monotonic_ns()}.txt"
+    keys_file.write_text("\n".join(target.keys))
+    spec = {
+        "url": target.url, "kind": target.kind, "workload": workload, "stream": stream,
+        "conc": conc, "seconds": seconds, "case": case, "size": size, "turns": turns,
+        "keys": str(keys_file), "think": think, "pids": target.pids,
+    }  # fmt: skip
+    cpu0, t0 = _cpu_s(target.pids), time.monotonic()
+    args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"load on {target.name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["cpu_ms"] = 1000 * (_cpu_s(target.pids) - cpu0) / max(1, result["answered"])
+    result["wall_s"] = time.monotonic() - t0
+    result["load"] = _loadavg()
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
     ap.add_argument("--no-peer", action="store_true", help="skip rllm-model-gateway")
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     ap.add_argument("--mode", choices=("json", "stream", "both"), default="both")
-    ap.add_argument("--conc", type=int, nargs="+", default=[1, 64, 256], help="concurrencies")
+    ap.add_argument("--conc", type=int, nargs="+", default=[1, 64, 256])
+    ap.add_argument("--seconds", type=float, help="measured seconds per run (6; quick 2.5)")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also run another checkout's gateway (its src/) as 'before', e.g. a git "
+        "worktree of an earlier commit: before/after in the same run",
+    )
     ap.add_argument(
         "--think-ms",
         type=float,
         default=0.0,
-        help="pause after each call per connection (agents running tools); 0: closed loop",
+        help="headline: pause after each call per connection (agents running tools); "
+        "0: closed loop",
     )
-    ap.add_argument("--seconds", type=float, help="measured seconds per run (default 5; 1.5 quick)")
-    ap.add_argument("--pin", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--serve-gateway", nargs=4, help=argparse.SUPPRESS)
-    ap.add_argument("--load", nargs=7, help=argparse.SUPPRESS)
+    ap.add_argument("--workers", type=int, default=2, help="gateway processes (workers section)")
+    ap.add_argument(
+        "--profile",
+        type=float,
+        metavar="SECONDS",
+        help="py-spy the OpenForge gateway under load (--conc[0], --mode) instead",
+    )
+    ap.add_argument("--serve-engine", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--load", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a.pin is not None:
-        _pin(a.pin)
     if a.serve_engine:
-        serve_engine(a.serve_engine)
-        return
-    if a.serve_gateway:
-        port, store, keys_file, n = a.serve_gateway
-        serve_gateway(int(port), store, keys_file, int(n))
+        ids, pieces = json.loads(Path(a.serve_engine[1]).read_text())
+        wl.serve_engine(int(a.serve_engine[0]), ids, pieces)
         return
     if a.load:
-        url, path, stream, conc, secs, keys_file, think = a.load
-        keys = Path(keys_file).read_text().split() if keys_file != "-" else ["none"]
-        load(url, path, stream == "1", int(conc), float(secs), keys, float(think))
+        from gateway_load import load
+
+        print(json.dumps(load(json.loads(a.load))), flush=True)
         return
     modes = {"json": (False,), "stream": (True,), "both": (False, True)}[a.mode]
-    run_all(a.quick, not a.no_peer, modes, tuple(a.conc), a.think_ms / 1000, a.seconds)
+    from gateway_report import Report
 
-
-def run_all(
-    quick: bool,
-    peer: bool,
-    modes: tuple[bool, ...] = (False, True),
-    concs: tuple[int, ...] = (1, 64, 256),
-    think: float = 0.0,
-    seconds: float | None = None,
-) -> None:
-    """Measure every target and print the table."""
-    seconds = seconds or (1.5 if quick else 5.0)
+    seconds = a.seconds or (2.5 if a.quick else 6.0)
     tmp = Path(tempfile.mkdtemp(prefix="openforge-bench-"))
     procs: list[subprocess.Popen[bytes]] = []
+    report = Report()
     try:
-        eport = _free_port()
-        procs.append(_spawn(["--serve-engine", str(eport)], 0))
-        _wait_port(eport, procs[-1])
-        engine_url = f"http://127.0.0.1:{eport}"
-        gport = _free_port()
-        keys_file = str(tmp / "keys.txt")
-        procs.append(
-            _spawn(["--serve-gateway", str(gport), str(tmp / "bench.db"), keys_file, "256"], 0)
-        )
-        _wait_port(gport, procs[-1])
-        while not Path(keys_file).exists():
-            time.sleep(0.05)
-        targets: list[tuple[str, str, str | None]] = [
-            ("engine", engine_url, None),
-            ("openforge", f"http://127.0.0.1:{gport}", keys_file),
-        ]
-        if peer and shutil.which("taskset"):
-            started = _peer(engine_url)
-            if started is not None:
-                procs.append(started[0])
-                targets.append(("rllm", started[1], None))
-        results: dict[tuple[str, bool, int], dict[str, Any]] = {}
-        for stream in modes:
-            for conc in concs:
-                for name, url, kf in targets:
-                    results[(name, stream, conc)] = _run_load(
-                        url, "/v1/chat/completions", stream, conc, seconds, kf, think
-                    )
-        _print(results, targets, concs, modes)
+        engine_url = start_engine(procs, tmp)
+        engine = Target("engine", engine_url, [procs[-1].pid], "engine")
+        of = start_openforge(procs, tmp, engine_url)
+        of.keys = mint(of, max(a.conc))
+        if a.profile:
+            profile(of, tmp, modes[-1], a.conc[0], a.profile)
+            return
+        peer = None if a.no_peer else start_peer(procs, tmp, engine_url)
+        before = None
+        if a.compare is not None:
+            before = start_openforge(procs, tmp, engine_url, src=a.compare.resolve() / "src")
+            before.name, before.keys = "before", mint(before, max(a.conc))
+        ctx = Run(tmp, seconds, modes, tuple(a.conc), engine, of, peer, report, before)
+        ctx.think = a.think_ms / 1000
+        for section in a.only:
+            if section == "workers":
+                ctx.workers(procs, engine_url, a.workers)
+            else:
+                getattr(ctx, section)()
     finally:
         for p in procs:
             p.kill()
@@ -476,30 +301,116 @@ def run_all(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _print(
-    results: dict[tuple[str, bool, int], dict[str, Any]],
-    targets: list[tuple[str, str, str | None]],
-    concs: tuple[int, ...],
-    modes: tuple[bool, ...],
-) -> None:
-    print(
-        f"{'mode':<7}{'conc':>5} {'target':<10}{'calls/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'added p50':>11}{'added p99':>11}{'TTFT p50':>10}{'TTFT p99':>10}{'errors':>8}"
-    )
-    for stream in modes:
-        for conc in concs:
-            base = results[("engine", stream, conc)]
-            for name, _, _ in targets:
-                r = results[(name, stream, conc)]
-                add50 = add99 = ""
-                if name != "engine":
-                    add50 = f"{r['p50_ms'] - base['p50_ms']:+.2f}"
-                    add99 = f"{r['p99_ms'] - base['p99_ms']:+.2f}"
-                print(
-                    f"{'stream' if stream else 'json':<7}{conc:>5} {name:<10}{r['rps']:>9.0f}"
-                    f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{add50:>11}{add99:>11}"
-                    f"{r['ttft_p50_ms']:>10.2f}{r['ttft_p99_ms']:>10.2f}{r['errors']:>8}"
-                )
+def profile(of: Target, tmp: Path, stream: bool, conc: int, seconds: float) -> None:
+    """py-spy samples of the gateway while it serves the headline load; the top frames."""
+    from gateway_report import profile_table
+
+    run_load(of, tmp, stream=stream, conc=conc, seconds=2)  # warm: imports, shared caches
+    spec = {"url": of.url, "kind": "openforge", "workload": "agent", "stream": stream,
+            "conc": conc, "seconds": seconds + 2, "case": "rollout", "size": 3000,
+            "keys": str(tmp / "keys.txt")}  # fmt: skip
+    (tmp / "keys.txt").write_text("\n".join(of.keys))
+    args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
+    load = subprocess.Popen(args, stdout=subprocess.PIPE)
+    out = tmp / "profile.txt"
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(of.pids[0])]
+    spy += ["-d", str(int(seconds)), "-r", "250", "-f", "raw", "-o", str(out), "--nonblocking"]
+    spy += ["--threads"]
+    time.sleep(1)
+    subprocess.run(spy, check=True, capture_output=True)
+    print(load.communicate()[0].decode().strip())
+    profile_table(out.read_text())
+
+
+@dataclass
+class Run:
+    """The sections of one bench run, sharing its processes."""
+
+    tmp: Path
+    seconds: float
+    modes: tuple[bool, ...]
+    concs: tuple[int, ...]
+    engine: Target
+    of: Target
+    peer: Target | None
+    report: Any
+    before: Target | None = None
+    think: float = 0.0
+
+    def headline(self) -> None:
+        """The agent body at every mode and concurrency, every target."""
+        rows = {}
+        for stream in self.modes:
+            for conc in self.concs:
+                kw = {"stream": stream, "conc": conc, "seconds": self.seconds, "think": self.think}
+                rows[("engine", stream, conc)] = run_load(self.engine, self.tmp, **kw)
+                of = rows[("openforge", stream, conc)] = run_load(self.of, self.tmp, **kw)
+                fresh = Target("of-fresh", self.of.url, self.of.pids, "openforge")
+                fresh.keys = mint(self.of, int(of["rps"] * self.seconds * 1.3) + conc + 50)
+                rows[("of-fresh", stream, conc)] = run_load(fresh, self.tmp, case="fresh", **kw)
+                if self.peer is not None:
+                    rows[("rllm", stream, conc)] = run_load(self.peer, self.tmp, **kw)
+                if self.before is not None:
+                    rows[("before", stream, conc)] = run_load(self.before, self.tmp, **kw)
+        self.report.headline(rows, self.modes, self.concs)
+
+    def recorded(self) -> None:
+        """The recorded Claude Code and Codex bodies (OpenForge only: the peer is Chat-only)."""
+        rows = {}
+        targets = [t for t in (self.of, self.before) if t is not None]
+        for workload in ("claude", "codex"):
+            for stream in self.modes:
+                for conc in (1, 64):
+                    for t in targets:
+                        rows[(workload, stream, conc, t.name)] = run_load(
+                            t, self.tmp, workload=workload, stream=stream, conc=conc,
+                            seconds=self.seconds,
+                        )  # fmt: skip
+        self.report.recorded(rows)
+
+    def sizes(self) -> None:
+        """Cost per call as the new content grows (c=1, JSON)."""
+        rows = {}
+        targets = [t for t in (self.engine, self.of, self.peer, self.before) if t is not None]
+        for size in (1000, 3000, 10000, 30000):
+            for t in targets:
+                rows[(t.name, size)] = run_load(t, self.tmp, size=size, seconds=self.seconds)
+        self.report.sizes(rows, [t.name for t in targets])
+
+    def history(self) -> None:
+        """One rollout at a time growing by an answer and a 3 KB result per call."""
+        turns = 24 if self.seconds < 3 else 48
+        self.of.keys = mint(self.of, 4)
+        result = run_load(self.of, self.tmp, case="grow", turns=turns, seconds=self.seconds)
+        self.report.history(result)
+
+    def workers(self, procs: list[subprocess.Popen[bytes]], engine_url: str, n: int) -> None:
+        """``n`` worker processes on one port against one, both on a PostgreSQL store
+        (what workers need), c=64 and 256; the database server is not pinned."""
+        from openforge.store.pgcluster import LocalCluster
+
+        with LocalCluster.temporary() as cluster:
+            one = start_openforge(procs, self.tmp, engine_url, store=cluster.create_database("one"))
+            many = start_openforge(
+                procs, self.tmp, engine_url, workers=n, store=cluster.create_database("many")
+            )
+            try:
+                self._workers(one, many, n)
+            finally:
+                for p in procs[-2:]:
+                    p.terminate()
+                    p.wait()
+
+    def _workers(self, one: Target, many: Target, n: int) -> None:
+        rows = {}
+        for target, label in ((one, "1 worker"), (many, f"{n} workers")):
+            target.keys = mint(target, max(self.concs))
+            for stream in self.modes:
+                for conc in [c for c in self.concs if c > 1]:
+                    rows[(label, stream, conc)] = run_load(
+                        target, self.tmp, stream=stream, conc=conc, seconds=self.seconds
+                    )
+        self.report.workers(rows, n)
 
 
 if __name__ == "__main__":

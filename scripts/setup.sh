@@ -23,7 +23,7 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[dev,gui]'
+.venv/bin/pip install -q -e '.[dev,gui,bench]'
 
 # Harnesses, pinned (their fingerprints under src/openforge/harnesses/fingerprints match these).
 bash scripts/install-harnesses.sh

@@ -29,6 +29,7 @@ from openforge.engines.base import (
     EngineRequest,
     TokenChunk,
 )
+from openforge.engines.transport import ConnectFailed, EngineTransport, LineDecoder, TransportError
 
 __all__ = [
     "RemoteEngine",
@@ -37,6 +38,7 @@ __all__ = [
     "StreamState",
     "default_client",
     "fit_max_tokens",
+    "without_field",
 ]
 
 
@@ -69,6 +71,9 @@ class RemoteEngine:
 
     kind: ClassVar[str] = "remote"
     generate_path: ClassVar[str] = ""
+    # Stream fields never read, cut from the event's bytes before it is parsed (an integer
+    # list the size of the prompt costs more to parse than the rest of the stream).
+    unread_fields: ClassVar[tuple[bytes, ...]] = ()
     health_path: ClassVar[str] = "/health"
 
     def __init__(
@@ -86,6 +91,10 @@ class RemoteEngine:
         self._own_client = client is None
         self.client = client or default_client()
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # The generate stream has its own lean transport (engines/transport.py); admin
+        # calls and health probes go through ``client``.
+        self.transport = EngineTransport(self.url)
+        self._stream_headers = {"Content-Type": "application/json", **self._headers}
         self._version = "0"
 
     # ---- the per-format seam --------------------------------------------------------
@@ -124,29 +133,33 @@ class RemoteEngine:
     async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
         """Stream the server's tokens; closing the iterator closes the connection (abort)."""
         body = orjson.dumps(self.payload(request))
-        headers = {"Content-Type": "application/json", **self._headers}
         state = StreamState()
         try:
-            async with self.client.stream(
-                "POST", self.url + self.generate_path, content=body, headers=headers
-            ) as response:
-                await _raise_for_status(response, self.url)
-                async for event in _sse_objects(response):
+            async with self.transport.post(self.generate_path, body, self._stream_headers) as r:
+                if r.status >= 400:
+                    _raise_for_status(r.status, await r.read(), self.url)
+                events = _sse_objects(r.chunks(), self.unread_fields)
+                async for event in events:
                     error = _stream_error(event)
                     if error is not None:
                         raise EngineError(f"{self.url}: {error}")
                     chunk = self.parse(event, state)
                     if chunk is None:
                         continue
-                    yield chunk
                     if chunk.finish_reason is not None:
+                        # Read to the end ([DONE]) so the connection can serve the next call.
+                        async for _ in events:
+                            pass
+                        await r.read()
+                        yield chunk
                         return
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise ReplicaDown(f"{self.url} unreachable: {exc!r}") from exc
-        except httpx.HTTPError as exc:
+                    yield chunk
+        except ConnectFailed as exc:
+            raise ReplicaDown(f"{self.url} unreachable: {exc}") from exc
+        except TransportError as exc:
             if state.received == 0:
-                raise ReplicaDown(f"{self.url} failed before any token: {exc!r}") from exc
-            raise StreamBroken(f"{self.url} failed mid-stream: {exc!r}") from exc
+                raise ReplicaDown(f"{self.url} failed before any token: {exc}") from exc
+            raise StreamBroken(f"{self.url} failed mid-stream: {exc}") from exc
         if state.received == 0:
             raise ReplicaDown(f"{self.url} closed the stream without a token")
         raise StreamBroken(f"{self.url} ended the stream without a finish reason")
@@ -182,38 +195,85 @@ class RemoteEngine:
         return data if isinstance(data, dict) else {"result": data}
 
     async def close(self) -> None:
-        """Close the HTTP client if this engine made it."""
+        """Close the stream's connections, and the HTTP client if this engine made it."""
+        self.transport.close()
         if self._own_client:
             await self.client.aclose()
 
 
-async def _raise_for_status(response: httpx.Response, url: str) -> None:
-    if response.status_code < 400:
-        return
-    text = (await response.aread()).decode(errors="replace")[:500]
-    if response.status_code in (429, 503):
-        raise EngineOverloaded(f"{url}: HTTP {response.status_code}: {text}")
-    if response.status_code >= 500:
-        raise ReplicaDown(f"{url}: HTTP {response.status_code}: {text}")
-    raise EngineError(f"{url}: HTTP {response.status_code}: {text}")
+def _raise_for_status(status: int, body: bytes, url: str) -> None:
+    text = body.decode(errors="replace")[:500]
+    if status in (429, 503):
+        raise EngineOverloaded(f"{url}: HTTP {status}: {text}")
+    if status >= 500:
+        raise ReplicaDown(f"{url}: HTTP {status}: {text}")
+    raise EngineError(f"{url}: HTTP {status}: {text}")
 
 
-async def _sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an SSE stream's ``data:`` lines, up to ``[DONE]``."""
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        if not data:
-            continue
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise EngineError(f"undecodable stream event: {data[:200]!r}") from exc
-        if isinstance(event, dict):
+async def _sse_objects(
+    chunks: AsyncIterator[bytes], unread: tuple[bytes, ...] = ()
+) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an SSE stream's ``data:`` lines, up to ``[DONE]`` (without the
+    ``unread`` fields)."""
+    decoder = LineDecoder()
+    async for data in chunks:
+        for line in decoder.decode(data):
+            for field_name in unread:
+                line = without_field(line, field_name)
+            event = _sse_event(line)
+            if event is _DONE:
+                return
+            if event is not None:
+                yield event
+    for line in decoder.flush():
+        event = _sse_event(line)
+        if event is not None and event is not _DONE:
             yield event
+
+
+_DONE: dict[str, Any] = {}  # the [DONE] sentinel
+
+
+def without_field(data: bytes, name: bytes) -> bytes:
+    """Compact JSON ``data`` without the member named ``name`` (given quoted, as
+    ``b'"name"'``) whose value is null or a flat array; unchanged when it has none.
+
+    A quote inside a JSON string is escaped, so the quoted name followed by a colon
+    occurs only as a member name.
+    """
+    at = data.find(name + b":")
+    if at < 0:
+        return data
+    value = at + len(name) + 1
+    if data.startswith(b"null", value):
+        end = value + 4
+    elif data.startswith(b"[", value):
+        end = data.find(b"]", value) + 1
+        if end == 0 or b"[" in data[value + 1 : end] or b'"' in data[value:end]:
+            return data  # not a flat array of numbers: leave it to the parser
+    else:
+        return data
+    if data.startswith(b",", end):
+        return data[:at] + data[end + 1 :]
+    if data[at - 1 : at] == b",":
+        return data[: at - 1] + data[end:]
+    return data[:at] + data[end:]
+
+
+def _sse_event(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one ``data:`` line; ``_DONE`` for ``[DONE]``; None otherwise."""
+    if not line.startswith(b"data:"):
+        return None
+    data = line[5:].strip()
+    if data == b"[DONE]":
+        return _DONE
+    if not data:
+        return None
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise EngineError(f"undecodable stream event: {data[:200]!r}") from exc
+    return event if isinstance(event, dict) else None
 
 
 def _stream_error(event: dict[str, Any]) -> str | None:

@@ -94,6 +94,8 @@ class VLLMEngine(RemoteEngine):
 
     kind: ClassVar[str] = "vllm"
     generate_path: ClassVar[str] = "/v1/completions"
+    # The first chunk echoes the whole prompt's ids; the gateway sent them.
+    unread_fields: ClassVar[tuple[bytes, ...]] = (b'"prompt_token_ids"',)
 
     def payload(self, request: EngineRequest) -> dict[str, Any]:
         """The completions body for ``request`` (token-id prompt, streamed, with ids)."""

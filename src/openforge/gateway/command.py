@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -90,6 +91,14 @@ def gateway(
         str | None,
         typer.Option(help="Engine answering user-role keys (simulated users). SPEC as above."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Worker processes sharing the two ports, one core each "
+            "(more than 1 needs a postgresql:// store).",
+            min=1,
+        ),
+    ] = 1,
 ) -> None:
     """Serve OpenAI Chat, OpenAI Responses and Anthropic Messages, recording every call."""
     from openforge.gateway.launch import build_engine, resolve_model_dir, role_engines
@@ -97,20 +106,18 @@ def gateway(
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
     model_dir = resolve_model_dir(model, _fail)
-    eng = build_engine(engine, model_dir, script, url or [], api, max_context, _fail, served_model)
-    roles = role_engines(judge_engine, user_engine, model_dir, _fail)
 
     from openforge.gateway.limits import Limits
-    from openforge.gateway.server import Gateway, serve
+    from openforge.gateway.server import Gateway, bind_socket, serve
     from openforge.home import admin_token_path, ensure_admin_token
     from openforge.store.base import StoreError
-    from openforge.store.location import open_store
+    from openforge.store.location import is_postgres_url, open_store
 
-    try:
-        st = open_store(store)
-    except StoreError as exc:
-        _fail(str(exc))
-        return
+    if workers > 1 and not is_postgres_url(store):
+        _fail(
+            "--workers needs the shared PostgreSQL store (--store postgresql://…): "
+            "a rollout's calls may reach any worker (docs/gateway.md, Workers)"
+        )
     try:
         # Always a token: $OPENFORGE_ADMIN_TOKEN, else one generated once and kept 0600.
         token = ensure_admin_token()
@@ -127,27 +134,53 @@ def gateway(
             err=True,
         )
 
-    serve(
-        eng,
-        st,
-        model=model_dir,
-        admin_token=token,
-        host=host,
-        port=port,
-        admin_host=admin_host,
-        admin_port=(port + 1 if port else 0) if admin_port is None else admin_port,
-        allow_anonymous=allow_anonymous,
-        public_url=public_url,
-        on_ready=ready,
-        limits=Limits(
-            max_body_bytes=int(max_body_mb * (1 << 20)),
-            header_timeout_s=header_timeout,
-            body_timeout_s=body_timeout,
-            offload_bytes=int(offload_mb * (1 << 20)),
-            fetch_image_urls=fetch_image_urls,
-        ),
-        roles=roles,
+    admin_port = (port + 1 if port else 0) if admin_port is None else admin_port
+    limits = Limits(
+        max_body_bytes=int(max_body_mb * (1 << 20)),
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        offload_bytes=int(offload_mb * (1 << 20)),
+        fetch_image_urls=fetch_image_urls,
     )
+
+    def serve_one(index: int, sockets: tuple[socket.socket, socket.socket] | None) -> None:
+        eng = build_engine(
+            engine, model_dir, script, url or [], api, max_context, _fail, served_model
+        )
+        roles = role_engines(judge_engine, user_engine, model_dir, _fail)
+        try:
+            st = open_store(store)
+        except StoreError as exc:
+            _fail(str(exc))
+            return
+        serve(
+            eng,
+            st,
+            model=model_dir,
+            admin_token=token,
+            host=host,
+            port=port,
+            admin_host=admin_host,
+            admin_port=admin_port,
+            allow_anonymous=allow_anonymous,
+            public_url=public_url,
+            on_ready=ready if index == 0 else None,
+            limits=limits,
+            roles=roles,
+            sockets=sockets,
+        )
+
+    if workers == 1:
+        serve_one(0, None)
+        return
+    from openforge.gateway.workers import run_workers
+
+    try:
+        shared = (bind_socket(host, port), bind_socket(admin_host, admin_port))
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port} / {admin_host}:{admin_port}: {exc}")
+        return
+    raise typer.Exit(run_workers(workers, shared, serve_one))
 
 
 def register(app: typer.Typer) -> None:

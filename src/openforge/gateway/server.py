@@ -111,14 +111,19 @@ class Gateway:
         finish_drain_s: float = 10.0,
         limits: Limits | None = None,
         roles: Mapping[CallRole, RoleEngine] | None = None,
+        sockets: tuple[socket.socket, socket.socket] | None = None,
     ) -> None:
+        """``sockets``: the model and admin listeners, already bound (workers share them);
+        else they are bound here on ``host:port`` and ``admin_host:admin_port``."""
         self.engine = engine
         self.roles = dict(roles or {})
         self.store = store
         self.host = host
-        self._sock = bind_socket(host, port)
+        self._sock, self._admin_sock = sockets or (
+            bind_socket(host, port),
+            bind_socket(admin_host, admin_port),
+        )
         self.port: int = self._sock.getsockname()[1]
-        self._admin_sock = bind_socket(admin_host, admin_port)
         self.admin_port: int = self._admin_sock.getsockname()[1]
         self.url = _url(host, self.port)
         self.control_url = _url(admin_host, self.admin_port)
@@ -228,8 +233,10 @@ def serve(
     on_ready: Callable[[Gateway], None] | None = None,
     limits: Limits | None = None,
     roles: Mapping[CallRole, RoleEngine] | None = None,
+    sockets: tuple[socket.socket, socket.socket] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound."""
+    """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound;
+    ``sockets``: listeners already bound (a worker's; gateway/workers.py)."""
     import uvloop
 
     async def main() -> None:
@@ -247,6 +254,7 @@ def serve(
             log_level="info",
             limits=limits,
             roles=roles,
+            sockets=sockets,
         )
         await gateway.start()
         if on_ready is not None:

@@ -11,11 +11,15 @@ import codecs
 import copy
 import functools
 import json
-from dataclasses import dataclass
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tokenizers import Tokenizer as RustTokenizer
+
+from openforge.rendering.bpe import fast_encoder
 
 __all__ = ["Detokenizer", "Tokenizer", "TokenizerError", "load_tokenizer"]
 
@@ -117,6 +121,10 @@ class Tokenizer:
     _content: RustTokenizer
     _template: RustTokenizer
     _bytes: list[bytes] | None
+    # tiktoken's BPE where it gives the same ids as _content (rendering/bpe.py), and the
+    # characters it must not be given.
+    _fast: Callable[[str], list[int]] | None = field(default=None, repr=False)
+    _unsafe: re.Pattern[str] | None = field(default=None, repr=False)
 
     @functools.cached_property
     def hf(self) -> Any:
@@ -131,6 +139,9 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Encode message content: special-token text is treated as plain text."""
+        fast, unsafe = self._fast, self._unsafe
+        if fast is not None and unsafe is not None and unsafe.search(text) is None:
+            return fast(text)
         return _encode(self._content, text)
 
     def encode_template(self, text: str) -> list[int]:
@@ -243,6 +254,7 @@ def load_tokenizer(model_dir: str | Path) -> Tokenizer:
     special = frozenset(int(i) for i, t in backend.get_added_tokens_decoder().items() if t.special)
     content = copy.deepcopy(backend)
     content.encode_special_tokens = True
+    fast = fast_encoder(json.loads(backend.to_str()), _byte_decoder())
     return Tokenizer(
         path=str(path),
         eos_id=eos_id,
@@ -253,4 +265,6 @@ def load_tokenizer(model_dir: str | Path) -> Tokenizer:
         _content=content,
         _template=backend,
         _bytes=_byte_table(backend, special),
+        _fast=fast[0] if fast else None,
+        _unsafe=fast[1] if fast else None,
     )

@@ -1,0 +1,129 @@
+"""bench/gateway.py's tables (one per section), printed as the runs end."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+Rows = dict[tuple[Any, ...], dict[str, Any]]
+
+
+def _line(*cols: str) -> None:
+    print("".join(cols), flush=True)
+
+
+def _errors(rows: Rows) -> None:
+    for key, r in rows.items():
+        if r.get("errors"):
+            print(f"# {key}: {r['errors']} errors, first: {r['first_error']}", file=sys.stderr)
+
+
+def profile_table(raw: str, top: int = 40) -> None:
+    """Self and inclusive shares of py-spy's collapsed stacks."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in filter(None, raw.splitlines()):
+        stack, n = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        total += int(n)
+        own[frames[-1]] += int(n)
+        for f in set(frames):
+            incl[f] += int(n)
+    print(f"\n## py-spy: {total} samples; self")
+    for f, n in own.most_common(top):
+        print(f"{100 * n / total:5.1f}% {f}")
+    print("## inclusive")
+    for f, n in incl.most_common(top * 2):
+        print(f"{100 * n / total:5.1f}% {f}")
+
+
+class Report:
+    """Prints each section's table."""
+
+    def headline(self, rows: Rows, modes: tuple[bool, ...], concs: tuple[int, ...]) -> None:
+        """Agent body, every target."""
+        body = next(iter(rows.values()))["body_kb"]
+        print(f"\n## headline: agent body ({body:.1f} KB, 3 KB new per call), vLLM engine client")
+        _line(
+            f"{'mode':<7}{'conc':>5} {'target':<10}{'calls/s':>8}{'p50 ms':>9}{'p99 ms':>9}",
+            f"{'add p50':>9}{'add p99':>9}{'cpu ms':>8}{'×rllm':>7}{'load':>6}{'err':>5}",
+        )
+        for stream in modes:
+            for conc in concs:
+                base = rows[("engine", stream, conc)]
+                peer = rows.get(("rllm", stream, conc))
+                for name in ("engine", "openforge", "of-fresh", "rllm", "before"):
+                    r = rows.get((name, stream, conc))
+                    if r is None:
+                        continue
+                    add50 = add99 = ratio = ""
+                    if name != "engine":
+                        add50 = f"{r['p50_ms'] - base['p50_ms']:+.2f}"
+                        add99 = f"{r['p99_ms'] - base['p99_ms']:+.1f}"
+                    if peer and name != "engine" and name != "rllm":
+                        ratio = f"{r['rps'] / max(peer['rps'], 1e-9):.2f}"
+                    _line(
+                        f"{'stream' if stream else 'json':<7}{conc:>5} {name:<10}",
+                        f"{r['rps']:>8.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.1f}",
+                        f"{add50:>9}{add99:>9}{r['cpu_ms']:>8.2f}{ratio:>7}",
+                        f"{r['load']:>6.1f}{r['errors']:>5}",
+                    )
+        _errors(rows)
+
+    def recorded(self, rows: Rows) -> None:
+        """Recorded harness bodies through OpenForge."""
+        print("\n## recorded bodies + a tool turn (3 KB new per call), OpenForge")
+        _line(
+            f"{'body':<8}{'KB':>6}{'mode':>7}{'conc':>5} {'target':<10}{'calls/s':>8}",
+            f"{'p50 ms':>9}{'p99 ms':>9}{'cpu ms':>8}{'load':>6}{'err':>5}",
+        )
+        for (workload, stream, conc, name), r in rows.items():
+            _line(
+                f"{workload:<8}{r['body_kb']:>6.1f}{'stream' if stream else 'json':>7}{conc:>5}",
+                f" {name:<10}",
+                f"{r['rps']:>8.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.1f}{r['cpu_ms']:>8.2f}",
+                f"{r['load']:>6.1f}{r['errors']:>5}",
+            )
+        _errors(rows)
+
+    def sizes(self, rows: Rows, names: list[str]) -> None:
+        """Cost per call by new-content size."""
+        print("\n## cost per call by new content (agent body, c=1, JSON)")
+        _line(f"{'new KB':>7}{'body KB':>9}", *(f"{n + ' p50':>16}{'cpu ms':>8}" for n in names))
+        for size in sorted({k[1] for k in rows}):
+            cols = []
+            for n in names:
+                r = rows[(n, size)]
+                cols.append(f"{r['p50_ms']:>16.2f}{r['cpu_ms']:>8.2f}")
+            body = rows[(names[0], size)]["body_kb"]
+            _line(f"{size / 1000:>7.0f}{body:>9.1f}", *cols, f"  load {r['load']:.1f}")
+        _errors(rows)
+
+    def history(self, result: dict[str, Any]) -> None:
+        """Latency by turn of a growing rollout."""
+        print("\n## one rollout growing by an answer + 3 KB per call (c=1, JSON), OpenForge")
+        print(f"{'turn':>5}{'body KB':>9}{'p50 ms':>9}{'cpu ms':>8}")
+        turns = result["turns"]
+        for t in turns:
+            if t["turn"] in (1, 2, 3, 6, 12, 24, 36, 48):
+                print(f"{t['turn']:>5}{t['body_kb']:>9.1f}{t['p50_ms']:>9.2f}{t['cpu_ms']:>8.2f}")
+        print(f"load {result['load']:.1f}; cpu ms/call over all turns {result['cpu_ms']:.2f}")
+        _errors({("history",): result})
+
+    def workers(self, rows: Rows, n: int) -> None:
+        """Several gateway processes on one port."""
+        print(f"\n## gateway workers on one port (agent body); {n} workers share cores 0-{n - 1}")
+        _line(
+            f"{'target':<11}{'mode':>7}{'conc':>5}{'calls/s':>8}{'per core':>9}",
+            f"{'p50 ms':>9}{'p99 ms':>9}{'cpu ms':>8}{'load':>6}{'err':>5}",
+        )
+        for (label, stream, conc), r in rows.items():
+            cores = 1 if label == "1 worker" else n
+            _line(
+                f"{label:<11}{'stream' if stream else 'json':>7}{conc:>5}{r['rps']:>8.0f}",
+                f"{r['rps'] / cores:>9.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.1f}",
+                f"{r['cpu_ms']:>8.2f}{r['load']:>6.1f}{r['errors']:>5}",
+            )
+        _errors(rows)
