@@ -1,16 +1,20 @@
-"""Does the policy learn? SmolLM2-135M + the claw agent on claw-drill, held-out reward before
-and after training, with a 95% confidence interval over seeds.
+"""Does the policy learn, and does the RL step itself teach? SmolLM2-135M + the claw agent
+(or mini-swe-agent, unmodified: ``--harness mini-swe-agent``) on claw-drill: held-out reward
+before training, after the SFT warm-up and after SFT + GRPO, with 95% intervals over seeds,
+and the GRPO-only difference (after GRPO − after SFT, paired per seed) with its interval.
 
-Each seed is a full run of the quickstart recipe (own run dir, own gateway): evaluate on the
-held-out tasks (claw-drill's test instances: the train skills with file names, words and
-numbers from a pool no train instance uses), SFT warm-up on the reference solutions of
+Each seed is a full run of the quickstart recipe (own run dir, own gateway; ``--jobs``
+seeds side by side): evaluate on the held-out tasks (claw-drill's test instances: the train
+skills with file names, words and numbers from a pool no train instance uses; 1 sample per
+task before training, ``--eval-samples`` after), SFT warm-up on the reference solutions of
 ``--sft-per-family`` train instances per skill (played through the gateway by the scripted
-engine as claw tool calls, exported with ``traces export --format sft``), evaluate again
-(``after SFT``), ``--steps`` GRPO steps on all train instances, evaluate again (``after
-GRPO``). The baseline is the same model before training, measured in the same run.
-Target: +15 points within 60 minutes on 2 cores.
+engine as the harness's own bash tool calls), evaluate, ``--steps`` GRPO steps on all train
+instances with groups of ``--group-size`` and DAPO-style dynamic sampling
+(``--sample-rounds``, ``--rest-steps``), evaluate again. Each seed's run directory gets its
+``report.html`` and ``summary.json`` (cost); the whole run's figures go to ``bench.json``.
+Target (issue 19): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min.
 
-    .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--steps 6]
+    .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--jobs 3] [--steps 6]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from openforge.training.loop import LoopEnv, evaluate, run_loop
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
-from openforge.training.teacher import sft_warmup, teacher_samples
+from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
@@ -112,6 +116,10 @@ def main() -> None:
     )
     ap.add_argument("--run-dir", default="runs/bench-learning")
     ap.add_argument("--jobs", type=int, default=1, help="seeds run side by side")
+    ap.add_argument(
+        "--harness", default="claw", choices=TEACHER_HARNESSES,
+        help="the agent trained: the built-in claw, or mini-swe-agent unmodified",
+    )  # fmt: skip
     args = ap.parse_args()
     seeds, steps, k = (1, 2, 1) if args.quick else (args.seeds, args.steps, args.eval_samples)
     changes: dict[str, Any] = {
@@ -122,6 +130,12 @@ def main() -> None:
         "rest_steps": args.rest_steps,
         "learning_rate": args.learning_rate,
     }
+    if args.harness == "mini-swe-agent":
+        # The same budget as claw's 3 turns: the solution's command, the submit, one spare.
+        changes |= {
+            "harness": args.harness,
+            "rollout_options": {"harness_options": {"step_limit": 3}},
+        }
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     started = time.perf_counter()
@@ -138,8 +152,8 @@ def main() -> None:
         ("gain (total)", [r["after"] - r["before"] for r in runs]),
         ("gain (GRPO only)", [r["after"] - r["sft"] for r in runs]),
     ]
-    print(f"held-out: the {QUICKSTART_SUITE} test instances (names and words no train "
-          f"instance uses), {k} samples each")  # fmt: skip
+    print(f"harness: {args.harness}; held-out: the {QUICKSTART_SUITE} test instances (names "
+          f"and words no train instance uses), {k} samples each")  # fmt: skip
     for name, values in rows:
         mean, half = ci95(values)
         print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "

@@ -76,11 +76,12 @@ def train(
     from openforge.training.progress import TrainProgress
     from openforge.training.report import write_run_report
     from openforge.training.session import open_session
-    from openforge.training.teacher import sft_warmup, teacher_samples
+    from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
 
-    if cfg.sft_epochs and cfg.harness != "claw":
-        _fail(f"{cfg.source}: sft_epochs: the SFT warm-up plays claw tool calls; "
-              f"set harness: claw or sft_epochs: 0")  # fmt: skip
+    if cfg.sft_epochs and cfg.harness not in TEACHER_HARNESSES:
+        _fail(f"{cfg.source}: sft_epochs: the SFT warm-up plays the reference solutions as "
+              f"bash tool calls of {' or '.join(TEACHER_HARNESSES)}; set harness to one of "
+              "them or sft_epochs: 0")  # fmt: skip
         return
     price = prices(price_input, price_output, price_sandbox_hour, price_train)
     started = time.perf_counter()

@@ -53,6 +53,10 @@ __all__ = [
 
 log = logging.getLogger("openforge.training")
 
+# Harnesses whose adapters take ``max_tokens`` and ``temperature`` options (claw's own;
+# mini-swe-agent's written into its model_kwargs): the run's sampling settings go there.
+SAMPLING_OPTION_HARNESSES = ("claw", "mini-swe-agent")
+
 RunRollouts = Callable[[RolloutConfig], Awaitable[Sequence[RolloutResult]]]
 _CKPT = re.compile(r"^step-(\d+)$")
 
@@ -108,7 +112,7 @@ def _rollout_config(
 ) -> RolloutConfig:
     extra = dict(cfg.rollout_options)
     harness_options = dict(extra.pop("harness_options", {}))
-    if cfg.harness == "claw":  # the built-in agent takes its sampling settings as options
+    if cfg.harness in SAMPLING_OPTION_HARNESSES:
         harness_options.setdefault("max_tokens", cfg.max_tokens)
         evaluating = tag.startswith("eval") and cfg.eval_temperature is not None
         harness_options.setdefault(
