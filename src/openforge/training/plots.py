@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # no display: files only (before pyplot is imported)
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["PANELS", "Panel", "skill_bars_png", "step_curves_png"]
 
@@ -73,6 +74,7 @@ def _draw(ax: Axes, panel: Panel, records: Sequence[Mapping[str, Any]]) -> None:
             drawn = True
     ax.set_title(panel.title, fontsize=10)
     ax.set_xlabel("GRPO step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel(panel.ylabel)
     ax.grid(alpha=0.3)
     if drawn and len(panel.series) > 1:
