@@ -43,17 +43,21 @@ from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_sa
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of a t-interval (normal approximation past 30 values)."""
+    """Mean and half-width of a 95% t-interval."""
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, float("nan")
-    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36}.get(len(values), 2.0)
+    df = len(values) - 1
+    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36}.get(df)
+    if t is None:  # Cornish-Fisher expansion of the t quantile: within 0.006 from df = 8
+        z = 1.959964
+        t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
     return mean, t * statistics.stdev(values) / math.sqrt(len(values))
 
 
 async def one_seed(
     seed: int, steps: int, root: Path, sft_per_family: int, changes: dict[str, Any]
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Held-out reward before, after the SFT warm-up and after GRPO for one seed."""
     cfg = quickstart_config(str(root / f"seed-{seed}"), steps)
     cfg = dataclasses.replace(cfg, seed=seed, **changes)
@@ -75,13 +79,29 @@ async def one_seed(
         after = await evaluate(cfg, env, "after", cfg.steps)
     wall = time.perf_counter() - started
     await write_run_report(cfg, Path(cfg.run_dir) / "store.db", wall)
+    sft_by, after_by = (
+        task_means(Path(cfg.run_dir) / "rollouts" / f"eval-{t}") for t in ("sft", "after")
+    )
+    diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
     return {
+        "grpo_task_diffs": diffs,
         "before": float(before["reward_mean"]),
         "sft": float(sft_eval.get("reward_mean", float("nan"))),
         "after": float(after["reward_mean"]),
         "wall_s": wall,
         "load_1min_end": os.getloadavg()[0],
     }
+
+
+def task_means(eval_dir: Path) -> dict[str, float]:
+    """Mean reward per held-out task of one evaluation (its ``results.jsonl``; infra errors
+    left out)."""
+    by: dict[str, list[float]] = {}
+    for line in (eval_dir / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("reward") is not None and r.get("status") != "infra_error":
+            by.setdefault(r["task_id"], []).append(float(r["reward"]))
+    return {t: statistics.fmean(v) for t, v in by.items()}
 
 
 def run_seed(seed: int, steps: int, root: Path, per_family: int, changes: dict[str, Any]) -> Any:
@@ -158,6 +178,12 @@ def main() -> None:
         mean, half = ci95(values)
         print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "
               f"(seeds: {', '.join(f'{100 * v:.0f}' for v in values)})")  # fmt: skip
+    # The GRPO-only difference paired per held-out task within each seed: an interval over
+    # tasks that says whether this seed's change exceeds its evaluation noise.
+    for seed, r in enumerate(runs):
+        mean, half = ci95(r["grpo_task_diffs"])
+        print(f"seed {seed}: GRPO only, paired over {len(r['grpo_task_diffs'])} held-out tasks: "
+              f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
     wall = time.perf_counter() - started
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
     print(f"{seeds} seeds x (SFT + {steps} GRPO steps) in {wall / 60:.1f} min, load average "
