@@ -25,14 +25,16 @@ class TrainProgress:
     record (``train``, ``skip``, ``eval``, ``sft``)."""
 
     def __init__(self, steps: int, console: Console | None = None, done: int = 0) -> None:
+        # The status goes last: on a narrow console rich cuts the end of the line, and the
+        # step count and ETA matter most.
         self.progress = Progress(
             TextColumn("[bold]GRPO step"),
             MofNCompleteColumn(),
-            BarColumn(),
-            TextColumn("{task.fields[status]}"),
+            BarColumn(bar_width=20),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
             console=console,
             transient=False,
         )
