@@ -96,8 +96,8 @@ class MiniSweAgentHarness:
         config: str = "mini",
         step_limit: int = 30,
         binary: str = "mini",
-        max_tokens: int | None = None,
-        temperature: float | None = None,
+        max_tokens: int | str | None = None,  # a string from the CLI's -O KEY=VALUE
+        temperature: float | str | None = None,
     ) -> None:
         if config not in _CONFIGS:
             raise HarnessError(
