@@ -27,6 +27,7 @@ import logging
 import math
 import multiprocessing
 import os
+import shutil
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -35,7 +36,7 @@ from typing import Any
 
 from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
-from openforge.training.loop import LoopEnv, evaluate, run_loop
+from openforge.training.loop import LoopEnv, evaluate, resume, run_loop
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
@@ -56,26 +57,46 @@ def ci95(values: list[float]) -> tuple[float, float]:
 
 
 async def one_seed(
-    seed: int, steps: int, root: Path, sft_per_family: int, changes: dict[str, Any]
+    seed: int,
+    steps: int,
+    root: Path,
+    sft_per_family: int,
+    changes: dict[str, Any],
+    from_sft: Path | None = None,
 ) -> dict[str, Any]:
-    """Held-out reward before, after the SFT warm-up and after GRPO for one seed."""
+    """Held-out reward before, after the SFT warm-up and after GRPO for one seed.
+
+    ``from_sft``: a warm-up checkpoint (``checkpoints/step-000000`` of a quickstart-recipe
+    run) to start GRPO from, instead of recording the teacher and running SFT here; the
+    ``before`` figure is then that run's own ``before`` evaluation.
+    """
     cfg = quickstart_config(str(root / f"seed-{seed}"), steps)
     cfg = dataclasses.replace(cfg, seed=seed, **changes)
     started = time.perf_counter()
+    sft_eval: dict[str, Any] = {}
+    if from_sft is not None:
+        target = Path(cfg.run_dir) / "checkpoints" / from_sft.name
+        if not target.exists():
+            shutil.copytree(from_sft, target)
     async with open_session(cfg) as env:
-        teach = teacher_tasks(env.train_tasks, sft_per_family)
-        samples = await teacher_samples(cfg, teach, resolve_model(cfg.model))
-        # Before training SmolLM2-135M makes no tool call (reward 0 in every run so far):
-        # one sample per held-out task is enough there; the samples go where GRPO is judged.
-        before = await evaluate(dataclasses.replace(cfg, eval_samples=1), env, "before", 0)
-        sft = sft_warmup(samples)
-        sft_eval: dict[str, float] = {}
+        if from_sft is not None:
+            await resume(cfg, env)  # the SFT weights, in the trainer and the engine
+            before = {"reward_mean": _before_of(from_sft.parent.parent)}
+            sft_eval = await evaluate(cfg, env, "sft", 0)
+            await run_loop(cfg, env, evaluate_edges=False)
+        else:
+            teach = teacher_tasks(env.train_tasks, sft_per_family)
+            samples = await teacher_samples(cfg, teach, resolve_model(cfg.model))
+            # Before training SmolLM2-135M makes no tool call (reward 0 in every run so
+            # far): one sample per held-out task is enough there.
+            before = await evaluate(dataclasses.replace(cfg, eval_samples=1), env, "before", 0)
+            sft = sft_warmup(samples)
 
-        async def warmup(c: TrainConfig, e: LoopEnv) -> None:
-            await sft(c, e)
-            sft_eval.update(await evaluate(c, e, "sft", 0))
+            async def warmup(c: TrainConfig, e: LoopEnv) -> None:
+                await sft(c, e)
+                sft_eval.update(await evaluate(c, e, "sft", 0))
 
-        await run_loop(cfg, env, evaluate_edges=False, warmup=warmup)
+            await run_loop(cfg, env, evaluate_edges=False, warmup=warmup)
         after = await evaluate(cfg, env, "after", cfg.steps)
     wall = time.perf_counter() - started
     await write_run_report(cfg, Path(cfg.run_dir) / "store.db", wall)
@@ -93,6 +114,15 @@ async def one_seed(
     }
 
 
+def _before_of(run_dir: Path) -> float:
+    """The ``before`` evaluation's reward recorded in a run's ``metrics.jsonl``."""
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "eval" and record.get("tag") == "before":
+            return float(record["reward_mean"])
+    raise SystemExit(f"{run_dir}/metrics.jsonl: no 'before' evaluation")
+
+
 def task_means(eval_dir: Path) -> dict[str, float]:
     """Mean reward per held-out task of one evaluation (its ``results.jsonl``; infra errors
     left out)."""
@@ -104,11 +134,18 @@ def task_means(eval_dir: Path) -> dict[str, float]:
     return {t: statistics.fmean(v) for t, v in by.items()}
 
 
-def run_seed(seed: int, steps: int, root: Path, per_family: int, changes: dict[str, Any]) -> Any:
+def run_seed(
+    seed: int,
+    steps: int,
+    root: Path,
+    per_family: int,
+    changes: dict[str, Any],
+    from_sft: Path | None = None,
+) -> Any:
     """One seed in this process (a worker of ``--jobs``)."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [seed {seed}] %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    return asyncio.run(one_seed(seed, steps, root, per_family, changes))
+    return asyncio.run(one_seed(seed, steps, root, per_family, changes, from_sft))
 
 
 def main() -> None:
@@ -137,6 +174,11 @@ def main() -> None:
     ap.add_argument("--run-dir", default="runs/bench-learning")
     ap.add_argument("--jobs", type=int, default=1, help="seeds run side by side")
     ap.add_argument(
+        "--from-sft", type=Path, default=None,
+        help="start every seed's GRPO from this run's SFT warm-up checkpoint "
+        "(RUN_DIR of a quickstart-recipe run, e.g. runs/quickstart) instead of its own SFT",
+    )  # fmt: skip
+    ap.add_argument(
         "--harness", default="claw", choices=TEACHER_HARNESSES,
         help="the agent trained: the built-in claw, or mini-swe-agent unmodified",
     )  # fmt: skip
@@ -160,10 +202,22 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     started = time.perf_counter()
     root, per_family = Path(args.run_dir), args.sft_per_family
+    from_sft = None
+    if args.from_sft is not None:
+        # Copied now: the source run keeps only its newest checkpoints and may delete it.
+        source = args.from_sft / "checkpoints" / "step-000000"
+        if not (source / "trainer_state.json").is_file():
+            raise SystemExit(f"{source}: no SFT warm-up checkpoint there")
+        from_sft = root / "sft-source" / "checkpoints" / "step-000000"
+        if not from_sft.exists():
+            shutil.copytree(source, from_sft)
+            shutil.copy(args.from_sft / "metrics.jsonl", root / "sft-source" / "metrics.jsonl")
     load_start = os.getloadavg()[0]
     # --jobs > 1: seeds side by side, each in its own process with its own gateway
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
-        futures = [ex.submit(run_seed, s, steps, root, per_family, changes) for s in range(seeds)]
+        futures = [
+            ex.submit(run_seed, s, steps, root, per_family, changes, from_sft) for s in range(seeds)
+        ]
         runs = [f.result() for f in futures]
     rows = [
         ("before (baseline)", [r["before"] for r in runs]),
