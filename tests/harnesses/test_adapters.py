@@ -157,3 +157,19 @@ async def test_mini_swe_agent_text_mode_parses_the_fenced_command(tmp_path: Path
     trajectory = orjson.loads((run.run_dir / "rollouts/hello-file/0/transcript.json").read_bytes())
     assert trajectory["info"]["exit_status"] == "Submitted"
     assert trajectory["info"]["mini_version"] == "2.4.6"
+
+
+def test_mini_swe_agent_sampling_options_go_into_its_model_kwargs() -> None:
+    """max_tokens / temperature are set where mini's users set them (LiteLLM model_kwargs)."""
+    from openforge.harnesses.mini_swe_agent import MiniSweAgentHarness, mini_config
+
+    harness = MiniSweAgentHarness(max_tokens="64", temperature="0.6")  # as -O gives them
+    assert harness.sampling == {"max_tokens": 64, "temperature": 0.6}
+    config = mini_config("http://gw/r/k", "k", "m", "litellm", 3, harness.sampling)
+    assert config["model"]["model_kwargs"] == {
+        "api_base": "http://gw/r/k/v1", "api_key": "k", "max_tokens": 64, "temperature": 0.6,
+    }  # fmt: skip
+    assert (
+        "max_tokens"
+        not in mini_config("http://gw", "k", "m", "litellm", 3)["model"]["model_kwargs"]
+    )

@@ -69,6 +69,8 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
         gateway,
         "--out",
         str(tmp_path / "run"),
+        "--price-sandbox-hour",
+        "3.6",
         env={"TMPDIR": str(tmp_path)},
     )
     assert rc == 0, out
@@ -84,6 +86,14 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
     assert sorted((r["task_id"], r["sample"]) for r in results) == [
         (t, i) for t in ("fail", "pass") for i in range(3)
     ]
+    # what it cost: this harness calls no model, so sandbox time only, priced per hour
+    cost = summary["cost"]
+    sandbox_s = sum(r["timings"]["total"] for r in results)
+    assert cost["rollouts"] == 6 and cost["engine_tokens"] == {}
+    assert cost["sandbox_s"] == pytest.approx(sandbox_s, abs=1e-2) and sandbox_s > 0
+    assert cost["money"]["sandboxes"] == pytest.approx(cost["sandbox_s"] / 1000, rel=1e-3)
+    assert cost["prices"] == {"sandbox_per_hour": 3.6} and cost["wall_s"] > 0
+    assert "cost: " in out and "sandbox-s" in out and "price " in out
 
 
 async def test_malformed_task_is_named_and_the_rest_runs(gateway: str, tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from openforge.models.registry import resolve_model
+from openforge.traces.source import open_store
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, latest_checkpoint, run_loop
-from openforge.training.quickstart import write_report
+from openforge.training.report import write_run_report
+from openforge.training.sampling import TaskSampler
 from openforge.training.session import open_session
 
 pytestmark = pytest.mark.slow
@@ -102,8 +104,32 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     assert (tmp_path / "run" / "tensorboard").is_dir()
     assert (resumed.steps_done, resumed.version) == (3, 3)
     assert status["weight_version"] == "3"
-    report = (await write_report(cfg, store_path)).read_text()
-    assert "<svg" in report and '<span class="t">' in report and "pass@2" in report
+    report = (await write_run_report(cfg, store_path, wall_s=1.0)).read_text()
+    # step curves, and reward per skill (untagged tasks: each its own skill)
+    assert report.count('src="data:image/png;base64,') == 2
+    assert "<td style=text-align:left>say-2</td>" in report
+    assert '<span class="t">' in report and "pass@2" in report
+    assert "Engine tokens by role" in report
+    # what the run cost, from the results files and the metrics
+    cost = json.loads((tmp_path / "run" / "summary.json").read_text())["cost"]
+    results = [
+        json.loads(line)
+        for p in sorted((tmp_path / "run" / "rollouts").glob("*/results.jsonl"))
+        for line in p.read_text().splitlines()
+    ]
+    assert cost["rollouts"] == len(results) == 3 * 2 * 4 + 2 * 2  # 3 steps x B x G, 2 evals
+    store = open_store(store_path)
+    every = [c for r in await store.rollouts() for c in await store.calls(r.id)]
+    await store.close()
+    policy = cost["engine_tokens"]["policy"]
+    assert policy["calls"] == sum(r["usage"]["policy"]["calls"] for r in results) == len(every)
+    assert policy["prompt"] == sum(len(c.prompt_ids) for c in every)
+    assert policy["output"] == sum(len(c.output_ids) for c in every)
+    assert cost["sandbox_s"] == pytest.approx(sum(r["timings"]["total"] for r in results), 1e-3)
+    train_tokens = sum(r["tokens"] for r in records if r["kind"] == "train")
+    assert cost["trainer_tokens"] == train_tokens > 0
+    assert set(cost["phases_s"]) >= {"GRPO rollouts", "GRPO updates", "weight sync", "evaluation"}
+    assert "money" not in cost
 
 
 async def test_step_whose_rollouts_all_failed_is_skipped(tmp_path: Path) -> None:
@@ -129,3 +155,70 @@ async def test_step_whose_rollouts_all_failed_is_skipped(tmp_path: Path) -> None
     assert [(r["kind"], r["reason"], r["masked_rollouts"]) for r in records] == [
         ("skip", "all rollouts failed", 2.0)
     ]
+
+
+async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
+    tmp_path: Path,
+) -> None:
+    """Two tasks always score 1 (no spread); dynamic sampling draws further rounds until B
+    groups have a spread, and the uniform tasks rest in the next step."""
+    from openforge.engines.local import LocalEngine
+    from openforge.gateway.server import Gateway
+    from openforge.store.sqlite import SqliteStore
+
+    suite = _suite(tmp_path / "suite")
+    for name in ("easy-0", "easy-1"):
+        d = suite / name
+        (d / "verify").mkdir(parents=True)
+        (d / "workspace").mkdir()
+        (d / "task.toml").write_text(
+            f'id = "{name}"\ninstruction = "Say anything."\ntimeout = 120\n'
+            'split = "train"\nnetwork = "gateway"\n'
+        )
+        (d / "verify" / "verify.py").write_text("print('{\"reward\": 1.0}')\n")
+    model = resolve_model("tiny")
+    # G = 5: a say-* group has no spread with probability (1/7)^4
+    cfg = TrainConfig(
+        model=str(model), steps=2, tasks_per_step=2, group_size=5, learning_rate=1e-3,
+        tasks=str(suite), harness="shell", max_sample_rounds=4, rest_steps=1,
+        rollout_options={"harness_options": {"command": AGENT}}, concurrency=5,
+        run_dir=str(tmp_path / "run"),
+    )  # fmt: skip
+    store_path = tmp_path / "store.db"
+    gateway = Gateway(LocalEngine(str(model), threads=1), SqliteStore(store_path), model=model)
+    async with gateway as gw:
+        cfg = dataclasses.replace(cfg, admin_token=gw.admin_token)
+        async with open_session(cfg, gw.control_url, store_path) as env:
+            order = TaskSampler(env.train_tasks, cfg.seed)
+            plain = [order.at(i).id for i in range(8)]
+            await run_loop(cfg, env, evaluate_edges=False)
+    # seed 0's plain order of the 4 train tasks, two epochs
+    assert plain == ["say-0", "easy-0", "easy-1", "say-1", "say-1", "easy-0", "say-0", "easy-1"]
+    runs = tmp_path / "run" / "rollouts"
+
+    def drawn(tag: str) -> list[str]:
+        lines = (runs / tag / "results.jsonl").read_text().splitlines()
+        return sorted({json.loads(line)["task_id"] for line in lines})
+
+    # step 0: say-0 (spread) + easy-0 (uniform, rests); then easy-1 (uniform); then say-1
+    assert [drawn(t) for t in ("step-000000", "step-000000-r1", "step-000000-r2")] == [
+        ["easy-0", "say-0"], ["easy-1"], ["say-1"],
+    ]  # fmt: skip
+    assert not (runs / "step-000000-r3").exists()
+    # step 1: both easy tasks rest (uniform in step 0, rest_steps 1): say-1 and say-0
+    assert drawn("step-000001") == ["say-0", "say-1"]
+    assert not (runs / "step-000001-r1").exists()
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if r["kind"] == "train"]
+    got = [
+        {k: r[k] for k in ("sample_rounds", "groups_drawn", "groups_kept", "groups_zero_variance")}
+        for r in steps
+    ]
+    assert got == [
+        {"sample_rounds": 3, "groups_drawn": 4, "groups_kept": 2, "groups_zero_variance": 2},
+        {"sample_rounds": 1, "groups_drawn": 2, "groups_kept": 2, "groups_zero_variance": 0},
+    ]
+    ckpt = latest_checkpoint(cfg.run_dir)
+    assert ckpt is not None
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert state["extra"]["sampler"]["cursor"] == 7  # 4 draws in step 0, 3 looked at in step 1

@@ -122,3 +122,32 @@ async def test_teacher_trajectories_through_the_gateway_train_by_sft(tmp_path: P
     assert trainer.version == 3
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, frozen[n])}
     assert changed and all(n.startswith(("model.layers.1.", "model.norm")) for n in changed)
+
+
+async def test_mini_swe_agent_teacher_runs_the_solution_and_submits(tmp_path: Path) -> None:
+    """The teacher through mini-swe-agent, unmodified: its bash tool with the solution, then
+    its own submit command; the verifier passes it and the calls export as SFT paths."""
+    model = resolve_model("smollm2-135m")
+    task = _task("copy-file")
+    assert teacher_script(task, "mini-swe-agent") == [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "cp notes.txt backup.txt"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}]},
+    ]  # fmt: skip
+    assert list(await teacher_scripts(_task("two-lines"), "mini-swe-agent")) == ["bash"]
+    options = {"step_limit": 3, "max_tokens": 64, "temperature": 1.0}
+    results = await record_teacher([task], model, tmp_path, options, "mini-swe-agent")
+    assert [(r.task_id, r.status, r.reward) for r in results] == [("copy-file", "completed", 1.0)]
+    assert results[0].usage["policy"]["calls"] == 2  # the scripted engine's two replies
+    tokens = await export_teacher_sft(tmp_path / "teacher.db", tmp_path / "sft.jsonl")
+    assert tokens is not None
+    (sample,) = load_sft_samples(tokens)
+    from transformers import AutoTokenizer
+
+    tok: Any = AutoTokenizer.from_pretrained(str(model))
+    prompt = tok.decode(sample.prompt_ids)
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in prompt  # mini's own instance template
+    trained = tok.decode(
+        [t for t, m in zip(sample.response_ids, sample.loss_mask, strict=True) if m]
+    )
+    assert "cp notes.txt backup.txt" in trained and "echo COMPLETE_TASK" in trained

@@ -57,9 +57,16 @@ _VERSION_PROBE = "from importlib.metadata import version; print(version('mini-sw
 
 
 def mini_config(
-    base_url: str, key: str, model: str, model_class: str, step_limit: int
+    base_url: str,
+    key: str,
+    model: str,
+    model_class: str,
+    step_limit: int,
+    sampling: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The config merged over the built-in one: the model at the gateway, a step limit."""
+    """The config merged over the built-in one: the model at the gateway, a step limit, and
+    ``sampling`` (``max_tokens``, ``temperature``) in ``model_kwargs``, where mini's users
+    set them (LiteLLM passes them through)."""
     return {
         "agent": {"step_limit": step_limit},
         "model": {
@@ -67,7 +74,11 @@ def mini_config(
             "model_name": f"openai/{model}",
             # A served model has no price in LiteLLM's table; mini would stop on the error.
             "cost_tracking": "ignore_errors",
-            "model_kwargs": {"api_base": base_url.rstrip("/") + "/v1", "api_key": key},
+            "model_kwargs": {
+                "api_base": base_url.rstrip("/") + "/v1",
+                "api_key": key,
+                **(sampling or {}),
+            },
         },
     }
 
@@ -85,6 +96,8 @@ class MiniSweAgentHarness:
         config: str = "mini",
         step_limit: int = 30,
         binary: str = "mini",
+        max_tokens: int | str | None = None,  # a string from the CLI's -O KEY=VALUE
+        temperature: float | str | None = None,
     ) -> None:
         if config not in _CONFIGS:
             raise HarnessError(
@@ -94,6 +107,12 @@ class MiniSweAgentHarness:
         self.config = config
         self.step_limit = int(step_limit)
         self.binary = binary
+        # Sampling as a mini user would set it in model_kwargs (unset: the server's default).
+        self.sampling: dict[str, float] = {}
+        if max_tokens is not None:
+            self.sampling["max_tokens"] = int(max_tokens)
+        if temperature is not None:
+            self.sampling["temperature"] = float(temperature)
 
     def install_command(self) -> str:
         """A venv on the system Python under /opt/openforge with the pinned package."""
@@ -108,7 +127,9 @@ class MiniSweAgentHarness:
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write the config YAML (model, gateway URL, key) and the env file."""
-        config = mini_config(base_url, key, model, _CONFIGS[self.config], self.step_limit)
+        config = mini_config(
+            base_url, key, model, _CONFIGS[self.config], self.step_limit, self.sampling
+        )
         env = {
             "MSWEA_CONFIGURED": "true",  # no first-run setup wizard
             "MSWEA_SILENT_STARTUP": "1",

@@ -7,7 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register"]
+from openforge.rollouts.cost import Prices
+
+__all__ = [
+    "PriceInputOpt", "PriceOutputOpt", "PriceSandboxOpt", "PriceTrainOpt", "prices", "register",
+]  # fmt: skip
 
 TasksOpt = Annotated[
     str,
@@ -67,6 +71,33 @@ RetryInfraOpt = Annotated[
 ]
 
 
+PriceInputOpt = Annotated[
+    float | None,
+    typer.Option("--price-input", min=0, help="Price per million engine prompt tokens."),
+]
+PriceOutputOpt = Annotated[
+    float | None,
+    typer.Option("--price-output", min=0, help="Price per million engine output tokens."),
+]
+PriceSandboxOpt = Annotated[
+    float | None, typer.Option("--price-sandbox-hour", min=0, help="Price per sandbox-hour.")
+]
+PriceTrainOpt = Annotated[
+    float | None,
+    typer.Option("--price-train", min=0, help="Price per million tokens through the trainer."),
+]
+
+
+def prices(
+    input_mtok: float | None,
+    output_mtok: float | None,
+    sandbox_hour: float | None,
+    train_mtok: float | None = None,
+) -> Prices:
+    """The run's prices from the ``--price-*`` options (a missing one is not charged)."""
+    return Prices(input_mtok, output_mtok, sandbox_hour, train_mtok)
+
+
 def _options(pairs: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs or []:
@@ -95,9 +126,11 @@ def _run(
     ks: list[int],
     allow_task_internet: bool = False,
     reward_key: str | None = None,
+    price: Prices | None = None,
 ) -> None:
     import asyncio
     import dataclasses
+    import time
 
     import orjson
     from rich.console import Console
@@ -106,6 +139,7 @@ def _run(
 
     from openforge.harnesses.base import HarnessError
     from openforge.rollouts.config import RolloutConfig
+    from openforge.rollouts.cost import RunCost
     from openforge.rollouts.metrics import summarize
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
     from openforge.rollouts.progress import LiveCounts, print_summary
@@ -161,6 +195,7 @@ def _run(
     except ValueError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    started = time.perf_counter()
     try:
         with Live(live, console=console, refresh_per_second=4, transient=not console.is_terminal):
             results = asyncio.run(run_rollouts(config))
@@ -174,7 +209,14 @@ def _run(
         raise typer.Exit(2) from None
     summary = summarize(results, ks)
     suites = suite_metrics(loaded.tasks, results, n)
-    body = {**dataclasses.asdict(summary), "suites": [dataclasses.asdict(m) for m in suites]}
+    cost = RunCost(wall_s=time.perf_counter() - started)
+    cost.add_results(results)
+    cost.add_phase("rollouts", cost.wall_s)
+    body = {
+        **dataclasses.asdict(summary),
+        "suites": [dataclasses.asdict(m) for m in suites],
+        "cost": cost.as_dict(price),
+    }
     (out / "summary.json").write_bytes(
         orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
@@ -188,7 +230,17 @@ def _run(
         for name, values in m.by_category.items():
             shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
             table_console.print(f"  {name}: {shown}", markup=False)
+    console.print(_cost_line(cost, price), markup=False)
     console.print(f"results: {out / 'results.jsonl'}", markup=False)
+
+
+def _cost_line(cost: Any, price: Prices | None) -> str:
+    tokens = ", ".join(
+        f"{role} {c.prompt:,} in / {c.output:,} out" for role, c in sorted(cost.tokens.items())
+    )
+    line = f"cost: {cost.sandbox_s:.0f} sandbox-s, engine tokens {tokens or 'none'}"
+    money = cost.money(price) if price is not None else {}
+    return line + (f", price {money['total']:.4f}" if money else "")
 
 
 def register(app: typer.Typer) -> None:
@@ -210,6 +262,9 @@ def register(app: typer.Typer) -> None:
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
         reward_key: RewardKeyOpt = None,
+        price_input: PriceInputOpt = None,
+        price_output: PriceOutputOpt = None,
+        price_sandbox_hour: PriceSandboxOpt = None,
     ) -> None:
         """Run every task × n through a harness in sandboxes, verify, and report rewards."""
         _run(
@@ -228,6 +283,7 @@ def register(app: typer.Typer) -> None:
             [1],
             allow_task_internet,
             reward_key,
+            prices(price_input, price_output, price_sandbox_hour),
         )
 
     @app.command(name="eval")
@@ -250,6 +306,9 @@ def register(app: typer.Typer) -> None:
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
         reward_key: RewardKeyOpt = None,
+        price_input: PriceInputOpt = None,
+        price_output: PriceOutputOpt = None,
+        price_sandbox_hour: PriceSandboxOpt = None,
     ) -> None:
         """Like ``rollout``, then report pass@k and pass^k per task and overall."""
         ks = sorted(set(k or [1, n]))
@@ -272,4 +331,5 @@ def register(app: typer.Typer) -> None:
             ks,
             allow_task_internet,
             reward_key,
+            prices(price_input, price_output, price_sandbox_hour),
         )

@@ -29,7 +29,7 @@ class RolloutResult:
     ``rollout_id`` is the gateway rollout of the last attempt; earlier attempts were
     finished there as ``infra_error``. ``timings`` holds seconds per phase: ``create``
     (sandbox create-to-ready), ``setup`` (workspace + harness config), ``agent``, ``verify``,
-    ``teardown``, ``total``.
+    ``teardown``, ``total`` (every attempt: the sandbox time the rollout cost).
     """
 
     task_id: str
@@ -51,6 +51,9 @@ class RolloutResult:
     started_at: float = 0.0
     finished_at: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    # Engine tokens by call role over every attempt: {"policy": {"calls", "prompt",
+    # "output"}, ...}, read back from the gateway (rollouts/cost.py adds them up).
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

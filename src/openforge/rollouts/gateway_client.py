@@ -104,6 +104,17 @@ class GatewayClient:
         if resp.status_code != 200:
             raise GatewayError(f"finish {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
 
+    async def calls(self, rollout_id: str) -> list[dict[str, Any]]:
+        """The rollout's calls as the admin API lists them (token counts, no token ids)."""
+        try:
+            resp = await self._http.get(f"/admin/rollouts/{rollout_id}")
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise GatewayError(f"calls {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
+        calls = resp.json().get("calls")
+        return list(calls) if isinstance(calls, list) else []
+
     async def health(self, timeout_s: float) -> None:
         """Probe ``GET /health``; raise :class:`GatewayError` unless it answers 200."""
         try:

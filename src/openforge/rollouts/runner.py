@@ -35,6 +35,7 @@ from openforge.harnesses.base import (
 )
 from openforge.harnesses.portable import install_for
 from openforge.rollouts.config import RolloutResult
+from openforge.rollouts.cost import usage_from_calls
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
@@ -328,6 +329,19 @@ async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> bo
     return True
 
 
+async def _count_usage(job: RolloutJob, rollout_id: str, result: RolloutResult) -> None:
+    """Add the attempt's engine tokens by role to ``result.usage`` (what the run cost).
+    A gateway that cannot list the calls leaves the count short, never fails the rollout."""
+    try:
+        calls = await job.gateway.calls(rollout_id)
+    except GatewayError:
+        return
+    for role, counts in usage_from_calls(calls).items():
+        mine = result.usage.setdefault(role, {"calls": 0, "prompt": 0, "output": 0})
+        for key, value in counts.items():
+            mine[key] = mine.get(key, 0) + value
+
+
 async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResult, Attempt]:
     """Run one (task, sample) rollout with bounded infra retries."""
     result = RolloutResult(
@@ -365,7 +379,9 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
                 raise
             # A verifier that crashed is not retried: rerunning the agent would not fix it.
             final = result.status != "infra_error" or result.verifier_output is not None
-            if await _finish(job, minted.rollout_id, result) and final:
+            finished = await _finish(job, minted.rollout_id, result)
+            await _count_usage(job, minted.rollout_id, result)
+            if finished and final:
                 break
         if attempt <= job.retries:
             await asyncio.sleep(job.retry_backoff_s * attempt)

@@ -7,6 +7,14 @@ from typing import Annotated
 
 import typer
 
+from openforge.rollouts.command import (
+    PriceInputOpt,
+    PriceOutputOpt,
+    PriceSandboxOpt,
+    PriceTrainOpt,
+    prices,
+)
+
 
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
@@ -28,14 +36,26 @@ def train(
         str | None,
         typer.Option(help="Engine for its user-role keys (simulated users); SPEC as above."),
     ] = None,
+    price_input: PriceInputOpt = None,
+    price_output: PriceOutputOpt = None,
+    price_sandbox_hour: PriceSandboxOpt = None,
+    price_train: PriceTrainOpt = None,
 ) -> None:
-    """GRPO: rollouts through the gateway, updates, weight sync; resumes from the run dir."""
+    """GRPO: rollouts through the gateway, updates, weight sync; resumes from the run dir.
+    Writes summary.json (evaluations, cost) and report.html into the run directory."""
     import asyncio
     import logging
+    import time
+
+    from rich.console import Console
+    from rich.logging import RichHandler
 
     from openforge.training.config import ConfigError, load_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    console = Console(stderr=True)
+    # Log lines print above the progress bar, not through it.
+    handler = RichHandler(console=console, show_path=False, markup=False)
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", handlers=[handler])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call
     overrides: dict[str, object] = {}
     if steps is not None:
@@ -52,26 +72,37 @@ def train(
         _fail(str(exc))
         return
     from openforge.models.registry import resolve_model
-    from openforge.training.loop import run_loop
+    from openforge.training.loop import latest_checkpoint, run_loop
+    from openforge.training.progress import TrainProgress
+    from openforge.training.report import write_run_report
     from openforge.training.session import open_session
-    from openforge.training.teacher import sft_warmup, teacher_samples
+    from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
 
-    if cfg.sft_epochs and cfg.harness != "claw":
-        _fail(f"{cfg.source}: sft_epochs: the SFT warm-up plays claw tool calls; "
-              f"set harness: claw or sft_epochs: 0")  # fmt: skip
+    if cfg.sft_epochs and cfg.harness not in TEACHER_HARNESSES:
+        _fail(f"{cfg.source}: sft_epochs: the SFT warm-up plays the reference solutions as "
+              f"bash tool calls of {' or '.join(TEACHER_HARNESSES)}; set harness to one of "
+              "them or sft_epochs: 0")  # fmt: skip
         return
+    price = prices(price_input, price_output, price_sandbox_hour, price_train)
+    started = time.perf_counter()
 
     async def main() -> None:
         async with open_session(cfg) as env:
             warmup = None
-            if cfg.sft_epochs:
+            if cfg.sft_epochs and latest_checkpoint(cfg.run_dir) is None:
                 model_dir = resolve_model(cfg.model)
                 samples = await teacher_samples(cfg, env.train_tasks, model_dir)
                 warmup = sft_warmup(samples) if samples else None
-            summary = await run_loop(cfg, env, warmup=warmup)
+            done = sum(1 for r in env.metrics.read() if r.get("kind") in ("train", "skip"))
+            with TrainProgress(cfg.steps, console, done=min(done, cfg.steps)) as bar:
+                env.metrics.listeners.append(bar.record)
+                summary = await run_loop(cfg, env, warmup=warmup)
+        store = Path(cfg.store) if cfg.store else Path(cfg.run_dir) / "store.db"
+        report = await write_run_report(cfg, store, time.perf_counter() - started, price)
         typer.echo(
             f"done: {summary.steps_done} steps, weight version {summary.version}, "
-            f"{summary.skipped} skipped; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}"
+            f"{summary.skipped} skipped; metrics in {Path(cfg.run_dir) / 'metrics.jsonl'}, "
+            f"cost in {Path(cfg.run_dir) / 'summary.json'}, report {report}"
         )
 
     try:
@@ -85,12 +116,17 @@ def quickstart(
         "runs/quickstart"
     ),
     steps: Annotated[int, typer.Option(help="GRPO steps.")] = 3,
+    price_input: PriceInputOpt = None,
+    price_output: PriceOutputOpt = None,
+    price_sandbox_hour: PriceSandboxOpt = None,
+    price_train: PriceTrainOpt = None,
 ) -> None:
     """SmolLM2-135M + the claw agent on claw-drill: evaluate, train a few steps, re-evaluate."""
     from openforge.training.quickstart import run_quickstart
 
+    price = prices(price_input, price_output, price_sandbox_hour, price_train)
     try:
-        report = run_quickstart(run_dir=run_dir, steps=steps)
+        report = run_quickstart(run_dir=run_dir, steps=steps, prices=price)
     except RuntimeError as exc:
         _fail(str(exc))
         return

@@ -79,6 +79,12 @@ class TrainConfig:
     tasks_per_step: int = 4  # B
     group_size: int = 4  # G
     async_rollouts: bool = False  # rollouts for step t+1 run while step t trains
+    # DAPO-style dynamic sampling (training/sampling.py): draw B more tasks, up to this many
+    # rounds per step, until B groups have a reward spread; 1 samples once (plain GRPO).
+    max_sample_rounds: int = 1
+    # A task whose last group was uniform (all passed or all failed) is not drawn for this
+    # many steps: its rollouts go to tasks the current policy sometimes solves. 0: never.
+    rest_steps: int = 0
     max_staleness: int = 1  # async: drop samples more than this many versions old
     eval_every: int = 0  # K; 0 evaluates only before and after training
     eval_samples: int = 1  # rollouts per held-out task in evaluation
@@ -121,14 +127,14 @@ class TrainConfig:
         positive = (
             "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
             "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
-            "rollout_timeout_s", "lora_rank",
+            "rollout_timeout_s", "lora_rank", "max_sample_rounds",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}", self.source)
         nonneg = (
             "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
-            "train_layers", "sft_epochs", "sft_learning_rate", "threads",
+            "train_layers", "sft_epochs", "sft_learning_rate", "threads", "rest_steps",
         )  # fmt: skip
         for name in nonneg:
             if getattr(self, name) < 0:

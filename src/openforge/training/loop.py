@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
 import shutil
 import time
@@ -35,7 +34,8 @@ from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions
 from openforge.traces.source import CallSource, load_blobs, plan_rollouts
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
-from openforge.training.metrics import MetricsWriter, reward_summary
+from openforge.training.metrics import MetricsWriter, mean_by_skill, reward_summary, skills
+from openforge.training.sampling import TaskSampler
 from openforge.training.trainer import Trainer
 from openforge.training.weight_sync import WeightSync
 
@@ -52,6 +52,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("openforge.training")
+
+# Harnesses whose adapters take ``max_tokens`` and ``temperature`` options (claw's own;
+# mini-swe-agent's written into its model_kwargs): the run's sampling settings go there.
+SAMPLING_OPTION_HARNESSES = ("claw", "mini-swe-agent")
 
 RunRollouts = Callable[[RolloutConfig], Awaitable[Sequence[RolloutResult]]]
 _CKPT = re.compile(r"^step-(\d+)$")
@@ -81,6 +85,7 @@ class StepBatch:
     counts: TraceCounts = field(default_factory=TraceCounts)
     rollout_s: float = 0.0
     images: dict[str, bytes] = field(default_factory=dict)  # digest → bytes, for VLMs
+    sampling: dict[str, float] = field(default_factory=dict)  # dynamic sampling's counts
 
 
 @dataclass(slots=True)
@@ -98,14 +103,8 @@ def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int, seed: int) -
     """
     if not tasks:
         return []
-    out: list[Task] = []
-    n = len(tasks)
-    for i in range(step * per_step, (step + 1) * per_step):
-        epoch, pos = divmod(i, n)
-        order = list(range(n))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        out.append(tasks[order[pos]])
-    return out
+    sampler = TaskSampler(tasks, seed, cursor=step * per_step)
+    return [sampler.at(i) for i in range(step * per_step, (step + 1) * per_step)]
 
 
 def _rollout_config(
@@ -113,7 +112,7 @@ def _rollout_config(
 ) -> RolloutConfig:
     extra = dict(cfg.rollout_options)
     harness_options = dict(extra.pop("harness_options", {}))
-    if cfg.harness == "claw":  # the built-in agent takes its sampling settings as options
+    if cfg.harness in SAMPLING_OPTION_HARNESSES:
         harness_options.setdefault("max_tokens", cfg.max_tokens)
         evaluating = tag.startswith("eval") and cfg.eval_temperature is not None
         harness_options.setdefault(
@@ -170,32 +169,61 @@ def _staleness(sample: Sample, version: int) -> int:
     return version - min(versions) if versions else 0
 
 
-async def _gather_step(cfg: TrainConfig, env: LoopEnv, step: int) -> StepBatch:
+async def _gather_step(
+    cfg: TrainConfig, env: LoopEnv, step: int, sampler: TaskSampler
+) -> StepBatch:
+    """The step's rollouts: ``B`` tasks × ``G``; with dynamic sampling
+    (``max_sample_rounds`` > 1) more rounds of tasks until ``B`` groups have a reward
+    spread. Each round's results go to their own directory (``step-N``, ``step-N-r1``, …)."""
     started = time.perf_counter()
-    tasks = tasks_for_step(env.train_tasks, step, cfg.tasks_per_step, cfg.seed)
-    results = await collect(
-        cfg, env, tasks, cfg.group_size, cfg.train_split, f"step-{step:06d}", step
-    )
+    results: list[RolloutResult] = []
+    kept = rounds = drawn = 0
+    while rounds < cfg.max_sample_rounds and kept < cfg.tasks_per_step:
+        tasks = sampler.draw(cfg.tasks_per_step - kept, step)
+        if not tasks:
+            break
+        tag = f"step-{step:06d}" + (f"-r{rounds}" if rounds else "")
+        got = await collect(cfg, env, tasks, cfg.group_size, cfg.train_split, tag, step)
+        results.extend(got)
+        kept += sampler.observe(_groups(got).items(), step)
+        rounds += 1
+        drawn += len(tasks)
     samples, counts = await read_samples(env.store, results, cfg.sample_mode)
     blobs = await load_blobs(env.store, (i.sha256 for s in samples for i in s.images))
     images = {digest: blob.data for digest, blob in blobs.items()}
-    return StepBatch(results, samples, counts, time.perf_counter() - started, images)
+    batch = StepBatch(results, samples, counts, time.perf_counter() - started, images)
+    batch.sampling = {
+        "sample_rounds": float(rounds),
+        "groups_drawn": float(drawn),
+        "tasks_resting": float(sampler.resting_now(step)),
+    }
+    return batch
+
+
+def _groups(results: Sequence[RolloutResult]) -> dict[str, list[float]]:
+    """Rewards by task of the scored (not masked) results."""
+    by_task: dict[str, list[float]] = {}
+    for r in results:
+        if r.status != "infra_error" and r.reward is not None:
+            by_task.setdefault(r.task_id, []).append(float(r.reward))
+    return by_task
 
 
 async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch) -> bool:
     """Advantages, update, sync and metrics for one step; False when skipped."""
     trainer = env.trainer
     ok = [r for r in batch.results if r.status != "infra_error" and r.reward is not None]
-    by_task: dict[str, list[float]] = {}
-    for r in ok:
-        by_task.setdefault(r.task_id, []).append(float(r.reward or 0.0))
     rollout_metrics = {
-        **reward_summary(by_task),
+        **reward_summary(_groups(ok)),
+        **batch.sampling,
         "rollouts_total": float(len(batch.results)),
         "masked_rollouts": float(len(batch.results) - len(ok)),
         "rollout_s": batch.rollout_s,
         "trace_masked": dict(batch.counts.masked_rollouts),
     }
+    sampled = float(sum(sum(s.loss_mask) for s in batch.samples))
+    if batch.rollout_s > 0:  # tokens the engine sampled (and the trainer can train) per s
+        rollout_metrics["engine_tokens_per_s"] = sampled / batch.rollout_s
     if not ok:
         log.warning("step %d: all %d rollouts failed; skipped", step, len(batch.results))
         env.metrics.write("skip", step, {**rollout_metrics, "reason": "all rollouts failed"})
@@ -277,9 +305,11 @@ async def evaluate(cfg: TrainConfig, env: LoopEnv, tag: str, step: int) -> dict[
     ks = sorted({1, cfg.eval_samples})
     summary = {
         **reward_summary(by_task, ks=ks),
+        "per_skill": mean_by_skill(by_task, skills(env.eval_tasks)),
         "masked_rollouts": float(masked),
         "tag": tag,
         "version": env.trainer.version,
+        "eval_s": time.perf_counter() - started,
     }
     env.metrics.write("eval", step, summary)
     log.info(
@@ -300,9 +330,13 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-async def _checkpoint(cfg: TrainConfig, env: LoopEnv, next_step: int) -> None:
+async def _checkpoint(
+    cfg: TrainConfig, env: LoopEnv, next_step: int, sampler: dict[str, object] | None = None
+) -> None:
     root = Path(cfg.run_dir) / "checkpoints"
-    extra = {"next_step": next_step, "warmed_up": True}
+    extra: dict[str, object] = {"next_step": next_step, "warmed_up": True}
+    if sampler is not None:
+        extra["sampler"] = sampler
     await asyncio.to_thread(env.trainer.save_checkpoint, root / f"step-{next_step:06d}", extra)
     kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT.match(p.name)))
     for _, old in kept[: -cfg.keep_checkpoints]:
@@ -337,6 +371,19 @@ async def run_loop(
     start = int(extra.get("next_step", 0))
     warmed = bool(extra.get("warmed_up", start > 0))
     summary = RunSummary(steps_done=start, version=env.trainer.version)
+    sampler = TaskSampler(
+        env.train_tasks, cfg.seed, cfg.rest_steps, cursor=start * cfg.tasks_per_step
+    )
+    if isinstance(extra.get("sampler"), dict):
+        sampler.load(extra["sampler"])
+    # The sampler's state before each step's draws: a checkpoint taken when step t is done
+    # saves the state step t+1 started from, even when its rollouts already ran (async).
+    before_draws: dict[int, dict[str, object]] = {}
+
+    def gather(step: int) -> asyncio.Task[StepBatch]:
+        before_draws[step] = sampler.state()
+        return asyncio.create_task(_gather_step(cfg, env, step, sampler))
+
     if evaluate_edges and not warmed and env.eval_tasks:
         summary.evals.append(await evaluate(cfg, env, "before", 0))
     if warmup is not None and not warmed:
@@ -346,17 +393,17 @@ async def run_loop(
     try:
         for step in range(start, cfg.steps):
             if pending is None:
-                pending = asyncio.create_task(_gather_step(cfg, env, step))
+                pending = gather(step)
             batch = await pending
             pending = None
             if cfg.async_rollouts and step + 1 < cfg.steps:
-                pending = asyncio.create_task(_gather_step(cfg, env, step + 1))
+                pending = gather(step + 1)
             if not await _train_on(cfg, env, step, batch):
                 summary.skipped += 1
             summary.steps_done = step + 1
             summary.version = env.trainer.version
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                await _checkpoint(cfg, env, step + 1)
+                await _checkpoint(cfg, env, step + 1, before_draws.get(step + 1, sampler.state()))
             mid = cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps
             if mid and env.eval_tasks:
                 summary.evals.append(await evaluate(cfg, env, f"step-{step + 1}", step + 1))

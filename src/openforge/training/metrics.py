@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from openforge.rollouts.metrics import pass_at_k
+from openforge.tasks.model import Task
 
-__all__ = ["MetricsWriter", "reward_summary"]
+__all__ = ["MetricsWriter", "RecordListener", "mean_by_skill", "reward_summary", "skills"]
 
 
 def reward_summary(
@@ -37,6 +38,27 @@ def reward_summary(
     return out
 
 
+def skills(tasks: Iterable[Task]) -> dict[str, str]:
+    """Each task's skill: its first tag that not every task carries (claw-drill's skill
+    family; a suite's category), else the task id."""
+    tasks = list(tasks)
+    common = set.intersection(*(set(t.tags) for t in tasks)) if tasks else set()
+    return {t.id: next((tag for tag in t.tags if tag not in common), t.id) for t in tasks}
+
+
+def mean_by_skill(
+    by_task: Mapping[str, Sequence[float]], skill_of: Mapping[str, str]
+) -> dict[str, float]:
+    """Mean reward per skill over every rollout of its tasks."""
+    pooled: dict[str, list[float]] = {}
+    for task_id, rewards in by_task.items():
+        pooled.setdefault(skill_of.get(task_id, task_id), []).extend(rewards)
+    return {s: sum(rs) / len(rs) for s, rs in sorted(pooled.items()) if rs}
+
+
+RecordListener = Callable[[dict[str, Any]], None]
+
+
 class MetricsWriter:
     """Appends records to ``<run_dir>/metrics.jsonl``; scalars also go to TensorBoard."""
 
@@ -45,6 +67,8 @@ class MetricsWriter:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
         self._tb: Any = None
+        # Called with every record written (the CLI's progress bar listens here).
+        self.listeners: list[RecordListener] = []
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -61,6 +85,8 @@ class MetricsWriter:
                 if number and math.isfinite(float(value)):
                     self._tb.add_scalar(f"{kind}/{key}", float(value), step)
             self._tb.flush()
+        for listener in self.listeners:
+            listener(record)
         return record
 
     def read(self) -> list[dict[str, Any]]:

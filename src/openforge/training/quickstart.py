@@ -15,13 +15,13 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
+from openforge.rollouts.cost import Prices
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig
 
 __all__ = [
-    "QUICKSTART_SUITE", "quickstart_config", "run_quickstart", "teacher_tasks", "write_report",
+    "QUICKSTART_SUITE", "quickstart_config", "run_quickstart", "teacher_tasks",
 ]  # fmt: skip
 
 log = logging.getLogger("openforge.training")
@@ -72,45 +72,6 @@ def quickstart_config(run_dir: str, steps: int) -> TrainConfig:
     )
 
 
-async def write_report(cfg: TrainConfig, store_path: Path, examples: int = 3) -> Path:
-    """``report.html`` from the run's metrics and a few trained samples from its store."""
-    from transformers import AutoTokenizer
-
-    from openforge.models.registry import resolve_model
-    from openforge.traces.source import open_store
-    from openforge.training.loop import read_samples
-    from openforge.training.metrics import MetricsWriter
-    from openforge.training.report import render_report
-
-    run_dir = Path(cfg.run_dir)
-    records = MetricsWriter(run_dir, tensorboard=False).read()
-    tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(cfg.model)))
-    store = open_store(store_path)
-    try:
-        finished = [r for r in await store.rollouts() if r.reward is not None]
-        best = sorted(finished, key=lambda r: -(r.reward or 0.0))[:examples]
-        results = [_as_result(r) for r in best]
-        samples, _ = await read_samples(store, results, "merged")
-    finally:
-        await store.close()
-    return render_report(
-        run_dir / "report.html",
-        f"OpenForge quickstart: {cfg.model} + {cfg.harness} on {cfg.tasks}",
-        records,
-        samples[:examples],
-        lambda ids: str(tokenizer.decode(ids)),
-    )
-
-
-def _as_result(rollout: Any) -> Any:
-    from openforge.rollouts.config import RolloutResult
-
-    return RolloutResult(
-        task_id=rollout.task_id or "?", sample=0, status=str(rollout.status),
-        reward=rollout.reward, rollout_id=rollout.id, group_id=rollout.group_id,
-    )  # fmt: skip
-
-
 async def _heartbeat(run_dir: Path, every_s: float = 30.0) -> None:
     """A line every ``every_s`` seconds, so a user sees the run is alive between phases."""
     started = time.perf_counter()
@@ -120,13 +81,17 @@ async def _heartbeat(run_dir: Path, every_s: float = 30.0) -> None:
         log.info("... %.0f s in, %d rollouts finished so far", time.perf_counter() - started, done)
 
 
-def run_quickstart(run_dir: str = "runs/quickstart", steps: int = 3) -> Path:
-    """Run the whole quickstart; returns the report's path. Raises RuntimeError with a
-    message saying what is missing (model download, claw harness)."""
+def run_quickstart(
+    run_dir: str = "runs/quickstart", steps: int = 3, prices: Prices | None = None
+) -> Path:
+    """Run the whole quickstart; returns the report's path (``summary.json`` beside it holds
+    the cost, priced with ``prices``). Raises RuntimeError with a message saying what is
+    missing (model download, claw harness)."""
     from openforge.harnesses.base import HarnessError
     from openforge.harnesses.registry import get_harness
     from openforge.models.registry import pull, resolve_model
     from openforge.training.loop import run_loop
+    from openforge.training.report import write_run_report
     from openforge.training.session import open_session
     from openforge.training.teacher import sft_warmup, teacher_samples
 
@@ -156,7 +121,10 @@ def run_quickstart(run_dir: str = "runs/quickstart", steps: int = 3) -> Path:
         finally:
             beat.cancel()
         log.info("trained %d steps, weight version %d", summary.steps_done, summary.version)
-        return await write_report(cfg, Path(cfg.run_dir) / "store.db")
+        return await write_run_report(
+            cfg, Path(cfg.run_dir) / "store.db", time.perf_counter() - started, prices,
+            title=f"OpenForge quickstart: {cfg.model} + {cfg.harness} on {cfg.tasks}",
+        )  # fmt: skip
 
     report = asyncio.run(main())
     print(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from openforge.training.loop import LoopEnv, Warmup
 
 __all__ = [
+    "TEACHER_HARNESSES",
     "SftSample",
     "export_teacher_sft",
     "load_sft_images",
@@ -88,14 +89,29 @@ def solution_command(task: Task) -> str | None:
     return joined if len(lines) > 1 and "'" in joined else " && ".join(lines)
 
 
-def teacher_script(task: Task) -> list[dict[str, Any]] | None:
-    """The scripted engine's replies for ``task``: ``bash`` with the solution, ``submit``."""
+# The teacher's last step per harness: how each agent says it is done.
+_FINISH: dict[str, dict[str, Any]] = {
+    "claw": {"name": "submit", "arguments": {}},
+    # mini-swe-agent stops when a command's output starts with this line (its own prompt
+    # tells the model to run it, alone, to submit).
+    "mini-swe-agent": {
+        "name": "bash",
+        "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+    },
+}
+TEACHER_HARNESSES = tuple(_FINISH)
+
+
+def teacher_script(task: Task, harness: str = "claw") -> list[dict[str, Any]] | None:
+    """The scripted engine's replies for ``task`` under ``harness`` (claw or mini-swe-agent,
+    both of which offer a ``bash`` tool): ``bash`` with the solution, then the harness's own
+    way to finish."""
     command = solution_command(task)
     if command is None:
         return None
     return [
         {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
-        {"tool_calls": [{"name": "submit", "arguments": {}}]},
+        {"tool_calls": [_FINISH[harness]]},
     ]
 
 
@@ -151,14 +167,17 @@ async def solution_files(
     return changed if said else None
 
 
-async def teacher_scripts(task: Task) -> dict[str, list[dict[str, Any]]]:
+async def teacher_scripts(task: Task, harness: str = "claw") -> dict[str, list[dict[str, Any]]]:
     """Every teacher variant for ``task``, by name: ``bash`` (the solution's commands) and,
-    where the solution only creates or changes small text files, ``write`` (one ``write``
-    call per file with the content the solution produced). Each ends with ``submit``."""
+    for claw, where the solution only creates or changes small text files, ``write`` (one
+    ``write`` call per file with the content the solution produced). Each ends with the
+    harness's way to finish (claw's ``submit``)."""
     variants: dict[str, list[dict[str, Any]]] = {}
-    bash = teacher_script(task)
+    bash = teacher_script(task, harness)
     if bash is not None:
         variants["bash"] = bash
+    if harness != "claw":  # only claw has a write tool
+        return variants
     files = await solution_files(task)
     if files:
         writes = [
@@ -176,6 +195,7 @@ async def record_teacher(
     model_dir: Path,
     out_dir: Path,
     harness_options: dict[str, Any],
+    harness: str = "claw",
 ) -> list[Any]:
     """Play each task's teacher variants (:func:`teacher_scripts`) through a gateway with
     the scripted engine; the calls go to ``out_dir/teacher.db``. Returns the orchestrator's
@@ -190,7 +210,7 @@ async def record_teacher(
     scripts.mkdir(exist_ok=True)
     results: list[Any] = []
     for task in tasks:
-        variants = await teacher_scripts(task)
+        variants = await teacher_scripts(task, harness)
         if not variants:
             log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
         for name, replies in variants.items():
@@ -201,7 +221,7 @@ async def record_teacher(
             async with Gateway.at_store(engine, out_dir / "teacher.db", model=model_dir) as gw:
                 config = RolloutConfig(
                     tasks=[task],
-                    harness="claw",
+                    harness=harness,
                     gateway_url=gw.control_url,
                     admin_token=gw.admin_token,
                     harness_options=dict(harness_options),
@@ -302,13 +322,14 @@ async def teacher_samples(
     options = dict(cfg.rollout_options.get("harness_options", {}))
     options.setdefault("max_tokens", cfg.max_tokens)
     started = time.perf_counter()
-    results = await record_teacher(tasks, model_dir, out, options)
+    results = await record_teacher(tasks, model_dir, out, options, cfg.harness)
     passed = sum(1 for r in results if (r.reward or 0.0) >= 1.0)
     tokens = await export_teacher_sft(out / "teacher.db", out / "sft.jsonl")
     samples = load_sft_samples(tokens) if tokens is not None else []
     log.info(
-        "teacher: %d/%d reference solutions passed as claw trajectories in %.0f s -> %d SFT "
-        "samples (%s)", passed, len(results), time.perf_counter() - started, len(samples),
+        "teacher: %d/%d reference solutions passed as %s trajectories in %.0f s -> %d SFT "
+        "samples (%s)", passed, len(results), cfg.harness, time.perf_counter() - started,
+        len(samples),
         out / "sft.jsonl",
     )  # fmt: skip
     return samples
