@@ -1,13 +1,17 @@
-"""The bundled web apps in real bubblewrap sandboxes: the built-in browser agent does tasks
-on them through the gateway, and the verifier reads the outcome from the apps' own database."""
+"""The bundled web apps in real bubblewrap sandboxes: the built-in browser agent and
+Browser-Use (unmodified, through the gateway) do tasks on them, and the verifier reads the
+outcome from the apps' own database."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
+from openforge.harnesses.browser_use import PREFIX
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.tasks import load_tasks
 
@@ -76,6 +80,50 @@ async def test_answers_are_checked_and_a_wrong_one_scores_zero(
     assert results[1].details is not None and results[1].details["answer"] == "port 80"
     # The wiki was only read: its revisions are the seed's.
     assert results[1].details["checks"][0]["rows"] == [[4]]
+
+
+def _reply(*actions: dict[str, object]) -> str:
+    return json.dumps(
+        {
+            "evaluation_previous_goal": "Page loaded.",
+            "memory": "Buying mugs.",
+            "next_goal": "Go on with the order.",
+            "action": list(actions),
+        }
+    )
+
+
+def _keys(*keys: str) -> str:
+    return _reply(*({"send_keys": {"keys": k}} for k in keys))
+
+
+async def test_browser_use_orders_in_the_shop_through_the_gateway(
+    scripted_gateway: Callable[[list[str]], str], tmp_path: Path
+) -> None:
+    if not Path(PREFIX, "bin", "python").is_file():
+        pytest.fail(f"Browser-Use is not installed at {PREFIX}: scripts/install-harnesses.sh")
+    # Browser-Use's element indices change between browser starts, so the script types
+    # through its own send_keys action (over DevTools); each page focuses its first field.
+    gateway = scripted_gateway(
+        [
+            _keys("Blue Mug", "Enter"),  # search
+            _keys("Enter"),  # open the first result
+            _keys("2", "Enter"),  # quantity, add to cart
+            _keys("Enter"),  # checkout
+            _keys("Ada Lovelace", "Tab", "12 Analytical Street"),
+            _keys("Enter"),  # place the order
+            _reply({"done": {"text": "Ordered 2 Blue Mugs.", "success": True}}),
+        ]
+    )
+    config = _config(tmp_path, gateway, "browser-use", ["webapps/shop-mugs"], max_steps=9)
+    (res,) = await run_rollouts(config)
+    assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
+    assert res.details is not None
+    assert res.details["checks"][0]["rows"] == [
+        ["Ada Lovelace", "12 Analytical Street", "blue-mug", 2]
+    ]
+    rec = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
+    assert len(rec["calls"]) == 7  # seven policy calls; Browser-Use's judge is off
 
 
 def test_bundled_suite_and_bad_files(tmp_path: Path) -> None:

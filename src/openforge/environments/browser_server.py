@@ -290,6 +290,11 @@ class BrowserEnv:
             obs["screenshot"] = base64.b64encode(self.page.screenshot()).decode()
         return obs
 
+    def pump(self) -> None:
+        """Let Playwright handle what is pending (routes, navigations) for a moment."""
+        with contextlib.suppress(PlaywrightError):
+            self.page.wait_for_timeout(1)
+
     def label(self) -> list[dict[str, Any]]:
         """Label the page's elements; a page still navigating (a form's POST and redirect)
         is waited for and labelled again."""
@@ -558,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     server = HTTPServer(("127.0.0.1", 0), _handler(env))
     # Between requests the reward state is polled, so a page driven over DevTools (not
     # through /action) still has its first "done" and reward kept.
-    server.timeout = float(config.get("poll_s", 0.25))
+    server.timeout = float(config.get("poll_s", 0.05 if cdp_port else 0.25))
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -571,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while True:
             server.handle_request()
+            # Playwright's sync API handles its events (the route that lets a request
+            # through, above all) only inside a Playwright call: pump it, or a page that
+            # a harness drives over DevTools stalls on its next request.
+            env.pump()
             if env.final is None:
                 env.state()
     except KeyboardInterrupt:
