@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from gateway_process import admin_headers, free_port, start_gateway
+from gateway_process import Reply, admin_headers, free_port, start_gateway
 from openforge.sandboxes.local import LocalBackend
 
 __all__ = ["admin_headers", "backend", "scripted_gateway"]
@@ -29,15 +29,16 @@ async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 @pytest.fixture(scope="module")
 def scripted_gateway(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Callable[[list[str]], str]]:
-    """Start ``openforge gateway --engine scripted`` with the given reply texts; returns its
-    admin URL. Its admin token is put in ``$OPENFORGE_ADMIN_TOKEN`` while it runs."""
+) -> Iterator[Callable[[Sequence[Reply]], str]]:
+    """Start ``openforge gateway --engine scripted`` with the given replies (a text, or a
+    script line such as ``{"tool_calls": [...]}``); returns its admin URL. Its admin token is
+    put in ``$OPENFORGE_ADMIN_TOKEN`` while it runs."""
     procs: list[subprocess.Popen[bytes]] = []
     saved = os.environ.get("OPENFORGE_ADMIN_TOKEN")
     token = secrets.token_urlsafe(32)
     os.environ["OPENFORGE_ADMIN_TOKEN"] = token
 
-    def start(replies: list[str]) -> str:
+    def start(replies: Sequence[Reply]) -> str:
         admin_port = free_port()
         d = tmp_path_factory.mktemp("gateway")
         procs.append(start_gateway(d, free_port(), admin_port, token, replies))

@@ -94,7 +94,8 @@ def _reply(*actions: dict[str, object]) -> str:
 
 
 def _keys(*keys: str) -> str:
-    return _reply(*({"send_keys": {"keys": k}} for k in keys))
+    actions: list[dict[str, object]] = [{"send_keys": {"keys": k}} for k in keys]
+    return _reply(*actions)
 
 
 async def test_browser_use_orders_in_the_shop_through_the_gateway(
