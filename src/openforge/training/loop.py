@@ -107,12 +107,16 @@ def tasks_for_step(tasks: Sequence[Task], step: int, per_step: int, seed: int) -
     return out
 
 
+# OpenForge's own agents, which take ``max_tokens`` and ``temperature`` as harness options.
+_BUILT_IN = ("claw", "browser-agent", "computer-agent")
+
+
 def _rollout_config(
     cfg: TrainConfig, env: LoopEnv, tasks: list[Task], n: int, split: str, tag: str, step: int
 ) -> RolloutConfig:
     extra = dict(cfg.rollout_options)
     harness_options = dict(extra.pop("harness_options", {}))
-    if cfg.harness == "claw":  # the built-in agent takes its sampling settings as options
+    if cfg.harness in _BUILT_IN:  # the built-in agents take their sampling settings as options
         harness_options.setdefault("max_tokens", cfg.max_tokens)
         evaluating = tag.startswith("eval") and cfg.eval_temperature is not None
         harness_options.setdefault(
