@@ -151,7 +151,7 @@ def control(label: str, name: str, attrs: str = "", text: str | None = None) -> 
 # -- shop --------------------------------------------------------------------------
 
 
-def shop_list(db: sqlite3.Connection, rows: list[sqlite3.Row], focus: bool) -> str:
+def shop_list(rows: list[sqlite3.Row], focus: bool) -> str:
     """Products as a list of links (the first one focused on a search result page)."""
     items = []
     for i, r in enumerate(rows):
@@ -171,14 +171,14 @@ def shop(db: sqlite3.Connection, method: str, parts: list[str], q: dict[str, lis
     )
     if parts == [] and method == "GET":
         rows = db.execute("SELECT * FROM products ORDER BY name").fetchall()
-        body = search.format(af=" autofocus") + shop_list(db, rows, False)
+        body = search.format(af=" autofocus") + shop_list(rows, False)
         return page("shop", "Shop", body)
     if parts == ["search"]:
         term = field(q, "q")
         rows = db.execute(
             "SELECT * FROM products WHERE name LIKE ? ORDER BY name", (f"%{term}%",)
         ).fetchall()
-        body = search.format(af="") + shop_list(db, rows, True)
+        body = search.format(af="") + shop_list(rows, True)
         return page("shop", f"Results for {term}", body)
     if len(parts) == 2 and parts[0] == "product":
         r = db.execute("SELECT * FROM products WHERE slug=?", (parts[1],)).fetchone()
