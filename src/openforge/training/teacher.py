@@ -199,7 +199,8 @@ async def record_teacher(
         if not variants:
             log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
         for name, replies in variants.items():
-            script = scripts / f"{task.id}.{name}.jsonl"
+            script = scripts / f"{task.id}.{name}.jsonl"  # ids may hold '/' (miniwob/x/1)
+            script.parent.mkdir(parents=True, exist_ok=True)
             script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
             # One scripted engine per variant: its replies are the k-th call of any rollout.
             engine = ScriptedEngine.for_model(script, model_dir)
