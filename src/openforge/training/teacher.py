@@ -197,7 +197,7 @@ async def record_teacher(
     for task in tasks:
         variants = await (scripts_for or teacher_scripts)(task)
         if not variants:
-            log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
+            log.info("teacher: %s has no teacher script (no usable solution); skipped", task.id)
         for name, replies in variants.items():
             script = scripts / f"{task.id}.{name}.jsonl"  # ids may hold '/' (miniwob/x/1)
             script.parent.mkdir(parents=True, exist_ok=True)
