@@ -34,7 +34,7 @@ async def _rollout(tmp_path: Path, gateway: str) -> tuple[RolloutResult, dict[st
     config = RolloutConfig(
         tasks=[task],
         harness="computer-agent",
-        harness_options={"max_steps": 4},
+        harness_options={"max_steps": 5},
         gateway_url=gateway,
         out_dir=tmp_path / "run",
         n=1,
@@ -49,30 +49,38 @@ async def _rollout(tmp_path: Path, gateway: str) -> tuple[RolloutResult, dict[st
 async def test_pyautogui_and_bash_complete_an_osworld_task(
     scripted_gateway: Gateway, tmp_path: Path
 ) -> None:
-    # Mousepad is open on notes.txt (the task's config): type, save, look, say DONE.
-    typed = "pyautogui.typewrite('hello desktop'); pyautogui.hotkey('ctrl', 's'); time.sleep(0.5)"
+    # Mousepad opens notes.txt (the task's config): wait for its window (bash, xdotool),
+    # type and save (PyAutoGUI), wait for the saved text and look (bash), say DONE.
+    wait_window = (
+        "timeout 60 xdotool search --sync --onlyvisible --name notes windowactivate --sync"
+    )
+    typed = "pyautogui.typewrite('hello desktop'); pyautogui.hotkey('ctrl', 's')"
+    look = f"for i in $(seq 100); do grep -q hello {NOTES} && break; sleep 0.2; done; cat {NOTES}"
     gateway = scripted_gateway(
         [
+            _call("bash", command=wait_window),
             _call("computer", code=typed),
-            _call("bash", command=f"cat {NOTES}"),
+            _call("bash", command=look),
             _call("computer", code="DONE"),
         ]
     )
     res, transcript = await _rollout(tmp_path, gateway)
     assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
     steps = transcript["steps"]
-    assert isinstance(steps, list) and [s["tool"] for s in steps] == [
-        "computer",
-        "bash",
-        "computer",
-    ]
-    assert steps[0]["result"] == "status: running"
-    assert steps[1]["result"] == "exit status 0\nhello desktop"
+    assert isinstance(steps, list)
+    assert [s["tool"] for s in steps] == ["bash", "computer", "bash", "computer"]
+    assert steps[0]["result"].startswith("exit status 0")
+    assert steps[1]["result"] == "status: running"
+    assert steps[2]["result"] == "exit status 0\nhello desktop"
     assert transcript["outcome"] == "done"
     rec = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
     calls = rec["calls"]
-    # A screenshot before the first step and after each of the first two; all kept (3).
-    assert [c["render_info"].get("images_omitted") for c in calls] == [1, 2, 3]
+    # A screenshot before the first step and after each step; only the last 3 are kept, so
+    # the fourth call drops the first from message 2 (a fork, with its reason; a text-only
+    # model's record cannot tell a dropped placeholder from an edit).
+    assert [c["render_info"].get("images_omitted") for c in calls] == [1, 2, 3, 3]
+    assert [bool(c["fork"]) for c in calls] == [False, False, False, True]
+    assert calls[3]["render_info"]["fork_reason"].startswith("message 2 (user)")
     assert not list((tmp_path / "sandboxes").iterdir())
 
 

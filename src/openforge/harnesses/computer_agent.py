@@ -12,8 +12,8 @@ harness has:
 
 The conversation grows call by call (the model sees its own earlier calls and their
 results); after each step a user turn carries the new screenshot, and only the last
-``--keep-screenshots`` screenshots stay in the history (older ones become a text note, as
-computer-use harnesses do to bound the prompt). Standard library only. Exit codes: 0 the
+``--keep-screenshots`` screenshots stay in the history (older turns keep only their text,
+as computer-use harnesses do to bound the prompt). Standard library only. Exit codes: 0 the
 agent said DONE or FAIL, 2 out of steps, 3 the model API failed, 4 the desktop is missing.
 """
 
@@ -196,10 +196,10 @@ def _screen_turn(obs: dict[str, Any], note: str) -> dict[str, Any]:
 
 
 def _prune(messages: list[dict[str, Any]], keep: int) -> None:
-    """Replace all but the last ``keep`` screenshots with a text note."""
-    shown = [m for m in messages if m["role"] == "user" and isinstance(m["content"], list)]
+    """Drop all but the last ``keep`` screenshots (their turns keep only their text)."""
+    shown = [m for m in messages if isinstance(m["content"], list) and len(m["content"]) == 2]
     for m in shown[: max(0, len(shown) - keep)]:
-        m["content"] = m["content"][0]["text"] + " (screenshot omitted)"
+        m["content"] = m["content"][:1]
 
 
 def _do(args: argparse.Namespace, name: str, params: dict[str, Any]) -> tuple[str, str | None]:
