@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ from openforge.tasks import load_tasks
 from openforge.tasks.model import Task
 from openforge.tasks.webjudge import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
 
-from .conftest import admin_headers
+from .conftest import ScriptedGateway, admin_headers
 
 VOYAGER = [
     {"web_name": "Allrecipes", "id": "Allrecipes--0", "web": "https://www.allrecipes.com/",
@@ -85,7 +84,7 @@ def _config(tmp_path: Path, gateway: str, task: Task, **opts: object) -> Rollout
 
 
 async def test_an_unreachable_site_is_infra_error_not_zero(
-    scripted_gateway: Callable[[list[str]], str], tmp_path: Path
+    scripted_gateway: ScriptedGateway, tmp_path: Path
 ) -> None:
     (tmp_path / "WebVoyager_data.jsonl").write_text(json.dumps(VOYAGER[0]) + "\n")
     (task,) = load_tasks(f"webvoyager:{tmp_path}").tasks
@@ -97,7 +96,7 @@ async def test_an_unreachable_site_is_infra_error_not_zero(
     assert rec["status"] == "infra_error" and rec["calls"] == []  # the agent never started
 
 
-def _judge(scripted_gateway: Callable[[list[str]], str], reply: str) -> tuple[str, str, str, str]:
+def _judge(scripted_gateway: ScriptedGateway, reply: str) -> tuple[str, str, str, str]:
     """A scripted judge endpoint: (admin URL, base URL, key, its rollout id)."""
     admin = scripted_gateway([reply])
     minted = httpx.post(
@@ -121,7 +120,7 @@ async def _judged(
     task = dataclasses.replace(
         site, id="webjudge/wiki", gui=env, grader=WebJudgeGrader(goal), verify_command=""
     )
-    if judge is None:
+    if judge is None:  # only the run's judge, if its gateway has one
         monkeypatch.delenv("OPENFORGE_JUDGE_BASE_URL", raising=False)
     else:
         monkeypatch.setenv("OPENFORGE_JUDGE_BASE_URL", judge[1])
@@ -131,30 +130,40 @@ async def _judged(
     return res
 
 
-async def test_the_judge_sees_task_actions_and_screenshots_and_decides(
-    scripted_gateway: Callable[[list[str]], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_the_runs_judge_sees_task_actions_and_screenshots_and_decides(
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # wiki home: [3] is the "Deploy" link; the Deploy page says the staging port.
-    policy = scripted_gateway(["Action: Click [3]", "Action: Answer; 8443"])
-    judge = _judge(scripted_gateway, "The answer 8443 matches the Deploy page.\nStatus: success")
-    res = await _judged(tmp_path / "ok", policy, monkeypatch, judge)
+    # wiki home: [3] is the "Deploy" link; the Deploy page says the staging port. The
+    # gateway's scripted judge engine answers the grader through a judge-role key.
+    policy = scripted_gateway(
+        ["Action: Click [3]", "Action: Answer; 8443"],
+        judge=["The answer 8443 matches the Deploy page.\nStatus: success"],
+    )
+    res = await _judged(tmp_path / "ok", policy, monkeypatch, None)
     assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
     assert res.details is not None and res.details["answer"] == "8443"
-    rec = httpx.get(f"{judge[0]}/admin/rollouts/{judge[3]}", headers=admin_headers())
-    (call,) = rec.json()["calls"]
+    assert "Status: success" in res.details["judgement"]
+    rec = httpx.get(f"{policy}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
+    # The rollout holds the policy's two calls and the judge's one, recorded as the judge's.
+    assert [c["role"] for c in rec["calls"]] == ["policy", "policy", "judge"]
     # The judge's prompt: the task, the actions, the answer and the last three screenshots
     # (one after each of the two actions, one at the end), each stored as a blob.
-    assert call["render_info"]["images_omitted"] == 3
-    shots = tmp_path / "ok" / "run" / "rollouts" / "webjudge" / "wiki" / "0"
-    details = json.loads((tmp_path / "ok" / "run" / "results.jsonl").read_text())["details"]
-    assert "Status: success" in details["judgement"] and shots.parent.is_dir()
-    # The policy's rollout holds only the policy's calls.
-    policy_rec = httpx.get(f"{policy}/admin/rollouts/{res.rollout_id}", headers=admin_headers())
-    assert len(policy_rec.json()["calls"]) == 2
+    assert rec["calls"][2]["render_info"]["images_omitted"] == 3
+
+
+async def test_a_judge_from_the_environment_is_the_fallback(
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = scripted_gateway(["Action: Answer; port 80"])  # no judge engine
+    judge = _judge(scripted_gateway, "The staging port is 8443, not 80.\nStatus: failure")
+    res = await _judged(tmp_path / "env", policy, monkeypatch, judge)
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+    rec = httpx.get(f"{judge[0]}/admin/rollouts/{judge[3]}", headers=admin_headers()).json()
+    assert len(rec["calls"]) == 1
 
 
 async def test_a_judge_that_fails_is_infra_error(
-    scripted_gateway: Callable[[list[str]], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy = scripted_gateway(["Action: Answer; 8443"])
     vague = _judge(scripted_gateway, "Looks fine to me.")

@@ -16,10 +16,11 @@ the page may reach, and the task asks for the internet (``--allow-task-internet`
 that cannot be reached (offline, as here) ends the rollout ``infra_error`` with
 ``unreachable`` in its error, before the harness starts.
 
-The judge is an OpenAI-compatible chat endpoint (:class:`~.suite_grading.Judge`, from
-:func:`~.suite_grading.judge_from_env`), never the policy's rollout: its calls are not
-training data. No judge configured, a judge that fails or answers without a verdict is a
-:class:`VerifierError` (``infra_error``), never a 0.
+The judge is the one the run gives the grader (:class:`~openforge.tasks.judge.Judge`: a
+judge-role key on the gateway, so its calls are recorded under the rollout with role
+``judge`` and never trained on), else ``OPENFORGE_JUDGE_*``
+(:func:`~openforge.tasks.judge.resolve_judge`). No judge, a judge that fails or answers
+without a verdict is a :class:`VerifierError` (``infra_error``), never a 0.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import httpx
 
 from openforge.environments.browser import RESULT_FILE, SHOTS_DIR, BrowserEnvironment
 from openforge.sandboxes.base import Sandbox, SandboxError
+from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.model import Task, TaskError
-from openforge.tasks.suite_grading import Judge, judge_from_env
 from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = [
@@ -117,15 +118,19 @@ class WebJudgeGrader:
     home: str = _HOME
 
     async def grade(
-        self, sandbox: Sandbox, workdir: str, transcript: dict[str, Any] | None
+        self,
+        sandbox: Sandbox,
+        workdir: str,
+        transcript: dict[str, Any] | None,
+        judge: Judge | None = None,
     ) -> VerifyResult:
         """Read the environment's record and screenshots; one judge call; its verdict."""
         state, shots = await self._record(sandbox)
-        judge = judge_from_env()
+        judge = resolve_judge(judge)
         if judge is None:
             raise VerifierError(
-                "this task is graded by an LLM judge; set OPENFORGE_JUDGE_BASE_URL (and "
-                "_API_KEY, _MODEL) to an OpenAI-compatible API"
+                "this task is graded by an LLM judge; start the gateway with --judge-engine, "
+                "or set OPENFORGE_JUDGE_BASE_URL (and _API_KEY, _MODEL) to an OpenAI-compatible API"
             )
         actions = [_action_line(s) for s in state.get("actions") or []]
         answer = state.get("answer") or _harness_answer(transcript)
