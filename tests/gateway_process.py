@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -33,17 +34,35 @@ def free_port() -> int:
         return port
 
 
+# A scripted reply: its text, or a whole script line (``{"tool_calls": [...]}``).
+Reply = str | dict[str, object]
+
+
+def _script(path: Path, replies: Sequence[Reply]) -> Path:
+    lines = (json.dumps(r if isinstance(r, dict) else {"text": r}) for r in replies)
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
 def start_gateway(
-    d: Path, port: int, admin_port: int, token: str, replies: list[str] | None = None
+    d: Path,
+    port: int,
+    admin_port: int,
+    token: str,
+    replies: Sequence[Reply] | None = None,
+    judge: Sequence[Reply] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``openforge gateway --engine scripted`` answering ``replies`` in turn (every reply
-    ``hello`` by default), its store and log in ``d``, models on ``port``, admin on
-    ``admin_port`` under ``token``; return once its admin listener answers ``/health``."""
+    ``hello`` by default; a dict is a whole script line, e.g. tool calls), with a scripted
+    judge engine answering ``judge`` when given, its store and log in ``d``, models on
+    ``port``, admin on ``admin_port`` under ``token``; return once its admin listener
+    answers ``/health``."""
     if not MODEL.is_dir():
         pytest.fail(f"the SmolLM2 model directory {MODEL} is missing: the setup script pulls it")
-    script = d / "script.jsonl"
-    script.write_text("".join(f'{{"text": {json.dumps(r)}}}\n' for r in replies or ["hello"]))
+    script = _script(d / "script.jsonl", replies or ["hello"])
     argv = [OPENFORGE, "gateway", "--engine", "scripted", "--script", str(script)]
+    if judge is not None:
+        argv += ["--judge-engine", f"scripted:{_script(d / 'judge.jsonl', judge)}"]
     argv += ["--model", str(MODEL), "--store", str(d / "store.db")]
     argv += ["--port", str(port), "--admin-port", str(admin_port)]
     env = {**os.environ, "OPENFORGE_ADMIN_TOKEN": token}

@@ -5,15 +5,24 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from gateway_process import admin_headers, free_port, start_gateway
+from gateway_process import Reply, admin_headers, free_port, start_gateway
 from openforge.sandboxes.local import LocalBackend
 
-__all__ = ["admin_headers", "backend", "scripted_gateway"]
+__all__ = ["ScriptedGateway", "admin_headers", "backend", "scripted_gateway"]
+
+
+class ScriptedGateway(Protocol):
+    """Starts a scripted gateway (policy replies, optional judge replies); its admin URL."""
+
+    def __call__(self, replies: Sequence[Reply], judge: Sequence[Reply] | None = None) -> str:
+        """Start one; return its admin URL."""
+        ...
 
 
 @pytest.fixture
@@ -29,18 +38,20 @@ async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
 @pytest.fixture(scope="module")
 def scripted_gateway(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Callable[[list[str]], str]]:
-    """Start ``openforge gateway --engine scripted`` with the given reply texts; returns its
-    admin URL. Its admin token is put in ``$OPENFORGE_ADMIN_TOKEN`` while it runs."""
+) -> Iterator[ScriptedGateway]:
+    """Start ``openforge gateway --engine scripted`` with the given replies (a text, or a
+    script line such as ``{"tool_calls": [...]}``) and, when given, a scripted judge engine's;
+    returns its admin URL. Its admin token is put in ``$OPENFORGE_ADMIN_TOKEN`` while it
+    runs."""
     procs: list[subprocess.Popen[bytes]] = []
     saved = os.environ.get("OPENFORGE_ADMIN_TOKEN")
     token = secrets.token_urlsafe(32)
     os.environ["OPENFORGE_ADMIN_TOKEN"] = token
 
-    def start(replies: list[str]) -> str:
+    def start(replies: Sequence[Reply], judge: Sequence[Reply] | None = None) -> str:
         admin_port = free_port()
         d = tmp_path_factory.mktemp("gateway")
-        procs.append(start_gateway(d, free_port(), admin_port, token, replies))
+        procs.append(start_gateway(d, free_port(), admin_port, token, replies, judge))
         return f"http://127.0.0.1:{admin_port}"
 
     try:

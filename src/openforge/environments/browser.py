@@ -26,9 +26,11 @@ from openforge.environments.base import EnvironmentUnavailable, python_host_path
 from openforge.sandboxes.base import Sandbox
 
 __all__ = [
+    "APP_DB",
     "BROWSER_URL_ENV",
     "CDP_URL_ENV",
     "RESULT_FILE",
+    "SHOTS_DIR",
     "VERIFY_SCRIPT",
     "BrowserEnvironment",
     "chromium_path",
@@ -43,6 +45,11 @@ CDP_URL_ENV = "OPENFORGE_BROWSER_CDP_URL"
 # Under the sandbox's HOME (never the workspace the agent's files live in).
 _DIR = ".openforge/gui"
 RESULT_FILE = f"{_DIR}/result.json"
+# The bundled web apps' SQLite database (their server state, read by their verifiers).
+APP_DB = f"{_DIR}/app.db"
+# The last screenshots, when a task keeps them (``NNNN.png``, in order).
+SHOTS_DIR = f"{_DIR}/shots"
+_APP_SERVER = f"{_DIR}/webapps_server.py"
 _SERVER = f"{_DIR}/browser_server.py"
 _CONFIG = f"{_DIR}/browser.json"
 _PORT = f"{_DIR}/port"
@@ -50,6 +57,7 @@ _LOG = f"{_DIR}/server.log"
 VERIFY_SCRIPT = "gui_result.py"
 # Read, not imported: it needs Playwright, which only the sandbox's Python must have.
 _SERVER_SRC = Path(__file__).with_name("browser_server.py")
+_APP_SERVER_SRC = Path(__file__).with_name("webapps_server.py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,11 @@ class BrowserEnvironment:
     skip_selector: str = ""
     viewport: tuple[int, int] = (800, 600)
     settle_ms: int = 100
+    # A bundled web app (:mod:`.webapps_server`: shop, mail, booking, wiki) to serve in the
+    # sandbox; ``start_url`` is then a path on it ("/shop/"), its state at :data:`APP_DB`.
+    app: str = ""
+    # Keep the last N screenshots (one after each action and one at the end) for a judge.
+    keep_screenshots: int = 0
     # Set from the machine when the environment is prepared (not part of a task's file).
     chromium: str = field(default="", compare=False)
 
@@ -106,12 +119,13 @@ async def prepare(box: Sandbox, env: BrowserEnvironment, home: str) -> None:
     """Copy the server and its config into ``box`` (under ``home``)."""
     config = asdict(env)
     config["chromium"] = env.chromium or chromium_path()
-    await box.put(
-        {
-            f"{home}/{_SERVER}": _SERVER_SRC.read_bytes(),
-            f"{home}/{_CONFIG}": orjson.dumps(config),
-        }
-    )
+    files = {f"{home}/{_SERVER}": _SERVER_SRC.read_bytes()}
+    if env.app:
+        config["app_server"] = f"{home}/{_APP_SERVER}"
+        config["app_db"] = f"{home}/{APP_DB}"
+        files[config["app_server"]] = _APP_SERVER_SRC.read_bytes()
+    files[f"{home}/{_CONFIG}"] = orjson.dumps(config)
+    await box.put(files)
 
 
 def wrap_argv(argv: list[str], home: str, python: str | None = None) -> list[str]:
@@ -125,7 +139,7 @@ def wrap_argv(argv: list[str], home: str, python: str | None = None) -> list[str
     py = shlex.quote(python or server_python("playwright", "browser environment"))
     d = shlex.quote(f"{home}/{_DIR}")
     script = f"""d={d}
-rm -f "$d/port" "$d/cdp" "$d/result.json"
+rm -rf "$d/port" "$d/cdp" "$d/result.json" "$d/shots"
 {py} "$d/browser_server.py" --config "$d/browser.json" --port-file "$d/port" \\
   --cdp-port-file "$d/cdp" --result "$d/result.json" >"$d/server.log" 2>&1 &
 srv=$!
@@ -159,6 +173,9 @@ try:
         state = json.load(f)
 except (OSError, ValueError) as exc:
     print("no browser environment result: %s" % exc, file=sys.stderr)
+    sys.exit(3)
+if state.get("error"):
+    print("browser environment: %s" % state["error"], file=sys.stderr)
     sys.exit(3)
 reward = min(1.0, max(0.0, float(state.get("reward") or 0.0)))
 print(json.dumps({{"reward": reward, "details": state}}))

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import functools
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -156,11 +158,18 @@ class BrowserEnv:
     def __init__(self, config: dict[str, Any], result_path: str, cdp_port: int = 0) -> None:
         self.config = config
         self.site: ThreadingHTTPServer | None = None
-        if "://" not in config["start_url"]:
-            self._serve_site()
+        self.app: subprocess.Popen[bytes] | None = None
         self.result_path = result_path
+        if config.get("app"):
+            self._start_app()
+        elif "://" not in config["start_url"]:
+            self._serve_site()
         self.steps = 0
         self.answer: str | None = None
+        # What the agent did, harness-agnostic, for judges: (action, url, error) per step.
+        self.actions: list[dict[str, Any]] = []
+        self.shots = int(config.get("keep_screenshots") or 0)
+        self.shot_count = 0
         self.final: dict[str, Any] | None = None  # the reward state once the task is done
         self.last: dict[str, Any] = {"done": False, "reward": 0.0, "raw": None, "reason": None}
         self.items: list[dict[str, Any]] = []
@@ -205,6 +214,30 @@ class BrowserEnv:
         config["site_root"] = ""  # no file:// pages: the site is served
         config["allowed_origins"] = [*config.get("allowed_origins", []), origin]
 
+    def _start_app(self) -> None:
+        """Start the bundled web apps' server (its SQLite state beside the result file) and
+        open ``start_url``, a path, on it."""
+        config = self.config
+        d = os.path.dirname(os.path.abspath(self.result_path))
+        port_file = os.path.join(d, "app.port")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(port_file)
+        with open(os.path.join(d, "app.log"), "wb") as log:
+            self.app = subprocess.Popen(
+                [sys.executable, config["app_server"], "--db", config["app_db"],
+                 "--port-file", port_file],
+                stdout=subprocess.DEVNULL, stderr=log,
+            )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if self.app.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the web apps' server did not start (see {d}/app.log)")
+            time.sleep(0.05)
+        with open(port_file, encoding="utf-8") as f:
+            origin = f"http://127.0.0.1:{f.read().strip()}"
+        config["start_url"] = origin + "/" + config["start_url"].lstrip("/")
+        config["allowed_origins"] = [*config.get("allowed_origins", []), origin]
+
     def _allowed(self, url: str) -> bool:
         parts = urlsplit(url)
         if parts.scheme == "file":
@@ -222,7 +255,13 @@ class BrowserEnv:
             route.abort("blockedbyclient")
 
     def _start(self) -> None:
-        self.page.goto(self.config["start_url"], wait_until="load")
+        try:
+            self.page.goto(self.config["start_url"], wait_until="load")
+        except PlaywrightError as exc:
+            # A task's site that cannot be reached from here (offline, blocked, down): the
+            # rollout is an infrastructure failure the verifier reports, never a 0.
+            self.write_error(f"unreachable: {self.config['start_url']}: {_first_line(exc)}")
+            raise SystemExit(f"start page unreachable: {_first_line(exc)}") from None
         if self.config.get("setup_js"):
             self.page.evaluate(self.config["setup_js"])
         self.write_result()
@@ -231,7 +270,7 @@ class BrowserEnv:
 
     def observe(self, mode: str) -> dict[str, Any]:
         """The page as the agent sees it in ``mode`` (axtree, som or screenshot)."""
-        self.items = self.page.evaluate(_LABEL_JS, self.config.get("skip_selector") or "")
+        self.items = self.label()
         obs: dict[str, Any] = {
             "url": self.page.url,
             "title": self.page.title(),
@@ -250,6 +289,27 @@ class BrowserEnv:
         elif mode == "screenshot":
             obs["screenshot"] = base64.b64encode(self.page.screenshot()).decode()
         return obs
+
+    def pump(self) -> None:
+        """Let Playwright handle what is pending (routes, navigations) for a moment."""
+        with contextlib.suppress(PlaywrightError):
+            self.page.wait_for_timeout(1)
+
+    def label(self) -> list[dict[str, Any]]:
+        """Label the page's elements; a page still navigating (a form's POST and redirect)
+        is waited for and labelled again."""
+        for attempt in range(3):
+            try:
+                got: list[dict[str, Any]] = self.page.evaluate(
+                    _LABEL_JS, self.config.get("skip_selector") or ""
+                )
+                return got
+            except PlaywrightError:
+                if attempt == 2:
+                    raise
+                with contextlib.suppress(PlaywrightError):
+                    self.page.wait_for_load_state("load", timeout=10_000)
+        raise AssertionError("unreachable")
 
     def goal(self) -> str:
         """The task's goal as the page states it (``goal_js``), else the configured one."""
@@ -287,12 +347,36 @@ class BrowserEnv:
         return st
 
     def write_result(self) -> None:
-        """Write the reward state (and answer, steps) to the result file, atomically."""
-        data = {**self.state(), "answer": self.answer, "steps": self.steps, "url": self.page.url}
-        tmp = self.result_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, self.result_path)
+        """Write the reward state (and answer, steps, actions) to the result file, atomically."""
+        data = {
+            **self.state(),
+            "answer": self.answer,
+            "steps": self.steps,
+            "url": self.page.url,
+            "actions": self.actions,
+        }
+        _write(self.result_path, json.dumps(data))
+
+    def write_error(self, error: str) -> None:
+        """Write a result that says the environment could not run the task."""
+        _write(self.result_path, json.dumps({"error": error, "done": False, "reward": 0.0}))
+
+    def keep_screenshot(self) -> None:
+        """Save the page as ``shots/NNNN.png`` beside the result, keeping the last
+        ``keep_screenshots`` (a judge reads them)."""
+        if not self.shots:
+            return
+        d = os.path.join(os.path.dirname(os.path.abspath(self.result_path)), "shots")
+        os.makedirs(d, exist_ok=True)
+        try:
+            png = self.page.screenshot()
+        except PlaywrightError:
+            return  # the page is gone; the earlier screenshots stand
+        self.shot_count += 1
+        with open(os.path.join(d, f"{self.shot_count:04d}.png"), "wb") as f:
+            f.write(png)
+        for old in sorted(os.listdir(d))[: -self.shots]:
+            os.remove(os.path.join(d, old))
 
     # -- actions ----------------------------------------------------------------------
 
@@ -301,9 +385,7 @@ class BrowserEnv:
             ident = int(act["id"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ActionError("this action needs an element id") from exc
-        for it in self.items or self.page.evaluate(
-            _LABEL_JS, self.config.get("skip_selector") or ""
-        ):
+        for it in self.items or self.label():
             if it["id"] == ident:
                 x, y, w, h = it["box"]
                 return x + w / 2, y + h / 2
@@ -321,8 +403,12 @@ class BrowserEnv:
         except ActionError as exc:
             error = str(exc)
         except PlaywrightError as exc:
-            error = f"{kind} failed: {str(exc).splitlines()[0][:300]}"
+            error = f"{kind} failed: {_first_line(exc)}"
         self.page.wait_for_timeout(int(self.config.get("settle_ms", 100)))
+        with contextlib.suppress(PlaywrightError):
+            self.page.wait_for_load_state("load", timeout=10_000)
+        self.actions.append({"action": act, "url": self.page.url, "error": error})
+        self.keep_screenshot()
         self.write_result()
         return {**self.state(), "error": error, "steps": self.steps}
 
@@ -367,6 +453,7 @@ class BrowserEnv:
     def close(self) -> None:
         """Write the last state, then close the browser and Playwright's driver."""
         try:
+            self.keep_screenshot()  # the last state, also when a harness drove it over CDP
             self.write_result()
         finally:
             try:
@@ -375,6 +462,9 @@ class BrowserEnv:
                 self._pw.stop()
                 if self.site is not None:
                     self.site.shutdown()
+                if self.app is not None:
+                    self.app.terminate()
+                    self.app.wait()
 
 
 def axtree_text(items: list[dict[str, Any]]) -> str:
@@ -414,7 +504,10 @@ def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             if parts.path == "/observation":
                 mode = parse_qs(parts.query).get("mode", ["axtree"])[0]
-                self._send(200, env.observe(mode))
+                try:
+                    self._send(200, env.observe(mode))
+                except PlaywrightError as exc:
+                    self._send(503, {"error": f"the page cannot be read: {_first_line(exc)}"})
             elif parts.path == "/result":
                 self._send(200, {**env.state(), "answer": env.answer, "steps": env.steps})
             else:
@@ -435,6 +528,10 @@ def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
             self._send(200, env.act(act))
 
     return Handler
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [""])[0][:300]
 
 
 def _free_port() -> int:
@@ -466,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     server = HTTPServer(("127.0.0.1", 0), _handler(env))
     # Between requests the reward state is polled, so a page driven over DevTools (not
     # through /action) still has its first "done" and reward kept.
-    server.timeout = float(config.get("poll_s", 0.25))
+    server.timeout = float(config.get("poll_s", 0.05 if cdp_port else 0.25))
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -479,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while True:
             server.handle_request()
+            # Playwright's sync API handles its events (the route that lets a request
+            # through, above all) only inside a Playwright call: pump it, or a page that
+            # a harness drives over DevTools stalls on its next request.
+            env.pump()
             if env.final is None:
                 env.state()
     except KeyboardInterrupt:

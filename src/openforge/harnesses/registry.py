@@ -25,6 +25,7 @@ HARNESSES: dict[str, str | HarnessFactory] = {
     "mini-swe-agent": "openforge.harnesses.mini_swe_agent:MiniSweAgentHarness",
     "browser-agent": "openforge.harnesses.browser:BrowserAgentHarness",
     "browser-use": "openforge.harnesses.browser_use:BrowserUseHarness",
+    "computer-agent": "openforge.harnesses.computer:ComputerAgentHarness",
 }
 
 

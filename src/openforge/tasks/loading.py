@@ -19,6 +19,8 @@ from openforge.tasks.model import Task, TaskError
 from openforge.tasks.native import load_native
 from openforge.tasks.osworld import is_osworld_suite, load_osworld
 from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
+from openforge.tasks.webapps import WEBAPP_FILE, WEBAPPS_SUITE, load_webapp, webapps_suite
+from openforge.tasks.webjudge import load_mind2web, load_webvoyager
 
 __all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
 
@@ -26,6 +28,8 @@ __all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir"
 SUITES: dict[str, Callable[[Path], tuple[list[Task], list[TaskError]]]] = {
     "claweval": load_claweval_checkout,
     "qwenclawbench": load_qwenclawbench_checkout,
+    "webvoyager": load_webvoyager,
+    "online-mind2web": load_mind2web,
 }
 # The suites' own splits, beside OpenForge's train and test.
 SUITE_SPLITS: tuple[str, ...] = CLAWEVAL_SPLITS
@@ -52,12 +56,14 @@ def builtin_suite(name: str) -> Path | None:
         return drill_suite()
     if name == MINIWOB_SUITE:
         return miniwob_suite()
+    if name == WEBAPPS_SUITE:
+        return webapps_suite()
     path = Path(str(resources.files("openforge.tasks") / name))
     return path if path.is_dir() else None
 
 
 def _is_task_dir(d: Path) -> bool:
-    return any((d / f).is_file() for f in ("task.toml", "task.yaml", MINIWOB_FILE))
+    return any((d / f).is_file() for f in ("task.toml", "task.yaml", MINIWOB_FILE, WEBAPP_FILE))
 
 
 # Tables and directories only a Harbor task has; a task.toml with one of them (and no
@@ -86,6 +92,8 @@ def load_task_dir(d: Path) -> Task:
     """Load one task directory, choosing its loader by the files it holds."""
     if (d / MINIWOB_FILE).is_file():
         return load_miniwob(d)
+    if (d / WEBAPP_FILE).is_file():
+        return load_webapp(d)
     if (d / "task.toml").is_file():
         return load_harbor(d) if _toml_kind(d) == "harbor" else load_native(d)
     if (d / "grader.py").is_file():

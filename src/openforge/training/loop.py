@@ -53,9 +53,10 @@ __all__ = [
 
 log = logging.getLogger("openforge.training")
 
-# Harnesses whose adapters take ``max_tokens`` and ``temperature`` options (claw's own;
-# mini-swe-agent's written into its model_kwargs): the run's sampling settings go there.
-SAMPLING_OPTION_HARNESSES = ("claw", "mini-swe-agent")
+# Harnesses whose adapters take ``max_tokens`` and ``temperature`` options (the built-in
+# claw, browser-agent and computer-agent; mini-swe-agent's written into its model_kwargs):
+# the run's sampling settings go there.
+SAMPLING_OPTION_HARNESSES = ("claw", "mini-swe-agent", "browser-agent", "computer-agent")
 
 RunRollouts = Callable[[RolloutConfig], Awaitable[Sequence[RolloutResult]]]
 _CKPT = re.compile(r"^step-(\d+)$")

@@ -20,7 +20,7 @@ import random
 import shlex
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TEACHER_HARNESSES",
     "SftSample",
+    "TeacherScripts",
     "export_teacher_sft",
     "load_sft_images",
     "load_sft_samples",
@@ -190,16 +191,22 @@ async def teacher_scripts(task: Task, harness: str = "claw") -> dict[str, list[d
     return variants
 
 
+# A task's teacher variants by name, each the scripted engine's replies in order.
+TeacherScripts = Callable[[Task], Awaitable[dict[str, list[dict[str, Any]]]]]
+
+
 async def record_teacher(
     tasks: Sequence[Task],
     model_dir: Path,
     out_dir: Path,
     harness_options: dict[str, Any],
     harness: str = "claw",
+    scripts_for: TeacherScripts | None = None,
 ) -> list[Any]:
-    """Play each task's teacher variants (:func:`teacher_scripts`) through a gateway with
-    the scripted engine; the calls go to ``out_dir/teacher.db``. Returns the orchestrator's
-    results (reward 1 = usable)."""
+    """Play each task's teacher variants (``scripts_for``, by default
+    :func:`teacher_scripts`: the claw agent's reference solutions) through a gateway with
+    the scripted engine and ``harness``; the calls go to ``out_dir/teacher.db``. Returns the
+    orchestrator's results (reward 1 = usable)."""
     from openforge.engines.scripted import ScriptedEngine
     from openforge.gateway.server import Gateway
     from openforge.rollouts import run_rollouts
@@ -210,11 +217,15 @@ async def record_teacher(
     scripts.mkdir(exist_ok=True)
     results: list[Any] = []
     for task in tasks:
-        variants = await teacher_scripts(task, harness)
+        if scripts_for is not None:
+            variants = await scripts_for(task)
+        else:
+            variants = await teacher_scripts(task, harness)
         if not variants:
-            log.info("teacher: %s has no usable solution/solve.sh; skipped", task.id)
+            log.info("teacher: %s has no teacher script (no usable solution); skipped", task.id)
         for name, replies in variants.items():
-            script = scripts / f"{task.id}.{name}.jsonl"
+            script = scripts / f"{task.id}.{name}.jsonl"  # ids may hold '/' (miniwob/x/1)
+            script.parent.mkdir(parents=True, exist_ok=True)
             script.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in replies))
             # One scripted engine per variant: its replies are the k-th call of any rollout.
             engine = ScriptedEngine.for_model(script, model_dir)
@@ -315,14 +326,18 @@ def sft_batches(
 
 
 async def teacher_samples(
-    cfg: TrainConfig, tasks: Sequence[Task], model_dir: Path
+    cfg: TrainConfig,
+    tasks: Sequence[Task],
+    model_dir: Path,
+    scripts_for: TeacherScripts | None = None,
 ) -> list[SftSample]:
-    """Record the teacher on ``tasks`` under ``<run_dir>/teacher`` and read its SFT samples."""
+    """Record the teacher on ``tasks`` under ``<run_dir>/teacher`` (with ``cfg.harness``) and
+    read its SFT samples."""
     out = Path(cfg.run_dir) / "teacher"
     options = dict(cfg.rollout_options.get("harness_options", {}))
     options.setdefault("max_tokens", cfg.max_tokens)
     started = time.perf_counter()
-    results = await record_teacher(tasks, model_dir, out, options, cfg.harness)
+    results = await record_teacher(tasks, model_dir, out, options, cfg.harness, scripts_for)
     passed = sum(1 for r in results if (r.reward or 0.0) >= 1.0)
     tokens = await export_teacher_sft(out / "teacher.db", out / "sft.jsonl")
     samples = load_sft_samples(tokens) if tokens is not None else []

@@ -1,0 +1,273 @@
+"""WebVoyager and Online-Mind2Web task files, graded by a WebJudge-style LLM judge.
+
+Both suites are live websites: a task names its site and what to do there, and there is no
+state to check, so an LLM judge reads the task, what the agent did and the last screenshots
+and says whether it succeeded (Online-Mind2Web's WebJudge; WebVoyager's auto-evaluation).
+
+* WebVoyager: ``WebVoyager_data.jsonl``, one JSON object a line:
+  ``{"web_name": "Allrecipes", "id": "Allrecipes--0", "ques": "…", "web": "https://…"}``.
+* Online-Mind2Web: one JSON array of ``{"task_id", "confirmed_task", "website",
+  "reference_length", "level"}`` (``level``: easy | medium | hard).
+
+``load_tasks("webvoyager:FILE")`` / ``load_tasks("online-mind2web:FILE")`` (a directory
+holding the suite's file works too). Each task opens its site in the browser environment
+and keeps the last :data:`KEEP_SCREENSHOTS` screenshots; the site's origin is the only one
+the page may reach, and the task asks for the internet (``--allow-task-internet``). A site
+that cannot be reached (offline, as here) ends the rollout ``infra_error`` with
+``unreachable`` in its error, before the harness starts.
+
+The judge is the one the run gives the grader (:class:`~openforge.tasks.judge.Judge`: a
+judge-role key on the gateway, so its calls are recorded under the rollout with role
+``judge`` and never trained on), else ``OPENFORGE_JUDGE_*``
+(:func:`~openforge.tasks.judge.resolve_judge`). No judge, a judge that fails or answers
+without a verdict is a :class:`VerifierError` (``infra_error``), never a 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from openforge.environments.browser import RESULT_FILE, SHOTS_DIR, BrowserEnvironment
+from openforge.sandboxes.base import Sandbox, SandboxError
+from openforge.tasks.judge import Judge, resolve_judge
+from openforge.tasks.model import Task, TaskError
+from openforge.tasks.verify import VerifierError, VerifyResult
+
+__all__ = [
+    "KEEP_SCREENSHOTS",
+    "MIND2WEB_FILE",
+    "WEBVOYAGER_FILE",
+    "WebJudgeGrader",
+    "judge_messages",
+    "load_mind2web",
+    "load_webvoyager",
+    "parse_verdict",
+]
+
+WEBVOYAGER_FILE = "WebVoyager_data.jsonl"
+MIND2WEB_FILE = "Online_Mind2Web.json"
+KEEP_SCREENSHOTS = 3
+_HOME = "/home/sandbox"  # the orchestrator's sandbox HOME, where the environment writes
+
+JUDGE_SYSTEM = """You are an expert evaluator of web agents. You get a task, the actions \
+the agent took on the website, its final answer (if any) and screenshots of the last \
+pages it saw. Decide whether the agent completed the task: every requirement of the task \
+must be met, as shown by the screenshots or the answer; do not give credit for intent. \
+First explain briefly, then end with exactly one line: "Status: success" or "Status: failure"."""
+
+
+def parse_verdict(text: str) -> float | None:
+    """1.0 for ``Status: success``, 0.0 for ``Status: failure`` (the last one said), else None."""
+    verdict = None
+    for line in text.splitlines():
+        low = line.strip().strip("*").lower()
+        if low.startswith("status:"):
+            word = low.split(":", 1)[1].strip().strip("*\"'. ")
+            if word in ("success", "failure"):
+                verdict = 1.0 if word == "success" else 0.0
+    return verdict
+
+
+def judge_messages(
+    task: str, actions: list[str], answer: str | None, screenshots: list[bytes]
+) -> list[dict[str, Any]]:
+    """The judge's chat messages: the task, the action history, the answer, the screenshots."""
+    history = "\n".join(f"{i + 1}. {a}" for i, a in enumerate(actions)) or "(no actions)"
+    text = (
+        f"Task: {task}\n\nAction history:\n{history}\n\nFinal answer: {answer or '(none)'}\n\n"
+        f"The last {len(screenshots)} screenshot(s) follow, oldest first."
+    )
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for png in screenshots:
+        url = "data:image/png;base64," + base64.b64encode(png).decode()
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": parts}]
+
+
+def _action_line(step: dict[str, Any]) -> str:
+    act = step.get("action") or {}
+    args = ", ".join(f"{k}={v!r}" for k, v in act.items() if k != "action")
+    err = f" (error: {step['error']})" if step.get("error") else ""
+    return f"{act.get('action', '?')}({args}) on {step.get('url', '')}{err}"
+
+
+def _harness_answer(transcript: dict[str, Any] | None) -> str | None:
+    """Browser-Use's final ``done`` text, when the environment saw no Answer action."""
+    history = (transcript or {}).get("history")
+    if not isinstance(history, list) or not history:
+        return None
+    for res in (history[-1] or {}).get("result") or []:
+        if isinstance(res, dict) and res.get("is_done"):
+            return str(res.get("extracted_content") or "")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class WebJudgeGrader:
+    """Ask the judge whether the agent did ``task``, from what the environment recorded."""
+
+    task: str
+    timeout_s: float = 300.0
+    home: str = _HOME
+
+    async def grade(
+        self,
+        sandbox: Sandbox,
+        workdir: str,
+        transcript: dict[str, Any] | None,
+        judge: Judge | None = None,
+    ) -> VerifyResult:
+        """Read the environment's record and screenshots; one judge call; its verdict."""
+        state, shots = await self._record(sandbox)
+        judge = resolve_judge(judge)
+        if judge is None:
+            raise VerifierError(
+                "this task is graded by an LLM judge; start the gateway with --judge-engine, "
+                "or set OPENFORGE_JUDGE_BASE_URL (and _API_KEY, _MODEL) to an OpenAI-compatible API"
+            )
+        actions = [_action_line(s) for s in state.get("actions") or []]
+        answer = state.get("answer") or _harness_answer(transcript)
+        text = await self._ask(judge, judge_messages(self.task, actions, answer, shots))
+        verdict = parse_verdict(text)
+        if verdict is None:
+            raise VerifierError("the judge gave no 'Status: success|failure' line", text[-4000:])
+        details = {"judge_model": judge.model, "judgement": text, "answer": answer}
+        return VerifyResult(reward=verdict, details=details, output=text[-4000:])
+
+    async def _record(self, sandbox: Sandbox) -> tuple[dict[str, Any], list[bytes]]:
+        result = f"{self.home}/{RESULT_FILE}"
+        shots_dir = f"{self.home}/{SHOTS_DIR}"
+        try:
+            got = await sandbox.get([result])
+            listing = await sandbox.exec(["ls", "-1", shots_dir], timeout=30)
+            names = sorted(n for n in listing.stdout.decode().split() if n.endswith(".png"))
+            paths = [f"{shots_dir}/{n}" for n in names]
+            pngs = await sandbox.get(paths) if paths else {}
+        except SandboxError as exc:
+            raise VerifierError(f"could not read the browser environment's record: {exc}") from exc
+        if result not in got:
+            raise VerifierError("no browser environment result: the environment never ran")
+        try:
+            state = json.loads(got[result])
+        except ValueError as exc:
+            raise VerifierError(f"the browser environment's result is not JSON: {exc}") from exc
+        if state.get("error"):
+            raise VerifierError(f"browser environment: {state['error']}")
+        return state, [pngs[p] for p in paths if p in pngs]
+
+    async def _ask(self, judge: Judge, messages: list[dict[str, Any]]) -> str:
+        body = {"model": judge.model, "messages": messages, "temperature": 0}
+        url = judge.base_url.rstrip("/") + "/chat/completions"
+        headers = {"Authorization": f"Bearer {judge.api_key}"}
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                resp = await client.post(url, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise VerifierError(f"the judge at {judge.base_url} failed: {exc!r}") from exc
+        if resp.status_code != 200:
+            raise VerifierError(f"the judge answered HTTP {resp.status_code}", resp.text[:4000])
+        try:
+            return str(resp.json()["choices"][0]["message"]["content"] or "")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise VerifierError(f"the judge's answer has no message: {exc!r}", resp.text) from exc
+
+
+def site_task(task_id: str, goal: str, url: str, path: Path, *, category: str = "") -> Task:
+    """A live-site task: open ``url``, do ``goal``, judged by :class:`WebJudgeGrader`."""
+    parts = urlsplit(url)
+    env = BrowserEnvironment(
+        start_url=url,
+        goal=goal,
+        allowed_origins=(f"{parts.scheme}://{parts.netloc}",),
+        keep_screenshots=KEEP_SCREENSHOTS,
+        viewport=(1024, 768),
+    )
+    return Task(
+        id=task_id,
+        instruction=goal,
+        path=path,
+        format="webjudge",
+        timeout_s=600.0,
+        tags=("gui", "browser", "webjudge"),
+        category=category,
+        gui=env,
+        grader=WebJudgeGrader(goal),
+        wants_internet=True,
+    )
+
+
+def _suite_file(path: Path, name: str) -> Path:
+    file = path / name if path.is_dir() else path
+    if not file.is_file():
+        raise TaskError(file, "(path)", f"no such file (the suite's {name})")
+    return file
+
+
+def _url(file: Path, where: str, value: object) -> str:
+    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https"):
+        raise TaskError(file, where, f"must be an http(s) URL, not {value!r}")
+    return value
+
+
+def load_webvoyager(path: Path) -> tuple[list[Task], list[TaskError]]:
+    """WebVoyager's ``WebVoyager_data.jsonl`` (the file or its directory)."""
+    file = _suite_file(path, WEBVOYAGER_FILE)
+    tasks: list[Task] = []
+    errors: list[TaskError] = []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise TaskError(file, f"line {n}", "must be a JSON object")
+            for key in ("web_name", "id", "ques", "web"):
+                if not isinstance(row.get(key), str) or not row[key].strip():
+                    raise TaskError(file, f"line {n}.{key}", "must be a non-empty string")
+            url = _url(file, f"line {n}.web", row["web"])
+            task_id, name = f"webvoyager/{row['id']}", row["web_name"]
+            tasks.append(site_task(task_id, row["ques"], url, file, category=name))
+        except json.JSONDecodeError as exc:
+            errors.append(TaskError(file, f"line {n}", f"not JSON: {exc}"))
+        except TaskError as exc:
+            errors.append(exc)
+    return tasks, errors
+
+
+def load_mind2web(path: Path) -> tuple[list[Task], list[TaskError]]:
+    """Online-Mind2Web's task JSON (a list of tasks; the file or its directory)."""
+    file = _suite_file(path, MIND2WEB_FILE)
+    try:
+        rows = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TaskError(file, "(json)", str(exc)) from exc
+    if not isinstance(rows, list):
+        raise TaskError(file, "(json)", "must be a list of tasks")
+    tasks: list[Task] = []
+    errors: list[TaskError] = []
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, dict):
+                raise TaskError(file, f"[{i}]", "must be a JSON object")
+            for key in ("task_id", "confirmed_task", "website"):
+                if not isinstance(row.get(key), str) or not row[key].strip():
+                    raise TaskError(file, f"[{i}].{key}", "must be a non-empty string")
+            url = _url(file, f"[{i}].website", row["website"])
+            level = row.get("level", "")
+            if level not in ("", "easy", "medium", "hard"):
+                raise TaskError(file, f"[{i}].level", f"must be easy, medium or hard: {level!r}")
+            task = site_task(
+                f"online-mind2web/{row['task_id']}", row["confirmed_task"], url, file,
+                category=str(level),
+            )  # fmt: skip
+            tasks.append(task)
+        except TaskError as exc:
+            errors.append(exc)
+    return tasks, errors

@@ -1,0 +1,179 @@
+"""WebVoyager and Online-Mind2Web loaders (on samples written here in the suites' formats),
+their live sites unreachable offline (``infra_error``, ``unreachable``), and the WebJudge
+grader on a bundled app standing in for a site, with a scripted judge endpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from openforge.environments.browser import BrowserEnvironment
+from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
+from openforge.tasks import load_tasks
+from openforge.tasks.model import Task
+from openforge.tasks.webjudge import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
+
+from .conftest import ScriptedGateway, admin_headers
+
+VOYAGER = [
+    {"web_name": "Allrecipes", "id": "Allrecipes--0", "web": "https://www.allrecipes.com/",
+     "ques": "Find a vegetarian lasagna recipe with at least a four-star rating."},
+    {"web_name": "GitHub", "id": "GitHub--3", "web": "https://github.com/",
+     "ques": "Find the most starred Python repository created this week."},
+]  # fmt: skip
+MIND2WEB = [
+    {"task_id": "b7258ee05d75e6c50673a59914db412e", "website": "https://www.united.com/",
+     "confirmed_task": "Find the status of flight UA 123 tomorrow.", "reference_length": 6,
+     "level": "easy"},
+    {"task_id": "c0a1", "website": "https://www.ikea.com/", "level": "hard",
+     "confirmed_task": "Add the cheapest white bookcase to the cart.", "reference_length": 11},
+]  # fmt: skip
+
+
+def test_loaders_read_the_published_formats(tmp_path: Path) -> None:
+    (tmp_path / "WebVoyager_data.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in VOYAGER)
+        + '{"web_name": "X", "id": "X--1", "ques": "q", "web": "ftp://x"}\nnot json\n'
+    )
+    loaded = load_tasks(f"webvoyager:{tmp_path}")
+    assert [t.id for t in loaded.tasks] == ["webvoyager/Allrecipes--0", "webvoyager/GitHub--3"]
+    task = loaded.tasks[0]
+    assert task.instruction == VOYAGER[0]["ques"] and task.category == "Allrecipes"
+    assert isinstance(task.gui, BrowserEnvironment) and task.wants_internet
+    assert task.gui.start_url == "https://www.allrecipes.com/"
+    assert task.gui.allowed_origins == ("https://www.allrecipes.com",)
+    assert task.gui.keep_screenshots == KEEP_SCREENSHOTS
+    assert isinstance(task.grader, WebJudgeGrader)
+    assert [e.field for e in loaded.errors] == ["line 3.web", "line 4"]
+
+    m2w = tmp_path / "Online_Mind2Web.json"
+    m2w.write_text(json.dumps([*MIND2WEB, {"task_id": "z", "website": "https://a.b/"}]))
+    loaded = load_tasks(f"online-mind2web:{m2w}")
+    assert [(t.id, t.category) for t in loaded.tasks] == [
+        ("online-mind2web/b7258ee05d75e6c50673a59914db412e", "easy"),
+        ("online-mind2web/c0a1", "hard"),
+    ]
+    assert [e.field for e in loaded.errors] == ["[2].confirmed_task"]
+    missing = load_tasks(f"online-mind2web:{tmp_path / 'nope'}")
+    assert missing.errors and "no such file" in missing.errors[0].problem
+
+
+def test_verdicts_are_parsed() -> None:
+    assert parse_verdict("The page shows it.\nStatus: success") == 1.0
+    assert parse_verdict("**Status: Failure**") == 0.0
+    assert parse_verdict("Status: success\nOn reflection...\nStatus: failure") == 0.0
+    assert parse_verdict("I think it worked.") is None
+
+
+def _config(tmp_path: Path, gateway: str, task: Task, **opts: object) -> RolloutConfig:
+    return RolloutConfig(
+        tasks=[task],
+        harness="browser-agent",
+        harness_options={"max_steps": 3},
+        gateway_url=gateway,
+        out_dir=tmp_path / "run",
+        n=1,
+        retry_backoff_s=0.0,
+        backend_options={"root": tmp_path / "sandboxes"},
+        **opts,  # type: ignore[arg-type]
+    )
+
+
+async def test_an_unreachable_site_is_infra_error_not_zero(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    (tmp_path / "WebVoyager_data.jsonl").write_text(json.dumps(VOYAGER[0]) + "\n")
+    (task,) = load_tasks(f"webvoyager:{tmp_path}").tasks
+    gateway = scripted_gateway(["Action: Answer; done"])
+    (res,) = await run_rollouts(_config(tmp_path, gateway, task))
+    assert (res.status, res.reward) == ("infra_error", None)
+    assert res.error is not None and "unreachable: https://www.allrecipes.com/" in res.error
+    rec = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
+    assert rec["status"] == "infra_error" and rec["calls"] == []  # the agent never started
+
+
+def _judge(scripted_gateway: ScriptedGateway, reply: str) -> tuple[str, str, str, str]:
+    """A scripted judge endpoint: (admin URL, base URL, key, its rollout id)."""
+    admin = scripted_gateway([reply])
+    minted = httpx.post(
+        f"{admin}/admin/rollouts",
+        json={"task_id": "judge", "group_id": "judge", "metadata": {}},
+        headers=admin_headers(),
+    ).json()
+    return admin, minted["base_url"].rstrip("/") + "/v1", minted["key"], minted["rollout_id"]
+
+
+async def _judged(
+    tmp_path: Path,
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    judge: tuple[str, str, str, str] | None,
+) -> RolloutResult:
+    # The wiki stands in for the live site: same environment, same grader, no state check.
+    goal = "Which port does the staging server run on, according to the wiki?"
+    (site,) = [t for t in load_tasks("webapps").tasks if t.id == "webapps/wiki-port"]
+    env = BrowserEnvironment(start_url="/wiki/", app="wiki", goal=goal, keep_screenshots=3)
+    task = dataclasses.replace(
+        site, id="webjudge/wiki", gui=env, grader=WebJudgeGrader(goal), verify_command=""
+    )
+    if judge is None:  # only the run's judge, if its gateway has one
+        monkeypatch.delenv("OPENFORGE_JUDGE_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("OPENFORGE_JUDGE_BASE_URL", judge[1])
+        monkeypatch.setenv("OPENFORGE_JUDGE_API_KEY", judge[2])
+        monkeypatch.setenv("OPENFORGE_JUDGE_MODEL", "judge")
+    (res,) = await run_rollouts(_config(tmp_path, policy, task))
+    return res
+
+
+async def test_the_runs_judge_sees_task_actions_and_screenshots_and_decides(
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # wiki home: [3] is the "Deploy" link; the Deploy page says the staging port. The
+    # gateway's scripted judge engine answers the grader through a judge-role key.
+    policy = scripted_gateway(
+        ["Action: Click [3]", "Action: Answer; 8443"],
+        judge=["The answer 8443 matches the Deploy page.\nStatus: success"],
+    )
+    res = await _judged(tmp_path / "ok", policy, monkeypatch, None)
+    assert (res.status, res.reward, res.error) == ("completed", 1.0, None), res
+    assert res.details is not None and res.details["answer"] == "8443"
+    assert "Status: success" in res.details["judgement"]
+    rec = httpx.get(f"{policy}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
+    # The rollout holds the policy's two calls and the judge's one, recorded as the judge's.
+    assert [c["role"] for c in rec["calls"]] == ["policy", "policy", "judge"]
+    # The judge's prompt: the task, the actions, the answer and the last three screenshots
+    # (one after each of the two actions, one at the end), each stored as a blob.
+    assert rec["calls"][2]["render_info"]["images_omitted"] == 3
+
+
+async def test_a_judge_from_the_environment_is_the_fallback(
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = scripted_gateway(["Action: Answer; port 80"])  # no judge engine
+    judge = _judge(scripted_gateway, "The staging port is 8443, not 80.\nStatus: failure")
+    res = await _judged(tmp_path / "env", policy, monkeypatch, judge)
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+    rec = httpx.get(f"{judge[0]}/admin/rollouts/{judge[3]}", headers=admin_headers()).json()
+    assert len(rec["calls"]) == 1
+
+
+async def test_a_judge_that_fails_is_infra_error(
+    scripted_gateway: ScriptedGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = scripted_gateway(["Action: Answer; 8443"])
+    vague = _judge(scripted_gateway, "Looks fine to me.")
+    res = await _judged(tmp_path / "vague", policy, monkeypatch, vague)
+    assert (res.status, res.reward) == ("infra_error", None)
+    assert res.error is not None and "no 'Status: success|failure' line" in res.error
+    res = await _judged(tmp_path / "none", policy, monkeypatch, None)
+    assert (res.status, res.reward) == ("infra_error", None)
+    assert res.error is not None and "OPENFORGE_JUDGE_BASE_URL" in res.error
+    gone = ("", "http://127.0.0.1:9/v1", "k", "")  # nothing listens on the discard port
+    res = await _judged(tmp_path / "gone", policy, monkeypatch, gone)
+    assert (res.status, res.reward) == ("infra_error", None)
+    assert res.error is not None and "the judge at http://127.0.0.1:9/v1 failed" in res.error
