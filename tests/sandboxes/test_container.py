@@ -107,6 +107,28 @@ async def test_podman_sandbox_exec_files_and_gateway(backend: ContainerBackend) 
 
 
 @pytest.mark.slow
+async def test_a_root_too_deep_for_a_unix_socket_keeps_the_sockets_in_tmp(
+    image: str, tmp_path: Path
+) -> None:
+    """A run directory deep enough that ``<root>/sb-…/sandboxd.sock`` passes a Unix socket
+    path's 107 bytes: the sockets go under the temporary directory, the sandbox works, and
+    closing it removes both of its directories."""
+    root = tmp_path / ("deep-run-directory-" * 3)
+    b = ContainerBackend("podman", image=image, root=str(root))
+    assert b.sockets != b.root and b.root == root / "openforge-podman"
+    try:
+        box = await b.create(SandboxSpec(network="none"))
+        assert (b.sockets / box.id / "sandboxd.sock").is_socket()
+        assert (b.root / box.id).is_dir()
+        result = await box.exec("echo ok", timeout=60)
+        assert result.stdout == b"ok\n", result
+        await box.close()
+        assert not (b.sockets / box.id).exists() and not (b.root / box.id).exists()
+    finally:
+        await b.close()
+
+
+@pytest.mark.slow
 async def test_podman_network_none(backend: ContainerBackend) -> None:
     box = await backend.create(SandboxSpec(network="none", gateway_url="http://127.0.0.1:1"))
     assert box.gateway_url is None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import secrets
 import shutil
@@ -49,6 +50,15 @@ __all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside
 DEFAULT_IMAGE = "localhost/openforge-sandbox:latest"
 SANDBOX_LABEL = "openforge.dev/sandbox"
 _SOCKET_DIR = "/run/openforge"
+# A Unix socket's path holds at most 107 bytes (sun_path is 108 with its NUL); the longest
+# host path is ``<sockets>/sb-<12 hex>/sandboxd.sock``.
+_SUN_PATH_MAX = 107
+_SOCKET_TAIL = len("/sb-") + 12 + len("/sandboxd.sock")
+
+
+def _socket_fits(base: Path) -> bool:
+    """Whether a sandbox's sockets under ``base`` stay within a Unix socket path's limit."""
+    return len(os.fsencode(base)) + _SOCKET_TAIL <= _SUN_PATH_MAX
 # The host as seen from a container, per engine and network mode.
 _HOST_ALIAS = {"podman": "10.0.2.2", "docker": "host.docker.internal"}
 
@@ -119,9 +129,18 @@ class ContainerBackend:
         self.ready_timeout = ready_timeout
         self.root = Path(root or tempfile.gettempdir()) / f"openforge-{engine}"
         self.root.mkdir(parents=True, exist_ok=True)
-        if len(str(self.root)) > 80:
-            # The control socket lives under it; Unix socket paths are limited to 107 bytes.
-            raise SandboxError(f"container backend root {self.root} is too long (max 80 chars)")
+        # Each sandbox's control and gateway sockets live in a directory of their own, and a
+        # Unix socket path holds at most 107 bytes: under a deep root (a run directory) they go
+        # to the system's temporary directory, while the sandbox's disk stays under the root.
+        self.sockets = self.root
+        if not _socket_fits(self.root):
+            self.sockets = Path(tempfile.gettempdir()) / f"openforge-{engine}-sockets"
+            self.sockets.mkdir(mode=0o700, exist_ok=True)
+            if not _socket_fits(self.sockets):
+                raise SandboxError(
+                    f"temporary directory {tempfile.gettempdir()} is too deep for the sandboxes' "
+                    "Unix sockets (set TMPDIR to a shorter path)"
+                )
         self.extra_args = extra_args or []
         self.builder = ImageBuilder(path, base_images, build_args=_ulimits())
         self._open: dict[str, RemoteSandbox] = {}
@@ -183,9 +202,14 @@ class ContainerBackend:
         sid = "sb-" + secrets.token_hex(6)
         name = f"openforge-{sid}"
         token = secrets.token_urlsafe(32)
-        sockdir = self.root / sid
+        sockdir, boxdir = self.sockets / sid, self.root / sid
         sockdir.mkdir(mode=0o700)
-        disk = await self._disk(spec, sid, sockdir)
+        boxdir.mkdir(mode=0o700, exist_ok=True)
+        try:
+            disk = await self._disk(spec, sid, boxdir)
+        except SandboxError:
+            await asyncio.to_thread(shutil.rmtree, sockdir, True)
+            raise
         labels = [f"--label={k}={v}" for k, v in {**spec.labels, SANDBOX_LABEL: sid}.items()]
         env = [f"--env={k}={v}" for k, v in spec.env.items()]
         if spec.harness is not None:
@@ -208,10 +232,11 @@ class ContainerBackend:
             await self._run("rm", "--force", "--time", "0", name, check=False)
             if disk:
                 await self._run("volume", "rm", "--force", f"{name}-work", check=False)
-                await asyncio.to_thread(remove_disk, sockdir / "fs")
+                await asyncio.to_thread(remove_disk, boxdir / "fs")
             if relay is not None:
                 await relay.close()
-            await asyncio.to_thread(shutil.rmtree, sockdir, True)
+            for d in {sockdir, boxdir}:
+                await asyncio.to_thread(shutil.rmtree, d, True)
 
         client = SandboxdClient("http://sandboxd", token, uds=str(sockdir / "sandboxd.sock"))
         alias = _HOST_ALIAS[self.name]
@@ -233,15 +258,15 @@ class ContainerBackend:
         self._open[sid] = box
         return box
 
-    async def _disk(self, spec: SandboxSpec, sid: str, sockdir: Path) -> list[str]:
+    async def _disk(self, spec: SandboxSpec, sid: str, boxdir: Path) -> list[str]:
         """The mounts that put the workdir, HOME and /tmp on a ``disk_mb`` disk of their own
-        (none without ``disk_mb`` or where loop disks cannot be made)."""
+        (none without ``disk_mb`` or where loop disks cannot be made), kept in ``boxdir``."""
         if spec.disk_mb is None or not loop_disks_available():
             return []
-        fs = sockdir / "fs"
+        fs = boxdir / "fs"
         volume = f"openforge-{sid}-work"
         try:
-            await asyncio.to_thread(make_disk, sockdir / "disk.img", fs, spec.disk_mb, (0, 0))
+            await asyncio.to_thread(make_disk, boxdir / "disk.img", fs, spec.disk_mb, (0, 0))
             for sub, mode in (("work", 0o755), ("home", 0o755), ("tmp", 0o1777)):
                 (fs / sub).mkdir()
                 (fs / sub).chmod(mode)
@@ -250,7 +275,7 @@ class ContainerBackend:
                             "--opt", f"device={fs / 'work'}", volume)  # fmt: skip
         except (DiskError, SandboxError, OSError) as exc:
             await asyncio.to_thread(remove_disk, fs)
-            await asyncio.to_thread(shutil.rmtree, sockdir, True)
+            await asyncio.to_thread(shutil.rmtree, boxdir, True)
             raise SandboxError(f"sandbox disk: {exc}") from exc
         return ["--volume", f"{volume}:{spec.workdir}", "--volume", f"{fs / 'home'}:{SANDBOX_HOME}",
                 "--volume", f"{fs / 'tmp'}:/tmp"]  # fmt: skip
