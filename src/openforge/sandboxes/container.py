@@ -59,6 +59,8 @@ _SOCKET_TAIL = len("/sb-") + 12 + len("/sandboxd.sock")
 def _socket_fits(base: Path) -> bool:
     """Whether a sandbox's sockets under ``base`` stay within a Unix socket path's limit."""
     return len(os.fsencode(base)) + _SOCKET_TAIL <= _SUN_PATH_MAX
+
+
 # The host as seen from a container, per engine and network mode.
 _HOST_ALIAS = {"podman": "10.0.2.2", "docker": "host.docker.internal"}
 
