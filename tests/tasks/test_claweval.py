@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -109,16 +110,22 @@ async def test_a_failed_service_or_unsupported_split_is_infra_error(
 
 
 async def test_a_grader_that_needs_the_judge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     require("claw")
     monkeypatch.delenv("OPENFORGE_JUDGE_BASE_URL", raising=False)
     task = _tasks(write_sample(tmp_path / "ce"))["T004_judged"]
-    run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
+    with caplog.at_level(logging.WARNING, logger="openforge.rollouts"):
+        run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
     assert (run.result.status, run.result.reward) == ("infra_error", None), run.result
     assert "needs an LLM judge" in (run.result.verifier_output or "")
+    # The run said so before its first rollout, naming the option.
+    assert any("--judge-engine" in r.getMessage() for r in caplog.records), caplog.text
+    caplog.clear()
     async with judge_endpoint(tmp_path / "judge", '{"score": 0.5}', monkeypatch):
-        run = await probe(get_harness("claw"), SOLVE, tmp_path / "run2", task=task)
+        with caplog.at_level(logging.WARNING, logger="openforge.rollouts"):
+            run = await probe(get_harness("claw"), SOLVE, tmp_path / "run2", task=task)
+        assert not any("--judge-engine" in r.getMessage() for r in caplog.records)
     assert run.result.status == "completed", (run.result, run.result.verifier_output)
     assert run.result.reward == pytest.approx(0.8 * 0.5 + 0.2)
     assert run.result.details["judge_calls"] == 1

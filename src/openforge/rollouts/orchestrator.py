@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import secrets
 import signal
 import time
@@ -42,6 +43,7 @@ from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.rollouts.runner import Attempt, RolloutJob, run_job
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.base import SandboxBackend
+from openforge.tasks.judge import judge_from_env
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task, TaskError
 
@@ -161,6 +163,29 @@ async def _run_all(
     return results
 
 
+log = logging.getLogger("openforge.rollouts")
+
+
+def _warn_missing_roles(tasks: Sequence[Task], serving: frozenset[str]) -> None:
+    """Say before the first rollout that a suite's judge or simulated user has no engine:
+    every rollout that needs one would otherwise end as ``infra_error``, one by one."""
+    graded = sum(1 for t in tasks if t.grader is not None)
+    if graded and "judge" not in serving and judge_from_env() is None:
+        log.warning(
+            "%d task(s) are graded by their suite's grader, and the gateway has no judge engine "
+            "(openforge gateway --judge-engine SPEC) nor is OPENFORGE_JUDGE_BASE_URL set: a "
+            "grader that asks a judge ends its rollout as infra_error",
+            graded,
+        )
+    talking = sum(1 for t in tasks if t.simulated_user is not None)
+    if talking and "user" not in serving:
+        log.warning(
+            "%d multi-turn task(s) need a simulated user, and the gateway serves none "
+            "(openforge gateway --judge-engine or --user-engine SPEC): they end as infra_error",
+            talking,
+        )
+
+
 async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     """Run every (task, sample) of ``config`` not already in its run dir; return all results.
 
@@ -236,6 +261,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             # a gateway that cannot say is met by each rollout's own mint.
             with contextlib.suppress(GatewayError):
                 serving[0] = await gateway.serving_roles()
+            _warn_missing_roles(tasks, serving[0])
         watch.start()
         new = await _run_all(config, pending, job_of, out_dir, unfinished)
     except asyncio.CancelledError:
