@@ -56,9 +56,24 @@ def test_one_update_raises_rewarded_and_lowers_penalised(tiny: Path) -> None:
     # on-policy: every ratio is 1, nothing clipped or truncated
     assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert result.metrics["clip_fraction"] == 0.0
+    assert "kl" not in result.metrics  # no reference model without kl_coef: KL not measured
     after = trainer.sequence_logprobs([good, bad])
     assert after[0] > before[0]
     assert after[1] < before[1]
+
+
+def test_kl_is_measured_against_the_reference_once_the_policy_moves(tiny: Path) -> None:
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-2, max_grad_norm=1.0, kl_coef=0.01)
+    trainer = Trainer(cfg, tiny, device="cpu")
+    good = _sample("good", [1, 42, 43], [100, 101, 2])
+    bad = _sample("bad", [1, 42, 44], [200, 201, 2])
+    adv = grpo_advantages([("g", "good", 1.0), ("g", "bad", 0.0)], scale="none")
+    _on_policy(trainer, [good, bad])
+    first = trainer.train_step([good, bad], adv.advantages)
+    assert first.metrics["kl"] == pytest.approx(0.0, abs=1e-6)  # still the reference's weights
+    _on_policy(trainer, [good, bad])
+    second = trainer.train_step([good, bad], adv.advantages)
+    assert second.metrics["kl"] > 1e-6
 
 
 def test_accumulation_matches_one_batch(tiny: Path) -> None:

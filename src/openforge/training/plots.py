@@ -33,6 +33,7 @@ class Panel:
     title: str
     ylabel: str
     series: tuple[tuple[str, str], ...]  # (metrics key, legend label)
+    missing: str = "not recorded"  # shown when no record has any of its keys
 
 
 PANELS: tuple[Panel, ...] = (
@@ -40,7 +41,8 @@ PANELS: tuple[Panel, ...] = (
           (("reward_mean", "reward"), ("pass_rate", "pass rate"))),
     Panel("Groups with a reward spread", "groups",
           (("groups_kept", "kept"), ("groups_zero_variance", "no spread (dropped)"))),
-    Panel("KL to the reference", "k3 KL per token", (("kl", "KL"),)),
+    Panel("KL to the reference", "k3 KL per token", (("kl", "KL"),),
+          "not measured: no reference model (kl_coef 0)"),
     Panel("Policy entropy", "nats per token", (("entropy", "entropy"),)),
     Panel("Clipped / truncated tokens", "fraction of trained tokens",
           (("clip_fraction", "PPO-clip"), ("tis_fraction", "TIS cap"))),
@@ -80,7 +82,8 @@ def _draw(ax: Axes, panel: Panel, records: Sequence[Mapping[str, Any]]) -> None:
     if drawn and len(panel.series) > 1:
         ax.legend(fontsize=8)
     if not drawn:
-        ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, panel.missing, ha="center", va="center", transform=ax.transAxes,
+                wrap=True)  # fmt: skip
 
 
 def step_curves_png(records: Sequence[Mapping[str, Any]]) -> bytes:

@@ -305,6 +305,8 @@ class Trainer:
         }
         for k in ("clip_fraction", "tis_fraction", "kl", "entropy", "ratio_mean"):
             metrics[k] = totals[k] / max(n_tokens, 1.0)
+        if self.ref_model is None:  # no reference (kl_coef 0): a 0 here would read as "no drift"
+            del metrics["kl"]
         metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
         return StepResult(True, self.version, metrics)
 
