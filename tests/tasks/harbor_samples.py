@@ -119,6 +119,39 @@ def harbor_broken(root: Path) -> Path:
     })  # fmt: skip
 
 
+def harbor_entrypoint(root: Path) -> Path:
+    """A task whose image's ENTRYPOINT sets it up (a hosts entry, a background server on
+    port 8080) and ends in ``exec "$@"``, as Harbor starts images: the solution and the
+    verifier reach the server by that host name."""
+    dockerfile = (
+        "FROM debian:bookworm\nRUN apt-get update -qq && apt-get install -y -qq "
+        "--no-install-recommends python3 curl && rm -rf /var/lib/apt/lists/*\n"
+        "COPY entrypoint.sh /entrypoint.sh\nRUN chmod +x /entrypoint.sh\n"
+        'ENTRYPOINT ["/entrypoint.sh"]\nWORKDIR /app\n'
+    )
+    entrypoint = (
+        "#!/bin/bash\nset -euo pipefail\necho '127.0.0.1 api.task.test' >> /etc/hosts\n"
+        "mkdir -p /srv && echo secret-42 > /srv/token\n"
+        "(cd /srv && python3 -m http.server 8080 >/dev/null 2>&1 &)\n"
+        'exec "$@"\n'
+    )
+    fetch = (
+        "curl -sf --retry 20 --retry-connrefused --retry-delay 1 http://api.task.test:8080/token"
+    )
+    return _write(root / "entrypoint", {
+        "task.toml": "[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 60.0\n",
+        "instruction.md": "Fetch http://api.task.test:8080/token into /app/token.txt.\n",
+        "environment/Dockerfile": dockerfile,
+        "environment/entrypoint.sh": entrypoint,
+        "tests/test.sh": (
+            f"#!/bin/bash\nwant=$({fetch})\n"
+            'if [ -n "$want" ] && [ "$(cat /app/token.txt 2>/dev/null)" = "$want" ]; then r=1; '
+            "else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+        ),
+        "solution/solve.sh": f"#!/bin/bash\n{fetch} > /app/token.txt\n",
+    })  # fmt: skip
+
+
 def terminal_bench(root: Path) -> Path:
     """A Terminal-Bench 1 task: task.yaml, Dockerfile, run-tests.sh, tests/, solution.sh."""
     return _write(root / "tb-count", {

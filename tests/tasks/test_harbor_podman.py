@@ -45,8 +45,9 @@ async def podman(
 
 @pytest.mark.parametrize(
     "make",
-    [samples.harbor_pytest, samples.harbor_multikey, samples.harbor_steps, samples.terminal_bench],
-)
+    [samples.harbor_pytest, samples.harbor_multikey, samples.harbor_steps, samples.terminal_bench,
+     samples.harbor_entrypoint],
+)  # fmt: skip
 async def test_oracle_scores_1_and_noop_scores_0(
     podman: ContainerBackend, tmp_path: Path, make: object
 ) -> None:

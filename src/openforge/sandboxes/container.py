@@ -146,6 +146,7 @@ class ContainerBackend:
         self.extra_args = extra_args or []
         self.builder = ImageBuilder(path, base_images, build_args=_ulimits())
         self._open: dict[str, RemoteSandbox] = {}
+        self._entrypoints: dict[str, list[str]] = {}
 
     async def _run(self, *args: str, check: bool = True) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -187,10 +188,24 @@ class ContainerBackend:
         if self.name != "podman":
             raise SandboxError("a task's own image needs podman (docker has no image mounts)")
         tag = await self.builder.ensure(spec.task_image)
-        return [
-            "--mount", f"type=image,source={self.image},destination={RT_DIR}",
-            "--entrypoint", json.dumps(RT_ENTRYPOINT), tag,
-        ]  # fmt: skip
+        mount = ["--mount", f"type=image,source={self.image},destination={RT_DIR}"]
+        entry = await self._entrypoint(tag)
+        if entry and entry[-1] != "-c":  # a bare `sh -c` wrapper sets nothing up
+            # Harbor starts a task image with its own ENTRYPOINT and a keep-alive command, and
+            # such entry points set the task up (hosts entries, background services) and end
+            # in `exec "$@"`: here the command is sandboxd, so the same setup runs first.
+            return [*mount, "--entrypoint", json.dumps(entry), tag, *RT_ENTRYPOINT]
+        return [*mount, "--entrypoint", json.dumps(RT_ENTRYPOINT), tag]
+
+    async def _entrypoint(self, tag: str) -> list[str]:
+        """The ENTRYPOINT a built task image declares (empty when none)."""
+        if tag not in self._entrypoints:
+            out = await self._run(
+                "image", "inspect", "--format", "{{json .Config.Entrypoint}}", tag
+            )
+            value = json.loads(out or "null")
+            self._entrypoints[tag] = [str(v) for v in value] if isinstance(value, list) else []
+        return self._entrypoints[tag]
 
     async def create(self, spec: SandboxSpec) -> RemoteSandbox:
         """Start a container running sandboxd and wait until it answers."""
