@@ -81,6 +81,19 @@ def test_artifacts_are_noted_not_dropped(tmp_path: Path) -> None:
     assert task.notes == ("artifacts: accepted but not collected",)
 
 
+def test_a_compose_sidecar_is_refused_and_main_overrides_are_not(tmp_path: Path) -> None:
+    d = _harbor(tmp_path, HEAD)
+    compose = d / "environment" / "docker-compose.yaml"
+    compose.write_text("services:\n  main:\n    environment: [A=1]\n")
+    assert load_tasks(d).tasks  # overrides of Harbor's own `main` service only
+    compose.write_text(
+        "services:\n  main:\n    depends_on: [api-server]\n"
+        "  api-server:\n    build: {context: ./api-server}\n"
+    )
+    (err,) = load_tasks(d).errors
+    assert err.field == "services" and "api-server" in err.problem, err
+
+
 def test_docker_image_without_dockerfile(tmp_path: Path) -> None:
     d = _harbor(tmp_path, HEAD + '[environment]\ndocker_image = "ubuntu:24.04"\n')
     (d / "environment" / "Dockerfile").unlink()

@@ -166,6 +166,24 @@ def dockerfile_workdir(dockerfile: Path) -> str | None:
     return found[-1] if found else None
 
 
+def _no_sidecars(compose: Path) -> None:
+    """Refuse a compose file that adds services to Harbor's ``main``: the sandbox runs one
+    container, so a sidecar (an API server the task talks to) would be silently missing and
+    the task would score the agent against a service that is not there."""
+    try:
+        spec = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise TaskError(compose, "(yaml)", f"not valid YAML: {exc}") from exc
+    services = spec.get("services") if isinstance(spec, dict) else None
+    others = sorted(str(n) for n in (services or {}) if n != "main")
+    if others:
+        raise TaskError(
+            compose,
+            "services",
+            f"services besides main ({', '.join(others)}) are not supported yet",
+        )
+
+
 def _environment(
     file: Path, root: Path, env: dict[str, Any], context: Path, dockerfile: Path
 ) -> TaskEnvironment:
@@ -183,6 +201,8 @@ def _environment(
             f"environment/{compose[0]}",
             "compose environments are not supported (a Dockerfile is)",
         )
+    if compose and has_build:
+        _no_sidecars(context / compose[0])
     if not has_build and image is None:
         raise TaskError(root, "environment/Dockerfile", "missing (or set environment.docker_image)")
     return TaskEnvironment(
