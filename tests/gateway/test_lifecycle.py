@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,47 @@ async def test_answered_calls_survive_sigkill(tmp_path: Path) -> None:
     await store.close()
     assert sorted(c.seq for c in calls) == list(range(16))
     assert all(c.status == "ok" and c.output_ids for c in calls)
+
+
+@pytest.mark.slow
+async def test_a_gateway_child_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A training run SIGKILLed (an OOM kill) must not leave its gateway child behind."""
+    script = write_script(tmp_path / "s.jsonl", TOOL_SCRIPT)
+    pid_file = tmp_path / "gateway.pid"
+    parent = (
+        "import asyncio, pathlib\n"
+        "from openforge.gateway.server import GatewayProcess\n"
+        "async def main():\n"
+        f"    p = await GatewayProcess.start(['--engine', 'scripted', '--script', {str(script)!r},"
+        f" '--model', {MODEL!r}, '--store', {str(tmp_path / 'store.db')!r}])\n"
+        f"    pathlib.Path({str(pid_file)!r}).write_text(str(p.proc.pid))\n"
+        "    await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
+    # No pipes: the gateway would inherit them, and asyncio waits for every pipe to close.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", parent, stdout=asyncio.subprocess.DEVNULL
+    )
+    for _ in range(1200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.1)
+    gateway = int(pid_file.read_text())
+    proc.kill()
+    await proc.wait()
+    for _ in range(200):  # its graceful stop takes a moment
+        if not Path(f"/proc/{gateway}").exists() or _zombie(gateway):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        os.kill(gateway, signal.SIGKILL)
+        pytest.fail("the gateway outlived the process that started it")
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    return True
 
 
 async def test_client_disconnect_aborts_the_call(make_gateway: Any) -> None:
