@@ -143,7 +143,10 @@ def run_seed(
     from_sft: Path | None = None,
 ) -> Any:
     """One seed in this process (a worker of ``--jobs``)."""
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [seed {seed}] %(message)s")
+    # force: a worker process that ran another seed before keeps its handler otherwise
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s [seed {seed}] %(message)s", force=True
+    )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     return asyncio.run(one_seed(seed, steps, root, per_family, changes, from_sft))
 
