@@ -1,38 +1,32 @@
 """The ``browser-agent`` harness: OpenForge's own web agent (:mod:`.browser_agent`).
 
-Like ``claw``: ``configure`` copies the standard-library agent script into the sandbox at
+A single-script agent (:mod:`.script_agent`): its script is copied into the sandbox at
 ``$HOME/.openforge/browser_agent.py`` with an env file holding the rollout's URL and key,
-and the launch runs it with the sandbox's ``python3``. It drives the browser environment
-the task declares (the orchestrator starts it and exports ``$OPENFORGE_BROWSER_URL``) in
-``axtree`` (text-only) or ``som`` (set-of-marks screenshot) mode, and writes its
-transcript to ``$HOME/.browser-agent/run.json``.
+and runs with the sandbox's ``python3``. It drives the browser environment the task
+declares (the orchestrator starts it and exports ``$OPENFORGE_BROWSER_URL``) in ``axtree``
+(text-only) or ``som`` (set-of-marks screenshot) mode, and writes its transcript to
+``$HOME/.browser-agent/run.json``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from openforge.harnesses import browser_agent
-from openforge.harnesses.base import Dialect, HarnessError, HarnessNotInstalled, Launch
-from openforge.harnesses.launching import ENV_DIR, env_script, read_json, transcribed_error
-from openforge.sandboxes.base import Sandbox
+from openforge.harnesses.base import HarnessError
+from openforge.harnesses.script_agent import ScriptAgent
 
 __all__ = ["BrowserAgentHarness"]
 
-_SCRIPT = Path(browser_agent.__file__)
-_ENV_FILE = f"{ENV_DIR}/browser-agent-env.sh"
-_AGENT_FILE = f"{ENV_DIR}/browser_agent.py"
-_TRANSCRIPT = ".browser-agent/run.json"
 _MODES = ("axtree", "som")
 
 
-class BrowserAgentHarness:
+class BrowserAgentHarness(ScriptAgent):
     """Runs the built-in browser agent with the sandbox's ``python3``."""
 
     name = "browser-agent"
     version = browser_agent.VERSION
-    dialect: Dialect = "openai_chat"
+    script = Path(browser_agent.__file__)
 
     def __init__(
         self,
@@ -46,55 +40,8 @@ class BrowserAgentHarness:
         if mode not in _MODES:
             raise HarnessError(f"browser-agent: mode must be one of {', '.join(_MODES)}")
         self.mode = mode
-        self.home = home.rstrip("/")
-        self.max_steps = int(max_steps)
-        self.max_tokens = int(max_tokens)
-        self.temperature = float(temperature)
-        self.python = python
+        super().__init__(home, max_steps, max_tokens, temperature, python)
 
-    def install_command(self) -> str:
-        """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
-        return "apt-get install -y python3"
-
-    async def check(self, sandbox: Sandbox) -> None:
-        """The sandbox needs a Python 3.8 or newer."""
-        probe = "import sys; print(sys.version_info >= (3, 8))"
-        res = await sandbox.exec([self.python, "-c", probe], timeout=60)
-        if res.exit_code != 0 or res.stdout.strip() != b"True":
-            raise HarnessNotInstalled(
-                f"browser-agent needs {self.python} (3.8+) in the sandbox; install it with: "
-                f"{self.install_command()}"
-            )
-
-    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
-        """Copy the agent script in and write its env file."""
-        env = {
-            "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1",
-            "OPENAI_API_KEY": key,
-            "OPENFORGE_MODEL": model,
-        }
-        await sandbox.put(
-            {
-                f"{self.home}/{_AGENT_FILE}": _SCRIPT.read_bytes(),
-                f"{self.home}/{_ENV_FILE}": env_script(env),
-            }
-        )
-
-    def command(self, instruction: str) -> Launch:
-        """Source the env file and run the agent on ``instruction``."""
-        script = (
-            f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
-            f'exec {self.python} "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
-            f"--mode {self.mode} --max-steps {self.max_steps} --max-tokens {self.max_tokens} "
-            f"--temperature {self.temperature} "
-            f'--transcript "{self.home}/{_TRANSCRIPT}"\n'
-        )
-        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
-
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
-        """The agent's transcript (outcome, error, steps), or None if it wrote none."""
-        return await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "transcript")
-
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The model API or environment error the agent transcribed, if it stopped on one."""
-        return transcribed_error(transcript)
+    def agent_args(self) -> str:
+        """The observation mode."""
+        return f"--mode {self.mode} "

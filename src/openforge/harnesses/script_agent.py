@@ -1,0 +1,98 @@
+"""OpenForge's built-in agents that are one standard-library Python script each
+(``browser-agent``, ``computer-agent``).
+
+``configure`` copies the script into the sandbox at ``$HOME/.openforge/<script>.py`` with an
+env file holding the rollout's URL and key; the launch sources the env file and runs the
+script with the sandbox's ``python3``; the script writes its transcript to
+``$HOME/.<name>/run.json``. A subclass names its script and adds its own arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
+from openforge.harnesses.launching import ENV_DIR, env_script, read_json, transcribed_error
+from openforge.sandboxes.base import Sandbox
+
+__all__ = ["ScriptAgent"]
+
+
+class ScriptAgent:
+    """The adapter of a built-in single-script agent; subclasses set :attr:`name`,
+    :attr:`version` and :attr:`script`, and may add launch arguments in :meth:`agent_args`."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    script: ClassVar[Path]
+    dialect: Dialect = "openai_chat"
+
+    def __init__(
+        self, home: str, max_steps: int, max_tokens: int, temperature: float, python: str
+    ) -> None:
+        self.home = home.rstrip("/")
+        self.max_steps = int(max_steps)
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.python = python
+
+    @property
+    def _env_file(self) -> str:
+        return f"{self.home}/{ENV_DIR}/{self.name}-env.sh"
+
+    @property
+    def _agent_file(self) -> str:
+        return f"{self.home}/{ENV_DIR}/{self.script.name}"
+
+    @property
+    def _transcript(self) -> str:
+        return f"{self.home}/.{self.name}/run.json"
+
+    def agent_args(self) -> str:
+        """The subclass's own command-line arguments (shell words, trailing space)."""
+        return ""
+
+    def install_command(self) -> str:
+        """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
+        return "apt-get install -y python3"
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """The sandbox needs a Python 3.8 or newer."""
+        probe = "import sys; print(sys.version_info >= (3, 8))"
+        res = await sandbox.exec([self.python, "-c", probe], timeout=60)
+        if res.exit_code != 0 or res.stdout.strip() != b"True":
+            raise HarnessNotInstalled(
+                f"{self.name} needs {self.python} (3.8+) in the sandbox; install it with: "
+                f"{self.install_command()}"
+            )
+
+    async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
+        """Copy the agent script in and write its env file."""
+        env = {
+            "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1",
+            "OPENAI_API_KEY": key,
+            "OPENFORGE_MODEL": model,
+        }
+        await sandbox.put(
+            {self._agent_file: self.script.read_bytes(), self._env_file: env_script(env)}
+        )
+
+    def command(self, instruction: str) -> Launch:
+        """Source the env file and run the agent on ``instruction``."""
+        script = (
+            f'. "{self._env_file}" || exit 97\n'
+            f'exec {self.python} "{self._agent_file}" "$OPENFORGE_INSTRUCTION" '
+            f"{self.agent_args()}--max-steps {self.max_steps} --max-tokens {self.max_tokens} "
+            f"--temperature {self.temperature} "
+            f'--transcript "{self._transcript}"\n'
+        )
+        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+
+    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+        """The agent's transcript (outcome, error, steps), or None if it wrote none."""
+        return await read_json(sandbox, self._transcript, "transcript")
+
+    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
+        """The model API or environment error the agent transcribed, if it stopped on one."""
+        return transcribed_error(transcript)
