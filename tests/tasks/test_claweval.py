@@ -52,6 +52,19 @@ def test_the_published_layout_loads(tmp_path: Path) -> None:
     }
 
 
+def test_a_task_whose_service_searches_the_real_web_asks_for_the_internet(
+    tmp_path: Path,
+) -> None:
+    root = write_sample(tmp_path / "ce")
+    assert not any(t.wants_internet for t in _tasks(root).values())
+    yaml_file = next(
+        p for p in (root / "tasks").rglob("task.yaml") if "mock_services/" in p.read_text()
+    )
+    text = yaml_file.read_text()
+    yaml_file.write_text(text.replace("mock_services/", "mock_services/web_real/../", 1))
+    assert [t.id for t in _tasks(root).values() if t.wants_internet] == [yaml_file.parent.name]
+
+
 def test_a_missing_fixture_and_a_string_prompt_name_file_and_field(tmp_path: Path) -> None:
     root = write_sample(tmp_path / "ce")
     (root / "tasks/T002_broken/fixtures/brief.txt").unlink()

@@ -323,6 +323,9 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         max_turns=spec.max_turns,
         simulated_user=user_sim,
         workspace_extra=agents_md,
+        # ClawEval's web_real service searches the real web: such a task asks for the
+        # internet (reported by the run, given only with --allow-task-internet).
+        wants_internet=any("web_real" in svc.command for svc in spec.services),
     )
 
 
