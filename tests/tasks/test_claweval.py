@@ -52,17 +52,24 @@ def test_the_published_layout_loads(tmp_path: Path) -> None:
     }
 
 
-def test_a_task_whose_service_searches_the_real_web_asks_for_the_internet(
+async def test_a_task_whose_service_searches_the_real_web_is_infra_error_offline(
     tmp_path: Path,
 ) -> None:
+    """ClawEval's web_real service calls the real web: offline, its rollout is infra_error
+    naming the reason (no agent runs), never the grader's score of a blind agent."""
+    require("claw")
     root = write_sample(tmp_path / "ce")
-    assert not any(t.wants_internet for t in _tasks(root).values())
+    assert not any(t.wants_internet or t.needs_internet for t in _tasks(root).values())
     yaml_file = next(
         p for p in (root / "tasks").rglob("task.yaml") if "mock_services/" in p.read_text()
     )
     text = yaml_file.read_text()
     yaml_file.write_text(text.replace("mock_services/", "mock_services/web_real/../", 1))
-    assert [t.id for t in _tasks(root).values() if t.wants_internet] == [yaml_file.parent.name]
+    (task,) = [t for t in _tasks(root).values() if t.wants_internet]
+    assert task.id == yaml_file.parent.name and "web_real" in (task.needs_internet or "")
+    run = await probe(get_harness("claw"), SOLVE, tmp_path / "run", task=task)
+    assert (run.result.status, run.result.reward) == ("infra_error", None), run.result
+    assert "--allow-task-internet" in (run.result.error or "") and not run.calls
 
 
 def test_a_missing_fixture_and_a_string_prompt_name_file_and_field(tmp_path: Path) -> None:

@@ -132,6 +132,11 @@ def _cannot_run(task: Task, job: RolloutJob, minted: Minted) -> str | None:
     """Why an attempt of ``task`` cannot run at all (the same for every retry)."""
     if task.environment is not None and job.backend.name == "local":
         return NEEDS_CONTAINER
+    if task.needs_internet and not job.allow_internet:
+        return (
+            f"the task needs the internet ({task.needs_internet}); run with "
+            "--allow-task-internet where its sandbox can reach it"
+        )
     if task.simulated_user is not None:
         if not isinstance(job.harness, TakesTurnLimit):
             return (

@@ -306,6 +306,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         raise TaskError(file, "prompt.attachments", "must be a list")
     services_env = _environment(root, file, spec)
     user_sim, agents_md = _simulated_user(root, file, user)
+    web_real = any("web_real" in svc.command for svc in spec.services)
     return Task(
         id=task_id,
         instruction=prompt["text"].strip(),
@@ -324,8 +325,9 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         simulated_user=user_sim,
         workspace_extra=agents_md,
         # ClawEval's web_real service searches the real web: such a task asks for the
-        # internet (reported by the run, given only with --allow-task-internet).
-        wants_internet=any("web_real" in svc.command for svc in spec.services),
+        # internet (given only with --allow-task-internet) and cannot be done without it.
+        wants_internet=web_real,
+        needs_internet="its web_real service searches the real web" if web_real else None,
     )
 
 

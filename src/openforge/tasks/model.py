@@ -260,6 +260,9 @@ class Task:
     # The task asked for the open internet (Harbor ``allow_internet``); honoured only when
     # the run allows it, and reported either way.
     wants_internet: bool = False
+    # Why the task cannot be done at all without the internet (a service that calls the
+    # real web): run without it, a rollout is infra_error, never a reward.
+    needs_internet: str | None = None
     # Things the loader accepted but does not act on, said out loud (e.g. ``artifacts``).
     notes: tuple[str, ...] = ()
     # The GUI setting: a browser or desktop the orchestrator starts beside the harness.
