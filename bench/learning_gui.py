@@ -72,8 +72,14 @@ def observe(task: Task) -> dict[str, Any]:
                 obs: dict[str, Any] = json.loads(resp.read())
             return obs
         finally:
+            # SIGTERM reaches the server as a KeyboardInterrupt, which Playwright's event
+            # loop can swallow: seed 1 of a 3-seed run waited on it for 12 min. Kill after 10 s.
             proc.terminate()
-            proc.wait()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def reference_actions(goal: str, elements: list[dict[str, Any]]) -> list[str] | None:
