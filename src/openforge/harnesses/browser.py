@@ -15,6 +15,7 @@ from pathlib import Path
 from openforge.harnesses import browser_agent
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.script_agent import ScriptAgent
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["BrowserAgentHarness"]
 
@@ -31,7 +32,7 @@ class BrowserAgentHarness(ScriptAgent):
     def __init__(
         self,
         mode: str = "axtree",
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         max_steps: int = 8,
         max_tokens: int = 64,
         temperature: float = 1.0,

@@ -15,6 +15,7 @@ from pathlib import Path
 from openforge.harnesses import computer_agent
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.script_agent import ScriptAgent
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["ComputerAgentHarness"]
 
@@ -28,7 +29,7 @@ class ComputerAgentHarness(ScriptAgent):
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         max_steps: int = 15,
         max_tokens: int = 256,
         temperature: float = 1.0,

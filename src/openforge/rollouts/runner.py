@@ -39,6 +39,7 @@ from openforge.rollouts.cost import usage_from_calls
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
     Act,
@@ -56,8 +57,6 @@ from openforge.tasks.verify import VerifierError, VerifyResult
 __all__ = ["Attempt", "RolloutJob", "run_job"]
 
 _LOG_TAIL = 64 * 1024
-# Every backend's HOME (the adapters' default too): where environments keep their files.
-_SANDBOX_HOME = "/home/sandbox"
 _INFRA = (SandboxError, GatewayError, HarnessError, OSError)
 
 
@@ -166,7 +165,7 @@ def _harness_act(
             if not ready:
                 await _setup(task, job, box, minted)
                 if task.gui is not None:
-                    await task.gui.prepare(box, _SANDBOX_HOME)
+                    await task.gui.prepare(box, SANDBOX_HOME)
                 ready.append(True)
                 out.timings["setup"] = time.perf_counter() - t0
             launch = _launch(task, job.harness, turn)
@@ -175,7 +174,7 @@ def _harness_act(
             if task.gui is not None:
                 # The GUI environment lives in the harness's exec: it ends when the harness
                 # does (finished, timed out or cancelled).
-                argv = task.gui.wrap_argv(argv, _SANDBOX_HOME)
+                argv = task.gui.wrap_argv(argv, SANDBOX_HOME)
         except _INFRA as exc:
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
         t1 = time.perf_counter()

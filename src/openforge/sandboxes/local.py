@@ -42,13 +42,13 @@ from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.limits import Cgroup, CgroupLayout, detect_cgroups, rlimit_args
 from openforge.sandboxes.netns import can_setns, listen_in
 from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox", "unprivileged_ids"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-SANDBOX_HOME = "/home/sandbox"
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level system paths visible read-only (symlinks such as /bin -> usr/bin are mirrored).
 _SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")

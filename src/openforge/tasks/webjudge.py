@@ -36,6 +36,7 @@ import httpx
 
 from openforge.environments.browser import RESULT_FILE, SHOTS_DIR, BrowserEnvironment
 from openforge.sandboxes.base import Sandbox, SandboxError
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.model import Task, TaskError
 from openforge.tasks.verify import VerifierError, VerifyResult
@@ -54,7 +55,6 @@ __all__ = [
 WEBVOYAGER_FILE = "WebVoyager_data.jsonl"
 MIND2WEB_FILE = "Online_Mind2Web.json"
 KEEP_SCREENSHOTS = 3
-_HOME = "/home/sandbox"  # the orchestrator's sandbox HOME, where the environment writes
 
 JUDGE_SYSTEM = """You are an expert evaluator of web agents. You get a task, the actions \
 the agent took on the website, its final answer (if any) and screenshots of the last \
@@ -115,7 +115,7 @@ class WebJudgeGrader:
 
     task: str
     timeout_s: float = 300.0
-    home: str = _HOME
+    home: str = SANDBOX_HOME
 
     async def grade(
         self,
