@@ -195,3 +195,44 @@ async def test_missing_result_is_not_a_reward(backend: LocalBackend) -> None:
         assert res.exit_code != 0 and b"no browser environment result" in res.stderr
     finally:
         await box.close()
+
+
+def test_the_server_stops_on_sigterm_mid_episode(tmp_path: Path) -> None:
+    # Run on the host, as a teacher observing a page does. SIGTERM used to raise
+    # KeyboardInterrupt wherever the server was, inside Playwright's event loop too, which
+    # swallowed it (a server that never stopped) or failed the orderly stop. Polling the page
+    # state all the time puts most signals inside a Playwright call.
+    import dataclasses
+    import signal
+    import subprocess
+    import time
+
+    task = miniwob_task("click-button", 1)
+    assert isinstance(task.gui, browser.BrowserEnvironment)
+    for rel, data in task.workspace_bytes().items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    config = {**dataclasses.asdict(task.gui), "chromium": browser.chromium_path()}
+    (tmp_path / "env.json").write_text(json.dumps({**config, "poll_s": 0.001}))
+    server = Path(browser.__file__).with_name("browser_server.py")
+    python = browser.server_python("playwright", "test")
+    argv = [python, str(server), "--config", "env.json", "--port-file", "port"]
+    for delay in (0.2, 0.45, 0.7, 0.95):
+        for name in ("port", "result.json"):
+            (tmp_path / name).unlink(missing_ok=True)
+        proc = subprocess.Popen([*argv, "--result", "result.json"], cwd=tmp_path)
+        try:
+            for _ in range(1200):
+                if (tmp_path / "port").is_file() or proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert (tmp_path / "port").is_file(), "the server never became ready"
+            time.sleep(delay)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0
+            result = json.loads((tmp_path / "result.json").read_text())
+            assert result["done"] is False  # the last state, written on the orderly stop
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

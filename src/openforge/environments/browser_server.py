@@ -565,16 +565,21 @@ def main(argv: list[str] | None = None) -> int:
     # through /action) still has its first "done" and reward kept.
     server.timeout = float(config.get("poll_s", 0.05 if cdp_port else 0.25))
 
+    stopping = threading.Event()
+
     def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        # A flag, not an exception: raised inside a Playwright call (its greenlet), a
+        # KeyboardInterrupt was swallowed there and the server never stopped.
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     if args.cdp_port_file:
         _write(args.cdp_port_file, str(cdp_port))
     _write(args.port_file, str(server.server_address[1]))
     print(f"browser environment ready in {time.monotonic() - t0:.2f}s", file=sys.stderr)
     try:
-        while True:
+        while not stopping.is_set():
             server.handle_request()
             # Playwright's sync API handles its events (the route that lets a request
             # through, above all) only inside a Playwright call: pump it, or a page that
@@ -582,8 +587,6 @@ def main(argv: list[str] | None = None) -> int:
             env.pump()
             if env.final is None:
                 env.state()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.server_close()
         env.close()
