@@ -92,6 +92,7 @@ class Target:
     pids: list[int]
     kind: str  # engine | openforge | rllm
     keys: list[str] = field(default_factory=list)
+    store: str | None = None  # an OpenForge gateway's SQLite file under the run's tmp
 
 
 # ---- processes --------------------------------------------------------------------
@@ -145,7 +146,17 @@ def start_openforge(
         env["PYTHONPATH"] = str(src)
     procs.append(subprocess.Popen(args, env=env, stderr=subprocess.DEVNULL))
     _wait_port(port, procs[-1])
-    return Target("openforge", f"http://127.0.0.1:{port}", [procs[-1].pid], "openforge")
+    target = Target("openforge", f"http://127.0.0.1:{port}", [procs[-1].pid], "openforge")
+    target.store = None if store else f"openforge-{port}.db"
+    return target
+
+
+def _store_mb(tmp: Path, name: str | None) -> float:
+    """MB of a gateway's SQLite store with its WAL (nan when it has none here)."""
+    if name is None:
+        return float("nan")
+    files = [tmp / name, tmp / f"{name}-wal"]
+    return sum(f.stat().st_size for f in files if f.exists()) / 1e6
 
 
 def _children(pid: int) -> list[int]:
@@ -378,11 +389,20 @@ class Run:
         self.report.sizes(rows, [t.name for t in targets])
 
     def history(self) -> None:
-        """One rollout at a time growing by an answer and a 3 KB result per call."""
+        """One rollout at a time growing by an answer and a 3 KB result per call (and the
+        ``--compare`` checkout's gateway the same way)."""
         turns = 24 if self.seconds < 3 else 48
-        self.of.keys = mint(self.of, 4)
-        result = run_load(self.of, self.tmp, case="grow", turns=turns, seconds=self.seconds)
-        self.report.history(result)
+        results = {}
+        for target in (self.of, self.before):
+            if target is None:
+                continue
+            target.keys = mint(target, 4)
+            results[target.name] = run_load(
+                target, self.tmp, case="grow", turns=turns, seconds=self.seconds
+            )
+            # The store's bytes on disk (this section's calls only under --only history).
+            results[target.name]["store_mb"] = _store_mb(self.tmp, target.store)
+        self.report.history(results)
 
     def workers(self, procs: list[subprocess.Popen[bytes]], engine_url: str, n: int) -> None:
         """``n`` worker processes on one port against one, both on a PostgreSQL store

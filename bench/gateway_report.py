@@ -101,16 +101,25 @@ class Report:
             _line(f"{size / 1000:>7.0f}{body:>9.1f}", *cols, f"  load {r['load']:.1f}")
         _errors(rows)
 
-    def history(self, result: dict[str, Any]) -> None:
-        """Latency by turn of a growing rollout."""
-        print("\n## one rollout growing by an answer + 3 KB per call (c=1, JSON), OpenForge")
-        print(f"{'turn':>5}{'body KB':>9}{'p50 ms':>9}{'cpu ms':>8}")
-        turns = result["turns"]
-        for t in turns:
-            if t["turn"] in (1, 2, 3, 6, 12, 24, 36, 48):
-                print(f"{t['turn']:>5}{t['body_kb']:>9.1f}{t['p50_ms']:>9.2f}{t['cpu_ms']:>8.2f}")
-        print(f"load {result['load']:.1f}; cpu ms/call over all turns {result['cpu_ms']:.2f}")
-        _errors({("history",): result})
+    def history(self, results: dict[str, dict[str, Any]]) -> None:
+        """Latency and gateway CPU by turn of a growing rollout, per target side by side."""
+        names = list(results)
+        print("\n## one rollout growing by an answer + 3 KB per call (c=1, JSON)")
+        print(
+            f"{'turn':>5}{'body KB':>9}" + "".join(f"{n + ' p50':>16}{'cpu ms':>8}" for n in names)
+        )
+        by = {n: {t["turn"]: t for t in r["turns"]} for n, r in results.items()}
+        for turn, t in by[names[0]].items():
+            if turn in (1, 2, 3, 6, 12, 24, 36, 48):
+                line = f"{turn:>5}{t['body_kb']:>9.1f}"
+                for n in names:
+                    u = by[n].get(turn)
+                    line += f"{u['p50_ms']:>16.2f}{u['cpu_ms']:>8.2f}" if u else " " * 24
+                print(line)
+        for n, r in results.items():
+            print(f"{n}: load {r['load']:.1f}; cpu ms/call over all turns {r['cpu_ms']:.2f};"
+                  f" store {r['store_mb']:.1f} MB for {r['calls']} calls")  # fmt: skip
+            _errors({("history", n): r})
 
     def workers(self, rows: Rows, n: int) -> None:
         """Several gateway processes on one port."""

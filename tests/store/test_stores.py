@@ -326,6 +326,7 @@ async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
     await store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE calls DROP COLUMN role")
+        conn.execute("ALTER TABLE calls DROP COLUMN delta")
         conn.execute("DROP TABLE role_keys")
         conn.execute("UPDATE schema_version SET version = 1")
     store = open_store(postgres_url)
@@ -334,4 +335,4 @@ async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
     assert (await store.rollout_by_role_key(key)) is not None
     await store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchone() == (2,)
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (3,)

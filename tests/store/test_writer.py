@@ -48,7 +48,7 @@ async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
 
 def _row_write(rollout_id: str, seq: int, mark: bool, id: str | None = None) -> _Write:
     loop = asyncio.get_running_loop()
-    row = call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
+    row, _ = call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
     return _Write(None, row, rollout_id if mark else None, loop.create_future(), loop)
 
 

@@ -25,6 +25,8 @@ History:
   screenshot a rollout re-sends on every call is stored once.
 * v4 — ``calls.role`` (policy, teacher, judge, user; existing calls are ``policy``) and
   ``role_keys``: the extra keys a rollout's judge and simulated user call with.
+* v5 — ``calls.delta``: a call stored relative to an earlier call of its rollout
+  (:mod:`openforge.store.delta`); existing rows are whole (NULL).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ __all__ = [
     "migrate",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class SchemaMismatch(StoreError):
@@ -103,10 +105,15 @@ def _v4_roles(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
+def _v5_delta(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE calls ADD COLUMN delta TEXT")
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
     3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
     4: Migration(4, "calls.role and role_keys: judge and simulated-user calls", _v4_roles),
+    5: Migration(5, "calls.delta: calls stored relative to an earlier call", _v5_delta),
 }
 
 

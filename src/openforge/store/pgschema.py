@@ -9,7 +9,7 @@ from openforge.store.migrations import SchemaMismatch
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 # Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). A version-1
 # store is brought up in place on open (under the advisory lock, in one transaction).
 _ROLES = """
@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS role_keys (
 );
 CREATE INDEX IF NOT EXISTS role_keys_rollout ON role_keys(rollout_id);
 """
+# Version 3: ``calls.delta``, a call stored relative to an earlier call of its rollout
+# (store/delta.py); rows from before are whole (NULL).
+_DELTA = "ALTER TABLE calls ADD COLUMN IF NOT EXISTS delta BYTEA;"
 _LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 
 # Content-addressed images calls refer to by sha256. Added to version 1 as a new table
@@ -83,7 +86,8 @@ CREATE TABLE IF NOT EXISTS calls (
     first_token_s DOUBLE PRECISION,
     total_s DOUBLE PRECISION NOT NULL,
     response_id TEXT,
-    role TEXT NOT NULL DEFAULT 'policy'
+    role TEXT NOT NULL DEFAULT 'policy',
+    delta BYTEA
 );
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
@@ -110,9 +114,10 @@ def check_schema(url: str) -> None:
             return
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else None
-        if version == 1:
+        if version in (1, 2):
             conn.execute(_BLOBS)
             conn.execute(_ROLES)
+            conn.execute(_DELTA)
             conn.execute("UPDATE schema_version SET version = %s", (PG_SCHEMA_VERSION,))
             return
         if version != PG_SCHEMA_VERSION:

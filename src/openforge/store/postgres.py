@@ -41,14 +41,15 @@ import zstandard
 from psycopg_pool import AsyncConnectionPool
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.delta import Bases
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
     CALL_COLUMNS,
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
-    call_from_row,
     call_row,
+    calls_from_rows,
     mint_rollout,
     role_key_row,
     rollout_from_row,
@@ -117,6 +118,7 @@ class PostgresStore:
         self._running: set[str] = set()  # rollouts known past "created"
         self._compressor = zstandard.ZstdCompressor(level=3)
         self._compress_lock = threading.Lock()
+        self._bases = Bases()  # each rollout's last call here, which its next is stored against
         self._decompressor = zstandard.ZstdDecompressor()
         self._closed = False
         self._origin = secrets.token_hex(8)  # tells this process's notifications apart
@@ -366,6 +368,7 @@ class PostgresStore:
             return await _finish_row(conn, current, status, reward, details, now)
 
         result = await self._write(finish)
+        self._bases.drop(rollout_id)
         cached = self._by_key.get(result.key)
         if cached is not None:  # keep the object others hold in step
             cached.status, cached.reward = result.status, result.reward
@@ -399,13 +402,17 @@ class PostgresStore:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.name} is closed")
+        role = str(call.role)
         with self._compress_lock:
-            row = call_row(call, self._compressor)
+            row, stored = call_row(call, self._compressor, self._bases.get(call.rollout_id, role))
         # Statuses only move forward: a rollout this store allocated for or marked needs
         # no update (one statement less per group).
         mark = None if call.rollout_id in self._running else call.rollout_id
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._submit(_Write(future, row=row, mark=mark))
+        # Committed: a base the next call may name. Another replica's calls of the rollout
+        # are not seen here; their rows name their own replica's bases.
+        self._bases.put(call.rollout_id, role, stored)
         self._note_running(call.rollout_id)
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
@@ -416,15 +423,19 @@ class PostgresStore:
         rows = await self._read(
             f"SELECT {columns} FROM calls WHERE rollout_id = %s ORDER BY seq", (rollout_id,)
         )
-        return [call_from_row(r, tokens, self._decompressor) for r in rows]
+        return calls_from_rows(rows, tokens, self._decompressor)
 
     async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
         """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
         rows = await self._read(
-            f"SELECT {CALL_COLUMNS} FROM calls WHERE response_id = %s AND rollout_id = %s LIMIT 1",
+            "SELECT seq FROM calls WHERE response_id = %s AND rollout_id = %s LIMIT 1",
             (response_id, rollout_id),
         )
-        return call_from_row(rows[0], True, self._decompressor) if rows else None
+        if not rows:
+            return None
+        # With the rollout's calls: a call stored as a delta needs its bases.
+        calls = await self.calls(rollout_id)
+        return next((c for c in calls if c.response_id == response_id), None)
 
     async def put_blobs(self, blobs: Sequence[Blob]) -> None:
         """Store blobs not stored yet (``ON CONFLICT DO NOTHING`` on the digest); durable

@@ -1,8 +1,9 @@
 """How rollouts and calls are laid out as table rows, shared by every SQL backend.
 
 Token ids and logprobs are packed blobs (:mod:`openforge.store.schemas`), JSON fields
-orjson bytes, the raw request zstd-compressed; both backends read and write the same
-tuples, so a record round-trips identically through SQLite and PostgreSQL.
+orjson bytes, the raw request zstd-compressed; a call that extends an earlier call of its
+rollout keeps only what is new (:mod:`openforge.store.delta`). Both backends read and write
+the same tuples, so a record round-trips identically through SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import orjson
 import zstandard
 
+from openforge.store.base import StoreError
+from openforge.store.delta import Delta, StoredBase, base_ids, choose_delta, resolve_order, splice
 from openforge.store.schemas import (
     CallRecord,
     CallRole,
@@ -32,8 +35,8 @@ __all__ = [
     "CALL_WIDTH",
     "ROLE_KEY_COLUMNS",
     "ROLLOUT_COLUMNS",
-    "call_from_row",
     "call_row",
+    "calls_from_rows",
     "mint_rollout",
     "new_rollout_key",
     "role_key_row",
@@ -44,9 +47,10 @@ CALL_COLUMNS = (
     "id, rollout_id, seq, dialect, status, prompt_ids, output_ids, output_logprobs,"
     " prompt_tokens, output_tokens, finish_reason, request_model, engine, served_model,"
     " weight_version, fork, render_info, raw_request, conversation, completion, error,"
-    " harness, created_at, queued_s, first_token_s, total_s, response_id, role"
+    " harness, created_at, queued_s, first_token_s, total_s, response_id, role, delta"
 )
-CALL_WIDTH = 28
+CALL_WIDTH = 29
+_DELTA = 28  # the ``delta`` column: NULL for a row stored whole
 ROLLOUT_COLUMNS = (
     "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
 )
@@ -109,15 +113,26 @@ def rollout_from_row(row: Sequence[Any]) -> Rollout:
     )
 
 
-def call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[Any, ...]:
-    """The ``CALL_COLUMNS`` row of a call (ids packed, JSON encoded, request compressed)."""
-    return (
+def call_row(
+    call: CallRecord, compressor: zstandard.ZstdCompressor, base: StoredBase | None = None
+) -> tuple[tuple[Any, ...], StoredBase]:
+    """The ``CALL_COLUMNS`` row of a call (ids packed, JSON encoded, request compressed),
+    stored against ``base`` when that leaves out enough (:mod:`openforge.store.delta`);
+    and the call as the base of its successor."""
+    conversation = orjson.dumps(call.conversation)
+    delta = choose_delta(base, call.id, call.prompt_ids, call.raw_request, conversation)
+    prompt, raw, conv = call.prompt_ids, call.raw_request, conversation
+    if delta is not None:
+        prompt = prompt[delta.prompt_ids :]
+        raw = raw[delta.raw[0] : len(raw) - delta.raw[1]]
+        conv = conv[delta.conversation[0] : len(conv) - delta.conversation[1]]
+    row = (
         call.id,
         call.rollout_id,
         call.seq,
         call.dialect,
         str(call.status),
-        encode_ids(call.prompt_ids),
+        encode_ids(prompt),
         encode_ids(call.output_ids),
         encode_logprobs(call.output_logprobs),
         len(call.prompt_ids),
@@ -129,8 +144,10 @@ def call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[An
         call.weight_version,
         int(call.fork),
         orjson.dumps(call.render_info),
-        compressor.compress(call.raw_request) if call.raw_request else None,
-        orjson.dumps(call.conversation),
+        # A delta row always has a frame (its middle may be empty); a whole row's empty
+        # request is NULL, as before deltas.
+        compressor.compress(raw) if raw or delta is not None else None,
+        conv,
         orjson.dumps(call.completion),
         call.error,
         orjson.dumps(call.harness),
@@ -140,21 +157,53 @@ def call_row(call: CallRecord, compressor: zstandard.ZstdCompressor) -> tuple[An
         call.total_s,
         call.response_id,
         str(call.role),
+        delta.to_json() if delta is not None else None,
     )
+    stored = StoredBase(call.id, call.prompt_ids, call.output_ids, call.raw_request, conversation)
+    return row, stored
 
 
-def call_from_row(
-    row: Sequence[Any], tokens: bool, decompressor: zstandard.ZstdDecompressor
+def calls_from_rows(
+    rows: Sequence[Sequence[Any]], tokens: bool, decompressor: zstandard.ZstdDecompressor
+) -> list[CallRecord]:
+    """The calls of ``rows`` (in their order), each delta row resolved against its base.
+
+    A base must be among ``rows`` (read a call with its rollout's earlier calls);
+    ``tokens=False``: the id columns were NULL, and the calls have no ids.
+    """
+    deltas = [Delta.from_json(r[_DELTA], r[0]) if r[_DELTA] is not None else None for r in rows]
+    order = resolve_order([r[0] for r in rows], [d.base if d else None for d in deltas])
+    full: dict[str, StoredBase] = {}
+    out: list[CallRecord | None] = [None] * len(rows)
+    for i in order:
+        row, delta = rows[i], deltas[i]
+        prompt = decode_ids(row[5]) if tokens else []
+        raw = decompressor.decompress(row[17]) if row[17] else b""
+        conv = bytes(row[18]) if not isinstance(row[18], str) else row[18].encode()
+        if delta is not None:
+            base = full.get(delta.base)
+            if base is None:
+                raise StoreError(f"call {row[0]}: its base call {delta.base} is not stored")
+            if tokens:
+                prompt = base_ids(base, delta.prompt_ids, row[0]) + prompt
+            raw = splice(base.raw, delta.raw, raw, row[0])
+            conv = splice(base.conversation, delta.conversation, conv, row[0])
+        call = _call(row, tokens, prompt, raw, conv)
+        full[call.id] = StoredBase(call.id, prompt, call.output_ids, raw, conv)
+        out[i] = call
+    return [c for c in out if c is not None]
+
+
+def _call(
+    row: Sequence[Any], tokens: bool, prompt: list[int], raw: bytes, conversation: bytes
 ) -> CallRecord:
-    """A call from its ``CALL_COLUMNS`` row; ``tokens=False``: the id columns were NULL."""
-    raw = row[17]
     return CallRecord(
         id=row[0],
         rollout_id=row[1],
         seq=row[2],
         dialect=row[3],
         status=CallStatus(row[4]),
-        prompt_ids=decode_ids(row[5]) if tokens else [],
+        prompt_ids=prompt,
         output_ids=decode_ids(row[6]) if tokens else [],
         output_logprobs=decode_logprobs(row[7]) if tokens else [],
         finish_reason=row[10],
@@ -164,8 +213,8 @@ def call_from_row(
         weight_version=row[14],
         fork=bool(row[15]),
         render_info=orjson.loads(row[16]),
-        raw_request=decompressor.decompress(raw) if raw else b"",
-        conversation=orjson.loads(row[18]),
+        raw_request=raw,
+        conversation=orjson.loads(conversation),
         completion=orjson.loads(row[19]),
         error=row[20],
         harness=orjson.loads(row[21]),

@@ -30,6 +30,7 @@ import zstandard
 
 from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.checkpoint import WalCheckpointer
+from openforge.store.delta import Bases
 from openforge.store.migrations import (
     BLOBS_DDL,
     ROLE_KEYS_DDL,
@@ -43,8 +44,8 @@ from openforge.store.rows import (
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
-    call_from_row,
     call_row,
+    calls_from_rows,
     mint_rollout,
     role_key_row,
     rollout_from_row,
@@ -111,7 +112,8 @@ CREATE TABLE IF NOT EXISTS calls (
     first_token_s REAL,
     total_s REAL NOT NULL,
     response_id TEXT,
-    role TEXT NOT NULL DEFAULT 'policy'
+    role TEXT NOT NULL DEFAULT 'policy',
+    delta TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
 CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
@@ -184,6 +186,7 @@ class SqliteStore:
         # (see store/writer.py); the lock keeps the compressor to one thread at a time.
         self._compressor = zstandard.ZstdCompressor(level=3)
         self._compress_lock = threading.Lock()
+        self._bases = Bases()  # each rollout's last call, which its next is stored against
         self._decompressor = zstandard.ZstdDecompressor()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
@@ -360,6 +363,7 @@ class SqliteStore:
 
         result = await self._write(finish)
         self._next_seq.pop(rollout_id, None)
+        self._bases.drop(rollout_id)
         cached = self._by_id.get(rollout_id)
         if cached is not None:  # keep the object others hold in step
             cached.status, cached.reward = result.status, result.reward
@@ -397,13 +401,15 @@ class SqliteStore:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
+        role = str(call.role)
         with self._compress_lock:
-            row = call_row(call, self._compressor)
+            row, stored = call_row(call, self._compressor, self._bases.get(call.rollout_id, role))
         cached = self._by_id.get(call.rollout_id)
         # Statuses only move forward and every change goes through this store, so a cached
         # rollout past "created" needs no update (one statement less per group).
         running = cached is not None and cached.status is not RolloutStatus.CREATED
         await self._writer.insert(row, None if running else call.rollout_id)
+        self._bases.put(call.rollout_id, role, stored)  # committed: a base others may name
         if cached is not None and cached.status is RolloutStatus.CREATED:
             cached.status = RolloutStatus.RUNNING
 
@@ -418,7 +424,7 @@ class SqliteStore:
             rows = conn.execute(
                 f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
             )
-            return [call_from_row(r, tokens, decompressor) for r in rows]
+            return calls_from_rows(rows.fetchall(), tokens, decompressor)
 
         return await self._read(select)
 
@@ -428,11 +434,18 @@ class SqliteStore:
 
         def select(conn: sqlite3.Connection) -> CallRecord | None:
             row = conn.execute(
-                f"SELECT {CALL_COLUMNS} FROM calls WHERE response_id = ? AND rollout_id = ?"
-                " LIMIT 1",
+                "SELECT seq FROM calls WHERE response_id = ? AND rollout_id = ? LIMIT 1",
                 (response_id, rollout_id),
             ).fetchone()
-            return call_from_row(row, True, decompressor) if row else None
+            if row is None:
+                return None
+            # With the rollout's calls up to it: a call stored as a delta needs its bases.
+            rows = conn.execute(
+                f"SELECT {CALL_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY seq",
+                (rollout_id,),
+            ).fetchall()
+            calls = calls_from_rows(rows, True, decompressor)
+            return next(c for c in calls if c.response_id == response_id)
 
         return await self._read(select)
 

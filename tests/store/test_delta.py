@@ -1,0 +1,208 @@
+"""Calls stored relative to an earlier call of their rollout (store/delta.py): exact round
+trips through both stores however calls arrive, rows that stay small as a rollout grows,
+and the byte and id arithmetic underneath."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import orjson
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openforge.store import CallRecord, CallStatus, RolloutStatus, Store, StoreError
+from openforge.store.delta import StoredBase, choose_delta, shared_prefix, shared_suffix, splice
+from openforge.store.location import open_store
+from openforge.store.schemas import CallRole
+
+_TOOLS = [{"name": f"tool_{i}", "description": "d" * 300, "input_schema": {}} for i in range(8)]
+_SYSTEM = "You are an agent working in a shell. " * 60
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+class Agent:
+    """One rollout as a harness and the gateway make it: each call re-sends the whole
+    conversation (tools after the messages, as Anthropic bodies have them) with one more
+    tool result, and its prompt ids extend the previous call's prompt and output ids."""
+
+    def __init__(self, rollout_id: str, role: CallRole = CallRole.POLICY, tag: str = "") -> None:
+        self.rollout_id, self.role, self.tag = rollout_id, role, tag
+        self.messages: list[dict[str, object]] = [{"role": "user", "content": f"task {tag}"}]
+        self.ids: list[int] = [100 + i for i in range(900)]  # system prompt and tools
+
+    def call(self, seq: int) -> CallRecord:
+        result = f"result {self.tag} {seq}: " + "line of output\n" * (40 + seq)
+        self.messages.append({"role": "user", "content": result})
+        self.ids = self.ids + [1000 + (seq * 7 + i) % 5000 for i in range(60 + seq)]
+        body = {"model": "m", "system": _SYSTEM, "messages": self.messages, "tools": _TOOLS}
+        output = [7, 8, seq % 50, 9]
+        call = CallRecord(
+            id=f"call-{self.rollout_id}-{self.role}-{seq}",
+            rollout_id=self.rollout_id,
+            seq=seq,
+            dialect="anthropic",
+            status=CallStatus.OK,
+            prompt_ids=list(self.ids),
+            output_ids=output,
+            output_logprobs=[-0.5] * len(output),
+            raw_request=orjson.dumps(body),
+            conversation={"system": _SYSTEM, "messages": list(self.messages), "tools": _TOOLS},
+            completion={"text": f"answer {seq}"},
+            response_id=f"msg_{self.tag}{seq}",
+            role=self.role,
+        )
+        self.ids = self.ids + output  # the next prompt carries this answer's ids
+        self.messages.append({"role": "assistant", "content": f"answer {seq}"})
+        return call
+
+
+def _rows(location: str, rollout_id: str) -> list[tuple[int, bytes | None]]:
+    """(stored bytes of prompt ids, raw request and conversation; delta) per call."""
+    sql = (
+        "SELECT length(prompt_ids) + length(raw_request) + length(conversation), delta"
+        " FROM calls WHERE rollout_id = {} ORDER BY seq"
+    )
+    if location.startswith("postgresql"):
+        with psycopg.connect(location) as conn:
+            return [(r[0], r[1]) for r in conn.execute(sql.format("%s"), (rollout_id,))]
+    with sqlite3.connect(location) as conn:
+        return [(r[0], r[1]) for r in conn.execute(sql.format("?"), (rollout_id,))]
+
+
+async def test_a_growing_rollout_round_trips_exactly_in_rows_that_stay_small(
+    location: str,
+) -> None:
+    store: Store = open_store(location)
+    r = await store.create_rollout()
+    agent, recorded = Agent(r.id), []
+    for seq in range(12):
+        recorded.append(agent.call(seq))
+        await store.record_call(recorded[-1])
+    await store.close()
+    store = open_store(location)  # read back by a store that never saw them written
+    try:
+        assert await store.calls(r.id) == recorded
+        middle = await store.call_by_response_id(r.id, "msg_6")
+        assert middle == recorded[6]
+        without_ids = await store.calls(r.id, tokens=False)
+        assert [c.raw_request for c in without_ids] == [c.raw_request for c in recorded]
+        assert [c.conversation for c in without_ids] == [c.conversation for c in recorded]
+    finally:
+        await store.close()
+    rows = _rows(location, r.id)
+    assert rows[0][1] is None and all(delta is not None for _, delta in rows[1:])
+    whole = 4 * len(recorded[-1].prompt_ids) + len(recorded[-1].raw_request)
+    # The last row holds its new turn, not the 12-call history: a few KB of ~30 KB.
+    assert rows[-1][0] < whole / 4
+    assert rows[-1][0] < 2 * rows[1][0]  # flat in the history
+
+
+async def test_calls_committed_out_of_order_and_roles_apart(location: str) -> None:
+    store: Store = open_store(location)
+    r = await store.create_rollout()
+    policy, judge = Agent(r.id, tag="p"), Agent(r.id, CallRole.JUDGE, tag="j")
+    calls = [policy.call(0), judge.call(1), policy.call(2), policy.call(3), judge.call(4)]
+    # seq 3 commits before seq 2 (parallel calls): seq 2 is then stored against seq 3.
+    for i in (0, 1, 3, 2, 4):
+        await store.record_call(calls[i])
+    # A call that shares nothing with the rollout's last one (a new sub-agent) is whole.
+    stranger = Agent(r.id, tag="s").call(5)
+    stranger.prompt_ids = [4000 + i for i in range(500)]
+    stranger.raw_request = orjson.dumps({"other": "x" * 5000})
+    stranger.conversation = {"messages": [{"role": "user", "content": "y" * 5000}]}
+    await store.record_call(stranger)
+    try:
+        assert await store.calls(r.id) == [*calls, stranger]
+        assert await store.call_by_response_id(r.id, "msg_p2") == calls[2]
+        assert await store.call_by_response_id(r.id, "msg_j4") == calls[4]
+    finally:
+        await store.close()
+    deltas = [orjson.loads(d) if d is not None else None for _, d in _rows(location, r.id)]
+    assert deltas[0] is None and deltas[1] is None  # first policy and first judge call
+    assert deltas[2] is not None and deltas[2]["base"] == calls[3].id
+    assert deltas[3] is not None and deltas[3]["base"] == calls[0].id
+    assert deltas[4] is not None and deltas[4]["base"] == calls[1].id  # the judge's own
+    assert deltas[5] is None
+
+
+async def test_a_finished_rollouts_late_call_and_concurrent_calls(location: str) -> None:
+    store: Store = open_store(location)
+    r = await store.create_rollout()
+    agent = Agent(r.id)
+    calls = [agent.call(i) for i in range(8)]
+    await asyncio.gather(*(store.record_call(c) for c in calls[:6]))
+    await store.finish_rollout(r.id, RolloutStatus.COMPLETED, 1.0)
+    late = calls[6]
+    late.status = CallStatus.LATE
+    await store.record_call(late)  # its base was forgotten with the finish: stored whole
+    try:
+        assert await store.calls(r.id) == calls[:7]
+    finally:
+        await store.close()
+    assert _rows(location, r.id)[6][1] is None
+
+
+async def test_a_missing_base_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    store: Store = open_store(path)
+    r = await store.create_rollout()
+    agent = Agent(r.id)
+    calls = [agent.call(i) for i in range(3)]
+    for c in calls:
+        await store.record_call(c)
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM calls WHERE id = ?", (calls[1].id,))
+    store = open_store(path)
+    try:
+        with pytest.raises(StoreError, match=f"base call {calls[1].id} is not stored"):
+            await store.calls(r.id)
+    finally:
+        await store.close()
+
+
+def _naive_prefix(a: bytes, b: bytes) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=200), st.binary(max_size=50))
+def test_shared_ends_and_splice(base: bytes, new: bytes, common: bytes) -> None:
+    for a, b in ((base, new), (common + base + common, common + new + common)):
+        p = shared_prefix(a, b)
+        assert p == _naive_prefix(a, b)
+        s = shared_suffix(a, b, min(len(a), len(b)) - p)
+        assert p + s <= min(len(a), len(b))
+        assert s == min(_naive_prefix(a[::-1], b[::-1]), min(len(a), len(b)) - p)
+        assert splice(a, (p, s), b[p : len(b) - s], "c") == b
+
+
+@given(st.lists(st.integers(0, 9), max_size=60), st.lists(st.integers(0, 9), max_size=60))
+def test_shared_prefix_of_ids(a: list[int], b: list[int]) -> None:
+    n = shared_prefix(a, b)
+    assert a[:n] == b[:n] and (n == min(len(a), len(b)) or a[n] != b[n])
+
+
+def test_a_base_that_shares_little_is_not_used() -> None:
+    base = StoredBase("b", list(range(1000)), [1], b"x" * 4000, b"y" * 4000)
+    assert choose_delta(base, "c", list(range(2000, 3000)), b"z" * 4000, b"w" * 4000) is None
+    delta = choose_delta(base, "c", [*range(1000), 1, 5], b"x" * 4000 + b"!", b"y" * 4001)
+    assert delta is not None and delta.prompt_ids == 1001
+    assert choose_delta(None, "c", [1], b"", b"") is None
+    with pytest.raises(StoreError, match="does not fit"):
+        splice(b"abc", (2, 2), b"", "c")
