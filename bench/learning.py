@@ -12,6 +12,9 @@ engine as the harness's own bash tool calls), evaluate, ``--steps`` GRPO steps o
 instances with groups of ``--group-size`` and DAPO-style dynamic sampling
 (``--sample-rounds``, ``--rest-steps``), evaluate again. Each seed's run directory gets its
 ``report.html`` and ``summary.json`` (cost); the whole run's figures go to ``bench.json``.
+``--from-sft RUN_DIR``: every seed's GRPO starts from that run's SFT checkpoint, which is
+evaluated once (``--sft-eval-samples`` per task, a job of its own) for all seeds; the
+GRPO-only interval then adds that evaluation's own noise to the interval over seeds.
 Target (issue 19): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min.
 
     .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--jobs 3] [--steps 6]
@@ -80,9 +83,9 @@ async def one_seed(
             shutil.copytree(from_sft, target)
     async with open_session(cfg) as env:
         if from_sft is not None:
+            # The SFT checkpoint is evaluated once for all seeds (eval_sft_checkpoint).
             await resume(cfg, env)  # the SFT weights, in the trainer and the engine
             before = {"reward_mean": _before_of(from_sft.parent.parent)}
-            sft_eval = await evaluate(cfg, env, "sft", 0)
             await run_loop(cfg, env, evaluate_edges=False)
         else:
             teach = teacher_tasks(env.train_tasks, sft_per_family)
@@ -100,18 +103,51 @@ async def one_seed(
         after = await evaluate(cfg, env, "after", cfg.steps)
     wall = time.perf_counter() - started
     await write_run_report(cfg, Path(cfg.run_dir) / "store.db", wall)
-    sft_by, after_by = (
-        task_means(Path(cfg.run_dir) / "rollouts" / f"eval-{t}") for t in ("sft", "after")
-    )
-    diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
+    rollouts = Path(cfg.run_dir) / "rollouts"
     return {
-        "grpo_task_diffs": diffs,
+        "sft_by_task": task_means(rollouts / "eval-sft") if from_sft is None else None,
+        "after_by_task": task_means(rollouts / "eval-after"),
         "before": float(before["reward_mean"]),
         "sft": float(sft_eval.get("reward_mean", float("nan"))),
         "after": float(after["reward_mean"]),
         "wall_s": wall,
         "load_1min_end": os.getloadavg()[0],
     }
+
+
+async def eval_sft_checkpoint(
+    root: Path, from_sft: Path, changes: dict[str, Any], samples: int
+) -> dict[str, Any]:
+    """The shared SFT checkpoint's held-out evaluation (``samples`` per task), once for
+    every seed's GRPO to be compared against."""
+    cfg = quickstart_config(str(root / "sft-eval"), 0)
+    cfg = dataclasses.replace(cfg, **{**changes, "eval_samples": samples})
+    target = Path(cfg.run_dir) / "checkpoints" / from_sft.name
+    if not target.exists():
+        shutil.copytree(from_sft, target)
+    async with open_session(cfg) as env:
+        await resume(cfg, env)
+        result = await evaluate(cfg, env, "sft", 0)
+    rewards = task_rewards(Path(cfg.run_dir) / "rollouts" / "eval-sft")
+    return {"sft": float(result["reward_mean"]), "by_task": rewards}
+
+
+def run_sft_eval(root: Path, from_sft: Path, changes: dict[str, Any], samples: int) -> Any:
+    """:func:`eval_sft_checkpoint` in this process (a worker of ``--jobs``)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s [sft] %(message)s", force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return asyncio.run(eval_sft_checkpoint(root, from_sft, changes, samples))
+
+
+def fixed_tasks_se(by_task: dict[str, list[float]]) -> float:
+    """Standard error of the mean reward over a fixed set of tasks, from the spread of
+    each task's samples (the evaluation's own noise; the tasks are not resampled)."""
+    var = 0.0
+    for rewards in by_task.values():
+        k = len(rewards)
+        if k >= 2:
+            var += statistics.variance(rewards) / k
+    return math.sqrt(var) / max(len(by_task), 1)
 
 
 def _before_of(run_dir: Path) -> float:
@@ -123,15 +159,20 @@ def _before_of(run_dir: Path) -> float:
     raise SystemExit(f"{run_dir}/metrics.jsonl: no 'before' evaluation")
 
 
-def task_means(eval_dir: Path) -> dict[str, float]:
-    """Mean reward per held-out task of one evaluation (its ``results.jsonl``; infra errors
+def task_rewards(eval_dir: Path) -> dict[str, list[float]]:
+    """The rewards per held-out task of one evaluation (its ``results.jsonl``; infra errors
     left out)."""
     by: dict[str, list[float]] = {}
     for line in (eval_dir / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
         if r.get("reward") is not None and r.get("status") != "infra_error":
             by.setdefault(r["task_id"], []).append(float(r["reward"]))
-    return {t: statistics.fmean(v) for t, v in by.items()}
+    return by
+
+
+def task_means(eval_dir: Path) -> dict[str, float]:
+    """Mean reward per held-out task of one evaluation."""
+    return {t: statistics.fmean(v) for t, v in task_rewards(eval_dir).items()}
 
 
 def run_seed(
@@ -174,6 +215,11 @@ def main() -> None:
         default=2,
         help="train instances per skill family whose solutions the SFT warm-up uses",
     )
+    ap.add_argument(
+        "--sft-eval-samples", type=int, default=0,
+        help="with --from-sft: samples per held-out task of the shared SFT checkpoint's "
+        "evaluation, run once for all seeds (0: --eval-samples)",
+    )  # fmt: skip
     ap.add_argument("--run-dir", default="runs/bench-learning")
     ap.add_argument("--jobs", type=int, default=1, help="seeds run side by side")
     ap.add_argument(
@@ -216,12 +262,23 @@ def main() -> None:
             shutil.copytree(source, from_sft)
             shutil.copy(args.from_sft / "metrics.jsonl", root / "sft-source" / "metrics.jsonl")
     load_start = os.getloadavg()[0]
+    sft_samples = args.sft_eval_samples or k
     # --jobs > 1: seeds side by side, each in its own process with its own gateway
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+        shared = None
+        if from_sft is not None:
+            shared = ex.submit(run_sft_eval, root, from_sft, changes, sft_samples)
         futures = [
             ex.submit(run_seed, s, steps, root, per_family, changes, from_sft) for s in range(seeds)
         ]
         runs = [f.result() for f in futures]
+        sft_shared = shared.result() if shared is not None else None
+    sft_se = 0.0
+    if sft_shared is not None:
+        for r in runs:
+            r["sft"] = sft_shared["sft"]
+            r["sft_by_task"] = {t: statistics.fmean(v) for t, v in sft_shared["by_task"].items()}
+        sft_se = fixed_tasks_se(sft_shared["by_task"])
     rows = [
         ("before (baseline)", [r["before"] for r in runs]),
         ("after SFT", [r["sft"] for r in runs]),
@@ -229,17 +286,29 @@ def main() -> None:
         ("gain (total)", [r["after"] - r["before"] for r in runs]),
         ("gain (GRPO only)", [r["after"] - r["sft"] for r in runs]),
     ]
+    samples = f"{k} samples each" + (
+        f" ({sft_samples} for the shared SFT checkpoint)" if sft_shared is not None else ""
+    )
     print(f"harness: {args.harness}; held-out: the {QUICKSTART_SUITE} test instances (names "
-          f"and words no train instance uses), {k} samples each")  # fmt: skip
+          f"and words no train instance uses), {samples}")  # fmt: skip
     for name, values in rows:
         mean, half = ci95(values)
+        if name == "gain (GRPO only)" and sft_shared is not None:
+            # One SFT figure for every seed: its own evaluation noise is added to the
+            # interval over seeds (independent errors add in quadrature).
+            half = math.sqrt(half**2 + (1.96 * sft_se) ** 2)
         print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "
               f"(seeds: {', '.join(f'{100 * v:.0f}' for v in values)})")  # fmt: skip
+    if sft_shared is not None:
+        print(f"(the SFT checkpoint, evaluated once for all seeds: {100 * sft_shared['sft']:.1f}"
+              f" ± {100 * 1.96 * sft_se:.1f} points, its evaluation noise)")  # fmt: skip
     # The GRPO-only difference paired per held-out task within each seed: an interval over
     # tasks that says whether this seed's change exceeds its evaluation noise.
     for seed, r in enumerate(runs):
-        mean, half = ci95(r["grpo_task_diffs"])
-        print(f"seed {seed}: GRPO only, paired over {len(r['grpo_task_diffs'])} held-out tasks: "
+        sft_by, after_by = r["sft_by_task"], r["after_by_task"]
+        diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
+        mean, half = ci95(diffs)
+        print(f"seed {seed}: GRPO only, paired over {len(diffs)} held-out tasks: "
               f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
     wall = time.perf_counter() - started
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
@@ -247,9 +316,10 @@ def main() -> None:
           f"(1 min) {load_start:.1f} at the start, {loads} at each seed's end")  # fmt: skip
     print(f"settings: {changes} (target: GRPO-only gain >= 10 points, interval above 0)")
     root.mkdir(parents=True, exist_ok=True)
-    (root / "bench.json").write_text(
-        json.dumps({"settings": changes, "steps": steps, "runs": runs, "wall_s": wall}, indent=1)
-    )
+    record = {"settings": changes, "steps": steps, "runs": runs, "wall_s": wall}
+    if sft_shared is not None:
+        record["sft_shared"] = {"reward": sft_shared["sft"], "se": sft_se}
+    (root / "bench.json").write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
