@@ -120,7 +120,7 @@ async def eval_sft_checkpoint(
 ) -> dict[str, Any]:
     """The shared SFT checkpoint's held-out evaluation (``samples`` per task), once for
     every seed's GRPO to be compared against."""
-    cfg = quickstart_config(str(root / "sft-eval"), 0)
+    cfg = quickstart_config(str(root / "sft-eval"), 1)  # no step runs: evaluation only
     cfg = dataclasses.replace(cfg, **{**changes, "eval_samples": samples})
     target = Path(cfg.run_dir) / "checkpoints" / from_sft.name
     if not target.exists():
