@@ -159,7 +159,11 @@ def call_row(
         str(call.role),
         delta.to_json() if delta is not None else None,
     )
-    stored = StoredBase(call.id, call.prompt_ids, call.output_ids, call.raw_request, conversation)
+    # Copies: the caller's lists may grow after the call is recorded (a base must stay what
+    # was stored); the ids themselves are shared, which keeps the next comparison cheap.
+    stored = StoredBase(
+        call.id, list(call.prompt_ids), list(call.output_ids), call.raw_request, conversation
+    )
     return row, stored
 
 
