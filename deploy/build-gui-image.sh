@@ -43,6 +43,17 @@ if compgen -G "$WORK/sdists/*" >/dev/null; then
   done
 fi
 cp "$REQS" "$WORK/requirements.txt"
+# Playwright drives Debian's chromium as the browser environment does (browser_server.py).
+cat > "$WORK/check.py" <<'PYTHON'
+from playwright.sync_api import sync_playwright
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+    page = browser.new_page()
+    page.set_content("<p>ok</p>")
+    assert page.inner_text("p") == "ok"
+    browser.close()
+PYTHON
 # The image's label: the tests (and users) can tell an image built from another list.
 SOURCES=$(cat deploy/build-gui-image.sh "$REQS" | sha256sum | cut -c1-16)
 cat > "$WORK/Dockerfile" <<DOCKERFILE
@@ -52,24 +63,24 @@ RUN . /etc/os-release && \\
     echo "deb $SECURITY_MIRROR \$VERSION_CODENAME-security main" >/etc/apt/sources.list.d/security.list
 # chromium: the browser environment's browser (Playwright drives it; Playwright's own browser
 #   download is not used). xvfb, openbox: the desktop's display and window manager.
-# python3, python3-venv: the venv below. python3-tk: PyAutoGUI imports MouseInfo, which exits
-#   the process without tkinter. fonts-dejavu-core: without any font pages render as boxes.
+# python3, python3-venv: the venv below. libatomic1: Playwright's bundled node needs it.
+#   python3-tk: PyAutoGUI imports MouseInfo, which exits the process without tkinter.
+#   fonts-dejavu-core: without any font, pages render as boxes.
 # xdotool, scrot, mousepad: what scripts/setup.sh gives a local desktop (OSWorld-format tasks
 #   script windows with xdotool and launch mousepad, its text editor).
 # Left out: other desktop apps OSWorld's own suites launch (LibreOffice, GIMP, VLC, Thunderbird,
 #   VS Code), Chromium's drivers and sound; a task that needs them brings its own image.
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      chromium xvfb openbox python3 python3-venv python3-tk fonts-dejavu-core xdotool scrot \\
-      mousepad && apt-get clean && rm -rf /var/lib/apt/lists/*
+      chromium xvfb openbox python3 python3-venv libatomic1 python3-tk fonts-dejavu-core \\
+      xdotool scrot mousepad && apt-get clean && rm -rf /var/lib/apt/lists/*
 # The wheels are bind-mounted for this one step, so no layer keeps them.
 RUN --mount=type=bind,source=.,target=/tmp/gui-build \\
     python3 -m venv /opt/openforge/gui && \\
     /opt/openforge/gui/bin/pip install -q --disable-pip-version-check --no-cache-dir \\
       --no-index --find-links /tmp/gui-build/wheels -r /tmp/gui-build/requirements.txt
 # Fail the build, not the first rollout, when the browser or the desktop cannot start here.
-RUN chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \\
-      --dump-dom 'data:text/html,<p>ok</p>' 2>/dev/null | grep -q '<p>ok</p>' && \\
-    /opt/openforge/gui/bin/python -c 'import playwright.sync_api' && \\
+RUN --mount=type=bind,source=.,target=/tmp/gui-build \\
+    /opt/openforge/gui/bin/python /tmp/gui-build/check.py && \\
     { Xvfb :99 -nolisten tcp 2>/dev/null & x=\$!; \\
       while [ ! -e /tmp/.X11-unix/X99 ]; do kill -0 \$x || exit 1; sleep 0.1; done; \\
       : >/tmp/xauth; DISPLAY=:99 XAUTHORITY=/tmp/xauth /opt/openforge/gui/bin/python -c \\
