@@ -1,6 +1,7 @@
 """Fixtures more than one test package needs.
 
-- The podman images (the sandbox image and the local Debian base), built once, kept by podman.
+- The podman images (the sandbox image and the local Debian base), built once, kept by podman;
+  the GUI image (deploy/build-gui-image.sh) the same way, for the tests that ask for it.
 - A real PostgreSQL server for the store tests: a private cluster (initdb + pg_ctl under a
   temporary directory, 127.0.0.1 only) starts once per session when a test asks for it;
   ``OPENFORGE_TEST_POSTGRES`` may name a running server instead (a ``postgresql://`` URL of a
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from openforge.sandboxes.container import DEFAULT_IMAGE
+from openforge.sandboxes.container import DEFAULT_GUI_IMAGE, DEFAULT_IMAGE
 from openforge.store.pgcluster import LocalCluster
 
 # trio (which selenium brings in for the GUI environments) registers a Hypothesis plugin whose
@@ -38,6 +39,8 @@ DEBIAN_BASE = "localhost/openforge-debian:bookworm"
 
 REPO = Path(__file__).resolve().parents[1]
 SANDBOX_SOURCES = ("__init__", "base", "fspaths", "gateway_relay", "procs", "runtime", "sandboxd")
+# What deploy/build-gui-image.sh hashes into its image's openforge.dev/sources label.
+GUI_SOURCES = ("deploy/build-gui-image.sh", "deploy/gui-requirements.txt")
 
 
 def _podman(*args: str) -> subprocess.CompletedProcess[str]:
@@ -75,6 +78,18 @@ def podman_images() -> dict[str, str]:
             pytest.fail("debootstrap is missing: scripts/setup.sh installs it")
         _build("build-debian-base.sh", DEBIAN_BASE, "podman")
     return {"sandbox": DEFAULT_IMAGE, "base": DEBIAN_BASE}
+
+
+@pytest.fixture(scope="session")
+def gui_image(podman_images: dict[str, str]) -> str:
+    """The GUI image (chromium, Xvfb, the GUI venv), built FROM the Debian base when missing
+    or built from another script or wheel list: about 4 min on this 2-core machine (apt
+    downloads included), 1.26 GB; kept by podman across sessions."""
+    want = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in GUI_SOURCES)).hexdigest()
+    fmt = '{{ index .Labels "openforge.dev/sources" }}'
+    if _podman("image", "inspect", "--format", fmt, DEFAULT_GUI_IMAGE).stdout.strip() != want[:16]:
+        _build("build-gui-image.sh", DEFAULT_GUI_IMAGE, "podman", podman_images["base"])
+    return DEFAULT_GUI_IMAGE
 
 
 class PostgresServer:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from openforge.environments import browser
+from openforge.environments.base import server_python
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
 from openforge.tasks.miniwob import miniwob_task
@@ -215,7 +216,7 @@ def test_the_server_stops_on_sigterm_mid_episode(tmp_path: Path) -> None:
     config = {**dataclasses.asdict(task.gui), "chromium": browser.chromium_path()}
     (tmp_path / "env.json").write_text(json.dumps({**config, "poll_s": 0.001}))
     server = Path(browser.__file__).with_name("browser_server.py")
-    python = browser.server_python("playwright", "test")
+    python = server_python("playwright", "test")
     argv = [python, str(server), "--config", "env.json", "--port-file", "port"]
     for delay in (0.2, 0.45, 0.7, 0.95):
         for name in ("port", "result.json"):

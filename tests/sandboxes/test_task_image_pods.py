@@ -80,3 +80,35 @@ def test_a_harness_install_is_mounted_from_its_pushed_image(tmp_path: Path) -> N
     # A warm-pool pod without the harness volume never serves a spec that needs one.
     pooled = KubernetesBackend(api_client=object(), image="reg.example/sb:1")
     assert pooled._fits_pool(SandboxSpec()) and not pooled._fits_pool(SandboxSpec(harness=install))
+
+
+def test_a_gui_pod_runs_the_gui_image_with_the_runtime_mounted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GUI spec's pod runs the GUI image (``$OPENFORGE_GUI_IMAGE`` or the option) with the
+    sandbox image mounted as the runtime, as a task's own image does; a task image wins, and
+    warm-pool pods serve GUI specs only from a GUI pool."""
+    monkeypatch.setenv("OPENFORGE_GUI_IMAGE", "reg.example/openforge-gui:env")
+    backend = KubernetesBackend(image="reg.example/sb:1", api_client=object())
+    spec = SandboxSpec(gui=True, network="none", memory_mb=1024)
+    image, runtime = backend._images(spec)
+    assert (image, runtime) == ("reg.example/openforge-gui:env", "reg.example/sb:1")
+    option = KubernetesBackend(image="reg.example/sb:1", gui_image="reg.example/gui:2",
+                               api_client=object())  # fmt: skip
+    assert option._images(spec)[0] == "reg.example/gui:2"
+    pod = pod_manifest("of-gui", spec, image=image, secret="s", deadline_s=60,
+                       runtime_image=runtime)  # fmt: skip
+    validate(yaml.safe_load(yaml.safe_dump(pod)), "1.33.0", strict=True)
+    (box,) = pod["spec"]["containers"]
+    assert box["image"] == "reg.example/openforge-gui:env"
+    assert box["command"] == RT_ENTRYPOINT
+    assert box["volumeMounts"] == [{"name": "openforge-rt", "mountPath": RT_DIR, "readOnly": True}]
+    assert pod["spec"]["volumes"][0]["image"]["reference"] == "reg.example/sb:1"
+    # Chromium runs with --disable-dev-shm-usage: the pod needs no /dev/shm volume.
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["openforge-rt"]
+    prebuilt = SandboxSpec(gui=True, task_image=TaskImage(image="reg.example/mytask:1"))
+    assert backend._images(prebuilt) == ("reg.example/mytask:1", "reg.example/sb:1")
+    assert backend._fits_pool(SandboxSpec()) and not backend._fits_pool(spec)
+    gui_pool = KubernetesBackend(image="reg.example/sb:1", api_client=object(), warm_pool=1,
+                                 pool_spec=SandboxSpec(gui=True))  # fmt: skip
+    assert gui_pool._fits_pool(SandboxSpec(gui=True)) and not gui_pool._fits_pool(SandboxSpec())

@@ -8,6 +8,7 @@ namespace ends with it, also on a timeout or a cancel).
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -16,16 +17,24 @@ from openforge.sandboxes.base import Sandbox, SandboxError
 
 __all__ = [
     "GUI_PREFIX",
+    "GUI_PYTHON",
+    "UNAVAILABLE_STATUS",
     "EnvironmentUnavailable",
     "GuiEnvironment",
     "python_host_paths",
+    "select_python",
     "server_python",
 ]
 
 # The environment servers' own Python (scripts/install-harnesses.sh): a venv on the system
-# Python under /opt, which every local sandbox sees and its unprivileged uid may read.
+# Python under /opt, which every local sandbox sees and its unprivileged uid may read. The
+# GUI image (deploy/build-gui-image.sh) has it at the same place.
 GUI_PREFIX = "/opt/openforge/gui"
-_GUI_PYTHON = Path(GUI_PREFIX, "bin", "python")
+GUI_PYTHON = f"{GUI_PREFIX}/bin/python"
+_GUI_PYTHON = Path(GUI_PYTHON)
+# The exit status of a wrapped harness whose environment did not come up: its verifier then
+# finds no result, so the rollout is an infrastructure error, never a reward of 0.
+UNAVAILABLE_STATUS = 96
 
 
 class EnvironmentUnavailable(SandboxError):
@@ -64,8 +73,9 @@ def python_host_paths() -> tuple[str, ...]:
 
 
 def server_python(package: str, what: str) -> str:
-    """The Python that runs an environment's server: :data:`GUI_PREFIX`'s, else this one,
-    which must then have ``package``."""
+    """The Python that runs an environment's server on this machine (a bench's teacher, a
+    test): :data:`GUI_PREFIX`'s, else this one, which must then have ``package``. In a
+    sandbox the choice is made there (:func:`select_python`)."""
     if _GUI_PYTHON.is_file():
         return str(_GUI_PYTHON)
     if importlib.util.find_spec(package) is None:
@@ -74,3 +84,20 @@ def server_python(package: str, what: str) -> str:
             f"(the venv {GUI_PREFIX}) or pip install 'openforge[gui]'"
         )
     return sys.executable
+
+
+def select_python(package: str, what: str) -> str:
+    """Shell lines that set ``$py`` to the Python that runs an environment's server, chosen
+    inside the sandbox, whose files may not be the host's (a container, a pod): :data:`GUI_PYTHON`
+    where the sandbox has it, else this process's Python when it has ``package`` (a local
+    sandbox shows it: :func:`python_host_paths`). With neither, the exec ends with
+    :data:`UNAVAILABLE_STATUS` saying what to install."""
+    lines = [f"py={shlex.quote(GUI_PYTHON)}"]
+    if importlib.util.find_spec(package) is not None:
+        lines.append(f'[ -x "$py" ] || py={shlex.quote(sys.executable)}')
+    why = (
+        f"the {what} needs a Python with {package} in the sandbox: {GUI_PREFIX} "
+        "(scripts/install-harnesses.sh; the GUI image of deploy/build-gui-image.sh has it)"
+    )
+    lines.append(f'[ -x "$py" ] || {{ echo {shlex.quote(why)} >&2; exit {UNAVAILABLE_STATUS}; }}')
+    return "\n".join(lines)

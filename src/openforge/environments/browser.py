@@ -7,8 +7,9 @@ started before the harness and stopped after it, in the same exec: the harness f
 :data:`RESULT_FILE` after every action; the task's verifier (:data:`VERIFY_SCRIPT`) reads it.
 
 The server runs with the GUI venv under /opt (:data:`openforge.environments.base.GUI_PREFIX`),
-else this process's own Python made visible read-only (:meth:`BrowserEnvironment.host_paths`);
-container images must carry ``chromium`` and a ``python3`` with ``playwright`` themselves.
+else this process's own Python made visible read-only (:meth:`BrowserEnvironment.host_paths`),
+and drives the sandbox's ``chromium``: both are looked up inside the sandbox, so a container
+or pod running the GUI image (``deploy/build-gui-image.sh``) finds its own.
 Because the server and every Chromium process live in the exec's PID namespace, ending the
 exec (the harness finished, timed out or was cancelled) ends the browser too.
 """
@@ -22,7 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from openforge.environments.base import EnvironmentUnavailable, python_host_paths, server_python
+from openforge.environments.base import (
+    UNAVAILABLE_STATUS,
+    EnvironmentUnavailable,
+    python_host_paths,
+    select_python,
+)
 from openforge.sandboxes.base import Sandbox
 
 __all__ = [
@@ -89,7 +95,8 @@ class BrowserEnvironment:
     app: str = ""
     # Keep the last N screenshots (one after each action and one at the end) for a judge.
     keep_screenshots: int = 0
-    # Set from the machine when the environment is prepared (not part of a task's file).
+    # A Chromium binary to use (not part of a task's file); empty: the server takes the
+    # sandbox's own ``chromium``, which need not be where the host has one.
     chromium: str = field(default="", compare=False)
 
     def host_paths(self) -> tuple[str, ...]:
@@ -106,7 +113,8 @@ class BrowserEnvironment:
 
 
 def chromium_path() -> str:
-    """The Chromium binary (Debian's ``chromium``); :class:`EnvironmentUnavailable` if absent."""
+    """This machine's Chromium binary (Debian's ``chromium``), for a server run outside a
+    sandbox; :class:`EnvironmentUnavailable` if absent."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         raise EnvironmentUnavailable(
@@ -118,7 +126,6 @@ def chromium_path() -> str:
 async def prepare(box: Sandbox, env: BrowserEnvironment, home: str) -> None:
     """Copy the server and its config into ``box`` (under ``home``)."""
     config = asdict(env)
-    config["chromium"] = env.chromium or chromium_path()
     files = {f"{home}/{_SERVER}": _SERVER_SRC.read_bytes()}
     if env.app:
         config["app_server"] = f"{home}/{_APP_SERVER}"
@@ -132,20 +139,25 @@ def wrap_argv(argv: list[str], home: str, python: str | None = None) -> list[str
     """The harness's ``argv`` run between the environment server's start and its orderly stop.
 
     The server's port reaches the harness as ``$OPENFORGE_BROWSER_URL`` and Chromium's
-    DevTools endpoint as ``$OPENFORGE_BROWSER_CDP_URL``; a server that
-    dies before it is ready ends the exec with status 96 (an infrastructure failure the
-    verifier then reports: no result file).
+    DevTools endpoint as ``$OPENFORGE_BROWSER_CDP_URL``; a server that cannot start (no
+    Python with Playwright in the sandbox) or dies before it is ready ends the exec with
+    status 96 (an infrastructure failure the verifier then reports: no result file).
+    ``python`` is the server's Python; by default the sandbox's own (:func:`select_python`).
     """
-    py = shlex.quote(python or server_python("playwright", "browser environment"))
+    if python:
+        pick = f"py={shlex.quote(python)}"
+    else:
+        pick = select_python("playwright", "browser environment")
     d = shlex.quote(f"{home}/{_DIR}")
     script = f"""d={d}
+{pick}
 rm -rf "$d/port" "$d/cdp" "$d/result.json" "$d/shots"
-{py} "$d/browser_server.py" --config "$d/browser.json" --port-file "$d/port" \\
+"$py" "$d/browser_server.py" --config "$d/browser.json" --port-file "$d/port" \\
   --cdp-port-file "$d/cdp" --result "$d/result.json" >"$d/server.log" 2>&1 &
 srv=$!
 while [ ! -s "$d/port" ]; do
   if ! kill -0 $srv 2>/dev/null; then
-    echo "browser environment failed:" >&2; tail -5 "$d/server.log" >&2; exit 96
+    echo "browser environment failed:" >&2; tail -5 "$d/server.log" >&2; exit {UNAVAILABLE_STATUS}
   fi
   sleep 0.05
 done

@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -152,11 +153,24 @@ class ActionError(Exception):
     """An action the page cannot do (unknown element, bad argument): told to the agent."""
 
 
+def _chromium(config: dict[str, Any]) -> str:
+    """The Chromium to launch: the config's, else the sandbox's own (looked up here, not on
+    the host, whose files a container or pod does not have)."""
+    found = config.get("chromium") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        raise SystemExit(
+            "the browser environment needs Chromium in the sandbox: apt-get install chromium "
+            "(the GUI image of deploy/build-gui-image.sh has it)"
+        )
+    return str(found)
+
+
 class BrowserEnv:
     """One browser, one context, the task's pages; its reward state kept up to date."""
 
     def __init__(self, config: dict[str, Any], result_path: str, cdp_port: int = 0) -> None:
         self.config = config
+        chromium = _chromium(config)
         self.site: ThreadingHTTPServer | None = None
         self.app: subprocess.Popen[bytes] | None = None
         self.result_path = result_path
@@ -176,7 +190,7 @@ class BrowserEnv:
         self._pw = sync_playwright().start()
         viewport = config.get("viewport") or [800, 600]
         self.browser = self._pw.chromium.launch(
-            executable_path=config["chromium"],
+            executable_path=chromium,
             headless=True,
             # --no-sandbox: the OpenForge sandbox is the boundary (Chromium's own needs
             # user namespaces it may not get); /dev/shm may be small or absent there.

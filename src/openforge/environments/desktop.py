@@ -7,19 +7,20 @@ OSWorld-style setup steps and then serves screenshots and actions in OSWorld's
 ``$OPENFORGE_DESKTOP_URL``. Everything runs in the harness's exec and ends with it.
 
 Needs Debian's ``xvfb``, ``openbox`` (``scripts/setup.sh``) and the apps a task launches,
-and a Python with ``pyautogui``: the GUI venv under /opt, else the ``gui`` extra's.
+and a Python with ``pyautogui``: the GUI venv under /opt, else the ``gui`` extra's. All are
+looked up inside the sandbox, so a container or pod running the GUI image
+(``deploy/build-gui-image.sh``) finds its own.
 """
 
 from __future__ import annotations
 
 import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from openforge.environments.base import EnvironmentUnavailable, python_host_paths, server_python
+from openforge.environments.base import UNAVAILABLE_STATUS, python_host_paths, select_python
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["DESKTOP_RESULT_FILE", "DESKTOP_URL_ENV", "ConfigStep", "DesktopEnvironment"]
@@ -55,11 +56,6 @@ class DesktopEnvironment:
 
     async def prepare(self, box: Sandbox, home: str) -> None:
         """Copy the server and the setup steps into ``box``."""
-        for binary in ("Xvfb", "openbox"):
-            if shutil.which(binary) is None:
-                raise EnvironmentUnavailable(
-                    f"the desktop environment needs {binary}: apt-get install xvfb openbox"
-                )
         steps = [
             {
                 "type": s.type,
@@ -81,13 +77,21 @@ class DesktopEnvironment:
     def wrap_argv(self, argv: list[str], home: str) -> list[str]:
         """``argv`` run with the display, the window manager and the server up.
 
-        Status 96: the display or the server did not come up (no result file: infra).
+        Status 96: Xvfb, openbox or the server's Python is missing in the sandbox, or the
+        display or the server did not come up (no result file: infra).
         """
-        py = shlex.quote(server_python("pyautogui", "desktop environment"))
         d = shlex.quote(f"{home}/{_DIR}")
         w, h = self.screen
         script = f"""d={d}
-fail() {{ echo "desktop environment failed: $1" >&2; tail -5 "$d/$2" >&2; exit 96; }}
+for b in Xvfb openbox; do
+  command -v $b >/dev/null || {{
+    echo "the desktop environment needs $b in the sandbox: apt-get install xvfb openbox" \\
+      "(the GUI image of deploy/build-gui-image.sh has them)" >&2; exit {UNAVAILABLE_STATUS}; }}
+done
+{select_python("pyautogui", "desktop environment")}
+fail() {{
+  echo "desktop environment failed: $1" >&2; tail -5 "$d/$2" >&2; exit {UNAVAILABLE_STATUS}
+}}
 rm -f "$d/display" "$d/dport" "$d/desktop-result.json"
 Xvfb -displayfd 5 -screen 0 {int(w)}x{int(h)}x24 -nolisten tcp 5>"$d/display" \\
   2>"$d/xvfb.log" &
@@ -99,7 +103,7 @@ export XAUTHORITY="$d/Xauthority"
 : >"$XAUTHORITY"
 openbox >"$d/openbox.log" 2>&1 &
 wm=$!
-{py} "$d/desktop_server.py" --config "$d/desktop.json" --port-file "$d/dport" \\
+"$py" "$d/desktop_server.py" --config "$d/desktop.json" --port-file "$d/dport" \\
   --result "$d/desktop-result.json" >"$d/desktop-server.log" 2>&1 &
 srv=$!
 while [ ! -s "$d/dport" ]; do

@@ -269,8 +269,6 @@ async def _attempt(
         return
     spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
     spec.labels = {"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id}
-    if task.gui is not None:
-        spec.host_paths = task.gui.host_paths()
     workdir = spec.workdir
     t0 = time.perf_counter()
     try:

@@ -96,6 +96,10 @@ class SandboxSpec:
     host_paths: tuple[str, ...] = ()
     # The harness, for backends whose images do not carry it (container, Kubernetes).
     harness: HarnessInstall | None = None
+    # The task has a browser or desktop environment (``Task.gui``): the container and
+    # Kubernetes backends run it in their GUI image (``deploy/build-gui-image.sh``: chromium,
+    # Xvfb, the GUI venv), unless the task brings its own image, which must then carry them.
+    gui: bool = False
 
 
 @dataclass(slots=True)

@@ -12,9 +12,12 @@ slirp4netns with ``allow_host_loopback`` (the host's 127.0.0.1 is 10.0.2.2 insid
 A task that brings its own environment (``SandboxSpec.task_image``: Harbor's
 ``environment/Dockerfile``, Terminal-Bench's Dockerfile) runs in the image built from it
 (``sandboxes/images.py``), unedited, with sandboxd from the sandbox image mounted beside it
-(``sandboxes/runtime.py``). ``$HOME`` is ``/home/sandbox`` everywhere, as in the local backend,
-where the harness adapters put their files. A harness the image lacks (any but the
-built-in claw agent) comes as its portable install (``SandboxSpec.harness``,
+(``sandboxes/runtime.py``). A task with a GUI environment (``SandboxSpec.gui``: a browser or
+a desktop) runs the same way in the GUI image (``deploy/build-gui-image.sh``: chromium, Xvfb,
+openbox and the environments' Python at /opt/openforge/gui), podman only; a missing GUI image
+is a :class:`SandboxError` saying how to build it. ``$HOME`` is ``/home/sandbox`` everywhere,
+as in the local backend, where the harness adapters put their files. A harness the image
+lacks (any but the built-in claw agent) comes as its portable install (``SandboxSpec.harness``,
 ``harnesses/portable.py``), bind-mounted read-only at ``/opt/openforge/harness``.
 
 ``disk_mb`` (Harbor's ``storage_mb``): where this process can make loop disks (root), the
@@ -45,9 +48,20 @@ from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.remote import RemoteSandbox, SandboxdClient
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
-__all__ = ["DEFAULT_IMAGE", "SANDBOX_LABEL", "ContainerBackend", "gateway_inside"]
+__all__ = [
+    "DEFAULT_GUI_IMAGE",
+    "DEFAULT_IMAGE",
+    "GUI_IMAGE_ENV",
+    "SANDBOX_LABEL",
+    "ContainerBackend",
+    "gateway_inside",
+    "gui_image_default",
+]
 
 DEFAULT_IMAGE = "localhost/openforge-sandbox:latest"
+# What deploy/build-gui-image.sh builds by default; $OPENFORGE_GUI_IMAGE names another.
+DEFAULT_GUI_IMAGE = "localhost/openforge-gui:bookworm"
+GUI_IMAGE_ENV = "OPENFORGE_GUI_IMAGE"
 SANDBOX_LABEL = "openforge.dev/sandbox"
 _SOCKET_DIR = "/run/openforge"
 # A Unix socket's path holds at most 107 bytes (sun_path is 108 with its NUL); the longest
@@ -74,6 +88,11 @@ def gateway_inside(url: str | None, host_alias: str) -> str | None:
         return url
     netloc = host_alias + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def gui_image_default() -> str:
+    """The GUI image a backend uses when not told: ``$OPENFORGE_GUI_IMAGE``, else the default."""
+    return os.environ.get(GUI_IMAGE_ENV) or DEFAULT_GUI_IMAGE
 
 
 def _docker_reachable(path: str) -> None:
@@ -106,7 +125,8 @@ def _ulimits() -> list[str]:
 
 
 class ContainerBackend:
-    """Sandboxes as containers of ``image`` run by ``engine`` (``podman`` or ``docker``)."""
+    """Sandboxes as containers of ``image`` run by ``engine`` (``podman`` or ``docker``);
+    ``gui_image`` for tasks with a GUI environment (default :func:`gui_image_default`)."""
 
     def __init__(
         self,
@@ -116,6 +136,7 @@ class ContainerBackend:
         root: str | None = None,
         extra_args: list[str] | None = None,
         base_images: dict[str, str] | None = None,
+        gui_image: str | None = None,
     ) -> None:
         if engine not in _HOST_ALIAS:
             raise SandboxError(f"container engine must be podman or docker, not {engine!r}")
@@ -128,6 +149,7 @@ class ContainerBackend:
         self.name = engine
         self.engine = path
         self.image = image
+        self.gui_image = gui_image or gui_image_default()
         self.ready_timeout = ready_timeout
         self.root = Path(root or tempfile.gettempdir()) / f"openforge-{engine}"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -147,6 +169,7 @@ class ContainerBackend:
         self.builder = ImageBuilder(path, base_images, build_args=_ulimits())
         self._open: dict[str, RemoteSandbox] = {}
         self._entrypoints: dict[str, list[str]] = {}
+        self._gui_checked = False
 
     async def _run(self, *args: str, check: bool = True) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -182,13 +205,19 @@ class ContainerBackend:
         return args
 
     async def _image(self, spec: SandboxSpec) -> list[str]:
-        """The image (and entry point) arguments: the sandbox image, or the task's own."""
-        if spec.task_image is None:
+        """The image (and entry point) arguments: the sandbox image, the task's own, or the
+        GUI image (a task's own image wins: it must then carry its GUI itself)."""
+        if spec.task_image is None and not spec.gui:
             return [self.image]
         if self.name != "podman":
-            raise SandboxError("a task's own image needs podman (docker has no image mounts)")
-        tag = await self.builder.ensure(spec.task_image)
+            what = "a task's own image" if spec.task_image is not None else "a GUI task"
+            raise SandboxError(f"{what} needs podman (docker has no image mounts)")
         mount = ["--mount", f"type=image,source={self.image},destination={RT_DIR}"]
+        if spec.task_image is None:
+            # Like a task's own image, the GUI image has no sandboxd and no entry point.
+            await self._check_gui_image()
+            return [*mount, "--entrypoint", json.dumps(RT_ENTRYPOINT), self.gui_image]
+        tag = await self.builder.ensure(spec.task_image)
         entry = await self._entrypoint(tag)
         if entry and entry[-1] != "-c":  # a bare `sh -c` wrapper sets nothing up
             # Harbor starts a task image with its own ENTRYPOINT and a keep-alive command, and
@@ -196,6 +225,22 @@ class ContainerBackend:
             # in `exec "$@"`: here the command is sandboxd, so the same setup runs first.
             return [*mount, "--entrypoint", json.dumps(entry), tag, *RT_ENTRYPOINT]
         return [*mount, "--entrypoint", json.dumps(RT_ENTRYPOINT), tag]
+
+    async def _check_gui_image(self) -> None:
+        """:class:`SandboxError` saying how to build the GUI image when the engine lacks it
+        (else podman would try to pull ``localhost/…`` and fail with a registry error)."""
+        if self._gui_checked:
+            return
+        proc = await asyncio.create_subprocess_exec(
+            self.engine, "image", "exists", self.gui_image,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        if await proc.wait() != 0:
+            raise SandboxError(
+                f"the GUI image {self.gui_image} is missing: build it with "
+                f"deploy/build-gui-image.sh {self.gui_image} {self.name}"
+            )
+        self._gui_checked = True
 
     async def _entrypoint(self, tag: str) -> list[str]:
         """The ENTRYPOINT a built task image declares (empty when none)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
-from openforge.sandboxes.container import DEFAULT_IMAGE
+from openforge.sandboxes.container import DEFAULT_IMAGE, gui_image_default
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.k8s_pool import PooledPod, WarmPool
 from openforge.sandboxes.manifests import (
@@ -143,12 +143,16 @@ class KubernetesBackend:
         pool_max_age_s: float = 900.0,
         task_registry: str | None = None,
         base_images: dict[str, str] | None = None,
+        gui_image: str | None = None,
     ) -> None:
         self.namespace = namespace
         # Where ``openforge images build --push REGISTRY`` put the tasks' own images.
         self.task_registry = task_registry or os.environ.get("OPENFORGE_TASK_REGISTRY") or None
         self.task_images = ImageBuilder("podman", base_images)
         self.image = image
+        # For tasks with a GUI environment: deploy/build-gui-image.sh's image, pushed where
+        # the cluster pulls from (default: $OPENFORGE_GUI_IMAGE, else the local name).
+        self.gui_image = gui_image or gui_image_default()
         self.context = context
         self.run_id = run_id or secrets.token_hex(4)
         self.owner = owner
@@ -276,7 +280,10 @@ class KubernetesBackend:
         return box
 
     def _images(self, spec: SandboxSpec) -> tuple[str, str | None]:
-        """The pod's image, and the sandbox image to mount beside a task's own image."""
+        """The pod's image, and the sandbox image to mount beside a task's own image or the
+        GUI image (a task's own image wins: it must then carry its GUI itself)."""
+        if spec.task_image is None and spec.gui:
+            return self.gui_image, self.image
         if spec.task_image is None:
             return spec.image or self.image, None
         ref = self.task_images.tag(spec.task_image)
@@ -335,6 +342,7 @@ class KubernetesBackend:
         lifetime = spec.lifetime_s or self.default_lifetime_s
         return (
             spec.task_image is None
+            and spec.gui == pool.gui
             and (spec.image or self.image) == (pool.image or self.image)
             and spec.workdir == pool.workdir
             and (spec.cpu, spec.memory_mb, spec.pids, spec.disk_mb)
@@ -354,9 +362,10 @@ class KubernetesBackend:
                                             LABEL_RUN: self.run_id}})  # fmt: skip
         token = secrets.token_urlsafe(32)
         deadline = self.pool.max_age_s + self.default_lifetime_s + self.verify_margin_s
+        image, runtime = self._images(spec)
         body = pod_manifest(
-            name, labeled, image=spec.image or self.image, secret=f"{name}-token",
-            deadline_s=int(deadline), owner=self.owner, harness_image=self._harness_image(spec),
+            name, labeled, image=image, secret=f"{name}-token", deadline_s=int(deadline),
+            owner=self.owner, runtime_image=runtime, harness_image=self._harness_image(spec),
         )  # fmt: skip
         ip = await self._launch(name, body, token, spec.network)
         client = SandboxdClient(f"http://{ip}:{self.sandboxd_port}", token)

@@ -86,7 +86,8 @@ def pod_manifest(
 ) -> Obj:
     """One sandbox pod running sandboxd, its token from ``secret``.
 
-    With ``runtime_image`` (the sandbox image), ``image`` is a task's own image: the sandbox
+    With ``runtime_image`` (the sandbox image), ``image`` is a task's own image or the GUI
+    image (``deploy/build-gui-image.sh``), neither of which has sandboxd: the sandbox
     image is mounted read-only as an image volume (Kubernetes' ImageVolume feature) and
     sandboxd runs from it (``sandboxes/runtime.py``). ``harness_image`` (a harness's
     portable install, ``harnesses/portable.py``) is mounted the same way at

@@ -100,7 +100,9 @@ class Episode:
 def sandbox_spec(
     task: Task, workdir: str, gateway_url: str | None = None, internet: bool = False
 ) -> SandboxSpec:
-    """The sandbox a task asks for: its own image, workdir, env and limits."""
+    """The sandbox a task asks for: its own image, workdir, env and limits, and what its GUI
+    environment needs (an image with a browser and a display; the host paths a local sandbox
+    must show)."""
     image = None
     if task.environment is not None:
         e = task.environment
@@ -125,6 +127,8 @@ def sandbox_spec(
         network=network,
         gateway_url=gateway_url,
         lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
+        host_paths=task.gui.host_paths() if task.gui is not None else (),
+        gui=task.gui is not None,
     )
 
 
