@@ -266,11 +266,14 @@ async def test_codex_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> Non
         {"text": "The answer is 42; I recorded it as a note."},
     ]
     run = await probe(get_harness("codex"), replies, tmp_path / "run", task=task)
-    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
-        run.result,
-        run.result.verifier_output,
-    )
     events = json.loads((run.run_dir / "rollouts/T001_notes/0/transcript.json").read_text())
+    # On failure, what the grader scored and what Codex did (one CI run under load scored
+    # 0.6; the details and items say which step it missed).
+    items = [e["item"] for e in events["events"] if e.get("type") == "item.completed"]
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result.details,
+        items,
+    )
     mcp = [e["item"] for e in events["events"] if e.get("type") == "item.completed"]
     mcp = [i for i in mcp if i["type"] == "mcp_tool_call"]
     assert [(i["server"], i["tool"], i["status"]) for i in mcp] == [
