@@ -16,9 +16,10 @@ from openforge.environments import browser
 from openforge.environments.base import server_python
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.miniwob import miniwob_task
 
-HOME = "/home/sandbox"
+HOME = SANDBOX_HOME
 # Runs inside the sandbox: does the JSON actions in $ACTIONS, prints every answer.
 CLIENT = r"""
 import json, os, sys, urllib.request

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from openforge.environments import browser
+from openforge.environments.base import GUI_PYTHON
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.container import ContainerBackend
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks import Task, load_tasks
 from openforge.tasks.episode import sandbox_spec
 from openforge.tasks.miniwob import miniwob_task
@@ -30,7 +32,7 @@ from .test_desktop import EDIT_ID, _suite
 
 # The first test to ask for the GUI image builds it when missing (about 4 min here).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-HOME = "/home/sandbox"
+HOME = SANDBOX_HOME
 # Runs inside the sandbox: clicks the button named $TARGET, says which Python and Chromium
 # the environment runs.
 BROWSER_CLIENT = r"""
@@ -136,7 +138,7 @@ async def test_miniwob_in_the_gui_image_scores_the_pages_own_reward(
         assert (out["result"]["done"], out["result"]["reward"]) == (True, 1.0)
         assert reward == 1.0
         # The image's own Python and Chromium ran (the host's are not in the container).
-        assert "/opt/openforge/gui/bin/python" in out["procs"]
+        assert GUI_PYTHON in out["procs"]
         assert any(p.startswith("/usr/lib/chromium/chromium") for p in out["procs"])
     finally:
         await box.close()

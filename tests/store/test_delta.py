@@ -23,15 +23,6 @@ _TOOLS = [{"name": f"tool_{i}", "description": "d" * 300, "input_schema": {}} fo
 _SYSTEM = "You are an agent working in a shell. " * 60
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 class Agent:
     """One rollout as a harness and the gateway make it: each call re-sends the whole
     conversation (tools after the messages, as Anthropic bodies have them) with one more

@@ -30,15 +30,6 @@ from openforge.store.location import open_store
 from openforge.store.schemas import CallRole, ControlEvent, ControlKind
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a store lives: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
     base: dict[str, object] = dict(
         id=f"c_{rollout_id}_{seq}",
