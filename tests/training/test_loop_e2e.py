@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +56,31 @@ def _suite(root: Path) -> Path:
     return root
 
 
-async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) -> None:
+def _gate_first_update(env: LoopEnv, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hold step 0's update until one of step 1's rollouts has finished.
+
+    Async overlap is a race: on a loaded machine the next step's rollouts can reach the
+    engine only after step 0's weights were pushed, and then nothing is stale. The gate
+    makes the overlap certain, and a loop that does not overlap fails here instead of
+    hanging (a synchronous loop never starts step 1 before this update returns)."""
+    train_step = env.trainer.train_step
+    done = run_dir / "rollouts" / "step-000001" / "results.jsonl"
+    gated = [True]
+
+    def gate(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 120
+        while gated[0] and not (done.exists() and done.read_text().strip()):
+            assert time.monotonic() < deadline, "step 1's rollouts did not run during step 0"
+            time.sleep(0.05)
+        gated[0] = False
+        return train_step(*args, **kwargs)
+
+    monkeypatch.setattr(env.trainer, "train_step", gate)
+
+
+async def test_two_async_steps_advance_versions_and_stamp_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from openforge.engines.local import LocalEngine
     from openforge.gateway.server import Gateway
     from openforge.store.sqlite import SqliteStore
@@ -77,6 +103,7 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(tmp_path: Path) 
     async with gateway as gw:
         cfg = dataclasses.replace(cfg, admin_token=gw.admin_token)
         async with open_session(cfg, gw.control_url, store_path) as env:
+            _gate_first_update(env, tmp_path / "run", monkeypatch)
             summary = await run_loop(cfg, env, warmup=warmup)
             calls = [c for r in await env.store.rollouts() for c in await env.store.calls(r.id)]
         # a restart with one more step resumes from the checkpoint of step 2
