@@ -37,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from openforge.lifetime import end_with_parent
 from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, evaluate, resume, run_loop
@@ -66,12 +67,15 @@ async def one_seed(
     sft_per_family: int,
     changes: dict[str, Any],
     from_sft: Path | None = None,
+    sft_only: bool = False,
 ) -> dict[str, Any]:
     """Held-out reward before, after the SFT warm-up and after GRPO for one seed.
 
     ``from_sft``: a warm-up checkpoint (``checkpoints/step-000000`` of a quickstart-recipe
     run) to start GRPO from, instead of recording the teacher and running SFT here; the
-    ``before`` figure is then that run's own ``before`` evaluation.
+    ``before`` figure is then that run's own ``before`` evaluation. ``sft_only``: stop
+    after the warm-up and its evaluation, leaving the warm-up's checkpoint
+    (``checkpoints/step-000000``) for ``--from-sft``; "after" is then the SFT figure.
     """
     cfg = quickstart_config(str(root / f"seed-{seed}"), steps)
     cfg = dataclasses.replace(cfg, seed=seed, **changes)
@@ -99,14 +103,20 @@ async def one_seed(
                 await sft(c, e)
                 sft_eval.update(await evaluate(c, e, "sft", 0))
 
-            await run_loop(cfg, env, evaluate_edges=False, warmup=warmup)
-        after = await evaluate(cfg, env, "after", cfg.steps)
+            if sft_only:  # the warm-up's checkpoint, for later --from-sft runs
+                await warmup(cfg, env)
+                ckpt = Path(cfg.run_dir) / "checkpoints" / "step-000000"
+                extra = {"next_step": 0, "warmed_up": True}
+                await asyncio.to_thread(env.trainer.save_checkpoint, ckpt, extra)
+            else:
+                await run_loop(cfg, env, evaluate_edges=False, warmup=warmup)
+        after = sft_eval if sft_only else await evaluate(cfg, env, "after", cfg.steps)
     wall = time.perf_counter() - started
     await write_run_report(cfg, Path(cfg.run_dir) / "store.db", wall)
     rollouts = Path(cfg.run_dir) / "rollouts"
     return {
         "sft_by_task": task_means(rollouts / "eval-sft") if from_sft is None else None,
-        "after_by_task": task_means(rollouts / "eval-after"),
+        "after_by_task": task_means(rollouts / ("eval-sft" if sft_only else "eval-after")),
         "before": float(before["reward_mean"]),
         "sft": float(sft_eval.get("reward_mean", float("nan"))),
         "after": float(after["reward_mean"]),
@@ -182,6 +192,7 @@ def run_seed(
     per_family: int,
     changes: dict[str, Any],
     from_sft: Path | None = None,
+    sft_only: bool = False,
 ) -> Any:
     """One seed in this process (a worker of ``--jobs``)."""
     # force: a worker process that ran another seed before keeps its handler otherwise
@@ -189,7 +200,7 @@ def run_seed(
         level=logging.INFO, format=f"%(asctime)s [seed {seed}] %(message)s", force=True
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    return asyncio.run(one_seed(seed, steps, root, per_family, changes, from_sft))
+    return asyncio.run(one_seed(seed, steps, root, per_family, changes, from_sft, sft_only))
 
 
 def main() -> None:
@@ -216,6 +227,22 @@ def main() -> None:
         help="train instances per skill family whose solutions the SFT warm-up uses",
     )
     ap.add_argument(
+        "--sft-epochs", type=int, default=None,
+        help="passes of the SFT warm-up over the teacher trajectories (default: the quickstart's)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--sft-learning-rate", type=float, default=None,
+        help="the SFT warm-up's learning rate (default: the quickstart's)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--sft-only", action="store_true",
+        help="stop each seed after the warm-up and its evaluation: a checkpoint for --from-sft",
+    )  # fmt: skip
+    ap.add_argument(
+        "--temperature", type=float, default=None,
+        help="the GRPO rollouts' sampling temperature (default: the quickstart's)",
+    )  # fmt: skip
+    ap.add_argument(
         "--sft-eval-samples", type=int, default=0,
         help="with --from-sft: samples per held-out task of the shared SFT checkpoint's "
         "evaluation, run once for all seeds (0: --eval-samples)",
@@ -241,6 +268,14 @@ def main() -> None:
         "rest_steps": args.rest_steps,
         "learning_rate": args.learning_rate,
     }
+    optional = {
+        "sft_epochs": args.sft_epochs,
+        "sft_learning_rate": args.sft_learning_rate,
+        "temperature": args.temperature,
+    }
+    changes |= {name: value for name, value in optional.items() if value is not None}
+    if args.sft_only and args.from_sft is not None:
+        raise SystemExit("--sft-only makes the warm-up checkpoint that --from-sft starts from")
     if args.harness == "mini-swe-agent":
         # The same budget as claw's 3 turns: the solution's command, the submit, one spare.
         changes |= {
@@ -264,12 +299,16 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     sft_samples = args.sft_eval_samples or k
     # --jobs > 1: seeds side by side, each in its own process with its own gateway
-    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+    # Workers end with this process (a killed bench leaves no seed training behind).
+    spawn = multiprocessing.get_context("spawn")
+    tie: dict[str, Any] = {"initializer": end_with_parent, "initargs": (os.getpid(),)}
+    with ProcessPoolExecutor(args.jobs, mp_context=spawn, **tie) as ex:
         shared = None
         if from_sft is not None:
             shared = ex.submit(run_sft_eval, root, from_sft, changes, sft_samples)
         futures = [
-            ex.submit(run_seed, s, steps, root, per_family, changes, from_sft) for s in range(seeds)
+            ex.submit(run_seed, s, steps, root, per_family, changes, from_sft, args.sft_only)
+            for s in range(seeds)
         ]
         runs = [f.result() for f in futures]
         sft_shared = shared.result() if shared is not None else None

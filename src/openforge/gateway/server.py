@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import os
 import secrets
@@ -42,6 +41,7 @@ from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
 from openforge.gateway.roles import RoleEngine
+from openforge.lifetime import exit_with_parent
 from openforge.store.base import Store
 from openforge.store.location import open_store
 from openforge.store.schemas import CallRole
@@ -279,24 +279,6 @@ def _free_port(host: str) -> int:
         return port
 
 
-_PR_SET_PDEATHSIG = 1  # prctl(2) option, <linux/prctl.h>
-
-
-def _exit_with_parent(parent: int) -> Callable[[], None] | None:
-    """A child-side hook that has the kernel send the child SIGTERM (a graceful stop) when
-    the process that started it dies, even by SIGKILL (an OOM kill of a training run):
-    otherwise its gateway lives on, holding its ports, its store and gigabytes of engine."""
-    if sys.platform != "linux":
-        return None
-
-    def set_up() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the hook was in place
-            os._exit(1)
-
-    return set_up
-
-
 class GatewayProcess:
     """``openforge gateway …`` in a child process; :meth:`start` waits until it answers."""
 
@@ -329,7 +311,7 @@ class GatewayProcess:
         argv = [sys.executable, "-m", "openforge.gateway", *args, "--host", host]
         argv += ["--port", str(port), "--admin-port", str(admin_port)]
         proc = await asyncio.create_subprocess_exec(
-            *argv, env={**os.environ, **env}, preexec_fn=_exit_with_parent(os.getpid())
+            *argv, env={**os.environ, **env}, preexec_fn=exit_with_parent(os.getpid())
         )
         url, control_url = _url(host, port), _url("127.0.0.1", admin_port)
         deadline = time.monotonic() + timeout_s
