@@ -325,6 +325,8 @@ def main() -> None:
         ("gain (total)", [r["after"] - r["before"] for r in runs]),
         ("gain (GRPO only)", [r["after"] - r["sft"] for r in runs]),
     ]
+    if args.sft_only:  # no GRPO ran: "after" is the SFT figure
+        rows = rows[:2]
     samples = f"{k} samples each" + (
         f" ({sft_samples} for the shared SFT checkpoint)" if sft_shared is not None else ""
     )
@@ -343,7 +345,7 @@ def main() -> None:
               f" ± {100 * 1.96 * sft_se:.1f} points, its evaluation noise)")  # fmt: skip
     # The GRPO-only difference paired per held-out task within each seed: an interval over
     # tasks that says whether this seed's change exceeds its evaluation noise.
-    for seed, r in enumerate(runs):
+    for seed, r in enumerate([] if args.sft_only else runs):
         sft_by, after_by = r["sft_by_task"], r["after_by_task"]
         diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
         mean, half = ci95(diffs)
@@ -351,7 +353,8 @@ def main() -> None:
               f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
     wall = time.perf_counter() - started
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
-    print(f"{seeds} seeds x (SFT + {steps} GRPO steps) in {wall / 60:.1f} min, load average "
+    trained = "SFT only" if args.sft_only else f"SFT + {steps} GRPO steps"
+    print(f"{seeds} seeds x ({trained}) in {wall / 60:.1f} min, load average "
           f"(1 min) {load_start:.1f} at the start, {loads} at each seed's end")  # fmt: skip
     print(f"settings: {changes} (target: GRPO-only gain >= 10 points, interval above 0)")
     root.mkdir(parents=True, exist_ok=True)
