@@ -299,10 +299,15 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     sft_samples = args.sft_eval_samples or k
     # --jobs > 1: seeds side by side, each in its own process with its own gateway
-    # Workers end with this process (a killed bench leaves no seed training behind).
+    # Workers end with this process (a killed bench leaves no seed training behind). A
+    # seed's process peaks near 10 GB (two seeds and their gateways were OOM-killed on
+    # 24 GB): each seed gets a fresh process, so none starts beside what an earlier seed
+    # left allocated, and fewer malloc arenas keep the trainer's threads from holding
+    # freed memory apart (glibc reads the variable at start, so workers inherit it).
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     spawn = multiprocessing.get_context("spawn")
     tie: dict[str, Any] = {"initializer": end_with_parent, "initargs": (os.getpid(),)}
-    with ProcessPoolExecutor(args.jobs, mp_context=spawn, **tie) as ex:
+    with ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1, **tie) as ex:
         shared = None
         if from_sft is not None:
             shared = ex.submit(run_sft_eval, root, from_sft, changes, sft_samples)
