@@ -40,7 +40,7 @@ from typing import Any
 from openforge.lifetime import end_with_parent
 from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
-from openforge.training.loop import LoopEnv, evaluate, resume, run_loop
+from openforge.training.loop import LoopEnv, evaluate, resume, run_loop, save_checkpoint
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
@@ -105,9 +105,7 @@ async def one_seed(
 
             if sft_only:  # the warm-up's checkpoint, for later --from-sft runs
                 await warmup(cfg, env)
-                ckpt = Path(cfg.run_dir) / "checkpoints" / "step-000000"
-                extra = {"next_step": 0, "warmed_up": True}
-                await asyncio.to_thread(env.trainer.save_checkpoint, ckpt, extra)
+                await save_checkpoint(cfg, env, 0)
             else:
                 await run_loop(cfg, env, evaluate_edges=False, warmup=warmup)
         after = sft_eval if sft_only else await evaluate(cfg, env, "after", cfg.steps)

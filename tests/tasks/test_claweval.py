@@ -274,8 +274,7 @@ async def test_codex_uses_the_tools_over_mcp_and_scores_1(tmp_path: Path) -> Non
         run.result.details,
         items,
     )
-    mcp = [e["item"] for e in events["events"] if e.get("type") == "item.completed"]
-    mcp = [i for i in mcp if i["type"] == "mcp_tool_call"]
+    mcp = [i for i in items if i["type"] == "mcp_tool_call"]
     assert [(i["server"], i["tool"], i["status"]) for i in mcp] == [
         ("task", "notes_search", "completed"),
         ("task", "notes_create", "completed"),

@@ -48,6 +48,7 @@ __all__ = [
     "latest_checkpoint",
     "read_samples",
     "run_loop",
+    "save_checkpoint",
     "tasks_for_step",
 ]
 
@@ -331,9 +332,11 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-async def _checkpoint(
+async def save_checkpoint(
     cfg: TrainConfig, env: LoopEnv, next_step: int, sampler: dict[str, object] | None = None
 ) -> None:
+    """Write ``checkpoints/step-<next_step>`` of a warmed-up run (the step to run next and
+    the sampler's state with it), keeping the newest ``cfg.keep_checkpoints``."""
     root = Path(cfg.run_dir) / "checkpoints"
     extra: dict[str, object] = {"next_step": next_step, "warmed_up": True}
     if sampler is not None:
@@ -389,7 +392,7 @@ async def run_loop(
         summary.evals.append(await evaluate(cfg, env, "before", 0))
     if warmup is not None and not warmed:
         await warmup(cfg, env)
-        await _checkpoint(cfg, env, start)
+        await save_checkpoint(cfg, env, start)
     pending: asyncio.Task[StepBatch] | None = None
     try:
         for step in range(start, cfg.steps):
@@ -404,7 +407,8 @@ async def run_loop(
             summary.steps_done = step + 1
             summary.version = env.trainer.version
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                await _checkpoint(cfg, env, step + 1, before_draws.get(step + 1, sampler.state()))
+                draws = before_draws.get(step + 1, sampler.state())
+                await save_checkpoint(cfg, env, step + 1, draws)
             mid = cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps
             if mid and env.eval_tasks:
                 summary.evals.append(await evaluate(cfg, env, f"step-{step + 1}", step + 1))
