@@ -45,7 +45,10 @@ def _suite(root: Path) -> Path:
         "source": "openforge-test",
         "config": [
             {"type": "launch", "parameters": {"command": ["mousepad", NOTES]}},
-            {"type": "sleep", "parameters": {"seconds": 1.5}},
+            # Far shorter than mousepad takes to come up on a loaded machine: the typing
+            # relies on the launch step's own wait for the focused window (the sleep alone
+            # failed under load).
+            {"type": "sleep", "parameters": {"seconds": 0.1}},
         ],
         "trajectory": "trajectories/",
         "related_apps": ["os"],

@@ -31,22 +31,97 @@ from typing import Any
 
 import pyautogui
 from PIL import ImageGrab
+from Xlib import X
+from Xlib import display as xdisplay
 
 pyautogui.FAILSAFE = False  # a corner of a virtual screen is not an emergency
 pyautogui.PAUSE = 0.05
+
+
+# How long a ``launch`` step waits for its app's window to appear and take the focus. A
+# launch that opens no window (a daemon) costs this much; one that does is waited for only
+# until it is ready, so a loaded machine no longer types into a window not yet there.
+LAUNCH_WINDOW_TIMEOUT_S = 20.0
 
 
 class ActionError(Exception):
     """An action that cannot be done: told to the agent."""
 
 
+class Windows:
+    """The window manager's view of the display (EWMH root properties, set by openbox)."""
+
+    def __init__(self) -> None:
+        self.display = xdisplay.Display()
+        self.root = self.display.screen().root
+        self._clients = self.display.intern_atom("_NET_CLIENT_LIST")
+        self._active = self.display.intern_atom("_NET_ACTIVE_WINDOW")
+        self._wm_check = self.display.intern_atom("_NET_SUPPORTING_WM_CHECK")
+
+    def _ids(self, atom: int) -> list[int]:
+        prop = self.root.get_full_property(atom, X.AnyPropertyType)
+        return [int(v) for v in prop.value] if prop is not None else []
+
+    def clients(self) -> set[int]:
+        """The managed top-level windows."""
+        return set(self._ids(self._clients))
+
+    def active(self) -> int:
+        """The focused window (0 when none)."""
+        ids = self._ids(self._active)
+        return ids[0] if ids else 0
+
+    def wait_manager(self, timeout: float) -> bool:
+        """Wait until the window manager runs (it was started just before this server)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._ids(self._wm_check):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def wait_new_active(self, before: set[int], timeout: float) -> bool:
+        """Wait until a window not in ``before`` is managed and focused; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            new = self.clients() - before
+            if new and self.active() in new:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        """Let go of the X connection."""
+        self.display.close()
+
+
 def run_config(steps: list[dict[str, Any]], procs: list[subprocess.Popen[bytes]]) -> None:
-    """Run OSWorld ``config`` steps: launch (in the background), execute, sleep."""
+    """Run OSWorld ``config`` steps: launch (in the background), execute, sleep.
+
+    OSWorld's own tasks follow a ``launch`` with a fixed ``sleep``; on a loaded machine the
+    app is not up by then, so each launch also waits (bounded) for its window to be focused.
+    """
+    windows = Windows() if any(s.get("type") == "launch" for s in steps) else None
+    try:
+        if windows is not None:
+            # An app mapped before openbox manages the screen is not given the focus.
+            windows.wait_manager(LAUNCH_WINDOW_TIMEOUT_S)
+        _run_steps(steps, procs, windows)
+    finally:
+        if windows is not None:
+            windows.close()
+
+
+def _run_steps(
+    steps: list[dict[str, Any]], procs: list[subprocess.Popen[bytes]], windows: Windows | None
+) -> None:
     for step in steps:
         kind, params = step.get("type"), step.get("parameters") or {}
         command: str | list[str] = params.get("command") or ""
         shell = bool(params.get("shell")) or isinstance(command, str)
         if kind == "launch":
+            assert windows is not None
+            before = windows.clients()
             procs.append(
                 subprocess.Popen(
                     command,
@@ -56,6 +131,7 @@ def run_config(steps: list[dict[str, Any]], procs: list[subprocess.Popen[bytes]]
                     stderr=subprocess.DEVNULL,
                 )
             )
+            windows.wait_new_active(before, LAUNCH_WINDOW_TIMEOUT_S)
         elif kind in ("execute", "command"):
             subprocess.run(
                 command,
