@@ -22,10 +22,13 @@ Each dialect maps a kind to its own HTTP status and JSON envelope with its
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
+
+from openforge.dialects.wire import log_ignored
 
 __all__ = ["MAX_DEPTH", "ApiError", "ErrorKind", "decode_body"]
 
@@ -52,18 +55,34 @@ MAX_DEPTH = 128
 _SERIALISER_DEPTH = 254
 
 
-def _too_deep(body: bytes, value: object) -> bool:
-    """Whether ``value`` (parsed from ``body``) nests deeper than :data:`MAX_DEPTH`."""
-    if body.count(b"{") + body.count(b"[") <= MAX_DEPTH:
-        return False  # cannot nest deeper than it has brackets
+class _Wrapper(threading.local):
+    """Lists nested ``_SERIALISER_DEPTH - MAX_DEPTH`` deep, built once per thread (building
+    them per call cost more than the serialisation they wrap)."""
+
+    def __init__(self) -> None:
+        self.inner: list[object] = [None]
+        outer = self.inner
+        for _ in range(_SERIALISER_DEPTH - MAX_DEPTH - 1):
+            outer = [outer]
+        self.outer = outer
+
+
+_wrapper = _Wrapper()
+
+
+def _too_deep(value: object) -> bool:
+    """Whether ``value`` (a parsed body) nests deeper than :data:`MAX_DEPTH`."""
     # orjson's serialiser, in C, refuses past its own depth: wrapped in the difference, the
-    # value serialises exactly when it nests at most MAX_DEPTH deep.
-    for _ in range(_SERIALISER_DEPTH - MAX_DEPTH):
-        value = [value]
+    # value serialises exactly when it nests at most MAX_DEPTH deep. (Serialising an agent's
+    # 21 KB body takes ~5 µs; counting its brackets to skip that took ~20.)
+    wrap = _wrapper
+    wrap.inner[0] = value
     try:
-        orjson.dumps(value)
+        orjson.dumps(wrap.outer)
     except orjson.JSONEncodeError:
         return True
+    finally:
+        wrap.inner[0] = None
     return False
 
 
@@ -152,12 +171,12 @@ def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = fro
         ) from None
     if not isinstance(raw, dict):
         raise ApiError("invalid_request", "The request body must be a JSON object.", None)
-    if _too_deep(body, raw):
+    if _too_deep(raw):
         raise ApiError(
             "invalid_request", f"The request body nests JSON deeper than {MAX_DEPTH} levels."
         )
     try:
-        return model.model_validate(raw)
+        request = model.model_validate(raw)
     except ValidationError as exc:
         # In a union (``str | list[...]``) the deepest failure is the one that explains.
         first = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
@@ -169,3 +188,5 @@ def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = fro
             message = f"Invalid value for '{where}': {first['msg']}."
         log.debug("rejected request: %s (%d validation errors)", message, exc.error_count())
         raise ApiError("invalid_request", message, path or None) from None
+    log_ignored(request)
+    return request

@@ -9,22 +9,36 @@ dicts for orjson on the hot path, with keys in the docs' order.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
-__all__ = ["WireIn"]
+__all__ = ["WireIn", "log_ignored"]
 
 log = logging.getLogger("openforge.dialects.ignored")
 
 
 class WireIn(BaseModel):
-    """A request-side model: unknown fields are kept in ``model_extra`` and logged."""
+    """A request-side model: unknown fields are kept in ``model_extra`` (see
+    :func:`log_ignored`)."""
 
     model_config = ConfigDict(extra="allow", frozen=False, protected_namespaces=(), strict=True)
 
-    @model_validator(mode="after")
-    def _log_ignored(self) -> Any:
-        if self.model_extra and log.isEnabledFor(logging.DEBUG):
-            log.debug("%s: ignored fields %s", type(self).__name__, sorted(self.model_extra))
-        return self
+
+def log_ignored(request: BaseModel) -> None:
+    """Log, at debug level, the fields ``request`` and the models inside it ignored.
+
+    A walk after validation, and only when debug is on: a validator on every model ran a
+    Python call per message, content part and tool (~27 in an agent's call, ~10% of
+    parsing it) to find nothing to log.
+    """
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    stack: list[object] = [request]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BaseModel):
+            if item.model_extra:
+                log.debug("%s: ignored fields %s", type(item).__name__, sorted(item.model_extra))
+            stack.extend(item.__dict__.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
