@@ -110,3 +110,63 @@ async def test_other_writes_keep_their_order_and_savepoints(tmp_path: Path) -> N
     reward = writer.conn.execute("SELECT reward FROM rollouts").fetchone()[0]
     writer.close()
     assert reward is None  # the failed write's update was rolled back
+
+
+async def test_an_idle_writer_commits_a_row_inline_and_a_busy_one_queues_it(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    rollout = await store.create_rollout()
+    await store.close()
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    writer = GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, CALL_WIDTH, None, inline=True)
+    other = sqlite3.connect(tmp_path / "s.db")  # another reader: the row is committed
+
+    def rows() -> int:
+        return int(other.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    compressor = zstandard.ZstdCompressor()
+    row, _ = call_row(_call(rollout.id, 0), compressor)
+    await writer.insert(row, rollout.id)
+    assert writer.inline_rows == 1 and rows() == 1
+    # the row and its created -> running mark in one transaction
+    assert [s.split(None, 1)[0] for s in statements] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
+    status = other.execute("SELECT status FROM rollouts").fetchone()[0]
+    assert status == str(RolloutStatus.RUNNING)
+
+    dup, _ = call_row(_call(rollout.id, 0, id="dup-seq"), compressor)
+    try:
+        await writer.insert(dup, None)
+    except sqlite3.IntegrityError:
+        pass
+    else:
+        raise AssertionError("a duplicate seq committed inline")
+    assert rows() == 1
+
+    # A group in progress holds the connection: the next row waits its turn on the thread.
+    writer._conn_lock.acquire()
+    queued = asyncio.ensure_future(
+        writer.insert(call_row(_call(rollout.id, 1), compressor)[0], None)
+    )
+    await asyncio.sleep(0.05)
+    assert not queued.done() and rows() == 1
+    writer._conn_lock.release()
+    await asyncio.wait_for(queued, 10)
+    assert writer.inline_rows == 1 and rows() == 2
+    writer.close()
+    other.close()
+
+
+async def test_a_store_under_full_synchronous_never_commits_inline(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db", synchronous="FULL")
+    rollout = await store.create_rollout()
+    await store.record_call(_call(rollout.id, 0))
+    assert store._writer.inline_rows == 0
+    await store.close()
+    normal = SqliteStore(tmp_path / "s.db")
+    await normal.record_call(_call(rollout.id, 1))
+    assert normal._writer.inline_rows == 1
+    assert [c.seq for c in await normal.calls(rollout.id)] == [0, 1]
+    await normal.close()

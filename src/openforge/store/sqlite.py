@@ -191,8 +191,15 @@ class SqliteStore:
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
         self._closing = asyncio.Event()
+        # A call's row commits on the event loop when the writer is idle (store/writer.py):
+        # a WAL append under NORMAL; under FULL each commit fsyncs, so that stays queued.
         self._writer = GroupWriter(
-            self._writer_conn, self.path, _CALL_INSERT, CALL_WIDTH, self._checkpointer
+            self._writer_conn,
+            self.path,
+            _CALL_INSERT,
+            CALL_WIDTH,
+            self._checkpointer,
+            inline=synchronous.upper() == "NORMAL",
         )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
