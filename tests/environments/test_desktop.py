@@ -44,6 +44,8 @@ def _suite(root: Path) -> Path:
         "instruction": "Type 'hello desktop' into the open text editor and save the file.",
         "source": "openforge-test",
         "config": [
+            # A launch that ends without a window (its wait stops when it exits).
+            {"type": "launch", "parameters": {"command": "true", "shell": True}},
             {"type": "launch", "parameters": {"command": ["mousepad", NOTES]}},
             # Far shorter than mousepad takes to come up on a loaded machine: the typing
             # relies on the launch step's own wait for the focused window (the sleep alone

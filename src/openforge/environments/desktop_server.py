@@ -39,8 +39,9 @@ pyautogui.PAUSE = 0.05
 
 
 # How long a ``launch`` step waits for its app's window to appear and take the focus. A
-# launch that opens no window (a daemon) costs this much; one that does is waited for only
-# until it is ready, so a loaded machine no longer types into a window not yet there.
+# launch that keeps running without a window (a daemon) costs this much; one that opens a
+# window is waited for only until it is ready, so a loaded machine no longer types into a
+# window not yet there; one that exits stops the wait.
 LAUNCH_WINDOW_TIMEOUT_S = 20.0
 
 
@@ -80,13 +81,19 @@ class Windows:
             time.sleep(0.05)
         return False
 
-    def wait_new_active(self, before: set[int], timeout: float) -> bool:
-        """Wait until a window not in ``before`` is managed and focused; False on timeout."""
+    def wait_new_active(
+        self, before: set[int], proc: subprocess.Popen[bytes], timeout: float
+    ) -> bool:
+        """Wait until a window not in ``before`` is managed and focused; False on timeout,
+        or when ``proc`` ended without one (a command that opens no window, or hands its
+        window to another process: the task's own ``sleep`` then covers it, as in OSWorld)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             new = self.clients() - before
             if new and self.active() in new:
                 return True
+            if proc.poll() is not None:
+                return False
             time.sleep(0.05)
         return False
 
@@ -131,7 +138,7 @@ def _run_steps(
                     stderr=subprocess.DEVNULL,
                 )
             )
-            windows.wait_new_active(before, LAUNCH_WINDOW_TIMEOUT_S)
+            windows.wait_new_active(before, procs[-1], LAUNCH_WINDOW_TIMEOUT_S)
         elif kind in ("execute", "command"):
             subprocess.run(
                 command,
