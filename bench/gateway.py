@@ -24,7 +24,11 @@ Sections: ``headline`` (the agent body: 6 KB system prompt, 10 tools, a tool cal
 3 KB result), ``recorded`` (the recorded Claude Code and Codex bodies plus a tool turn),
 ``sizes`` (cost per call as the new content grows: 1, 3, 10, 30 KB), ``history`` (one
 rollout growing turn by turn: cost by history length), ``workers`` (``--workers N``
-processes on one port).
+processes on one port), ``paired`` (with ``--compare``: this checkout against the other,
+``--pairs`` times at each mode and concurrency, alternating which runs first; the paired
+differences with their 95% intervals. On a shared 2-core machine the same code's CPU per
+call moves 15-25% between runs, and the second gateway of a run tends to do better, so a
+single before/after row cannot show a change of a few percent).
 
     .venv/bin/python bench/gateway.py [--quick] [--no-peer] [--only headline sizes ...]
 """
@@ -53,7 +57,7 @@ from openforge.models.registry import DEFAULT_MODEL, models_dir
 
 MODEL = os.environ.get("OPENFORGE_BENCH_MODEL") or str(models_dir() / DEFAULT_MODEL)
 TOKEN = "bench-admin-token"
-SECTIONS = ("headline", "recorded", "sizes", "history", "workers")
+SECTIONS = ("headline", "recorded", "sizes", "history", "workers", "paired")
 
 
 def _free_port() -> int:
@@ -241,7 +245,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
     ap.add_argument("--no-peer", action="store_true", help="skip rllm-model-gateway")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    # paired needs --compare, so it runs only when asked for
+    ap.add_argument(
+        "--only", nargs="+", choices=SECTIONS, default=[s for s in SECTIONS if s != "paired"]
+    )
     ap.add_argument("--mode", choices=("json", "stream", "both"), default="both")
     ap.add_argument("--conc", type=int, nargs="+", default=[1, 64, 256])
     ap.add_argument("--seconds", type=float, help="measured seconds per run (6; quick 2.5)")
@@ -260,6 +267,9 @@ def main() -> None:
         "0: closed loop",
     )
     ap.add_argument("--workers", type=int, default=2, help="gateway processes (workers section)")
+    ap.add_argument(
+        "--pairs", type=int, default=4, help="paired section: runs per mode and concurrency"
+    )
     ap.add_argument(
         "--profile",
         type=float,
@@ -300,6 +310,9 @@ def main() -> None:
             before.name, before.keys = "before", mint(before, max(a.conc))
         ctx = Run(tmp, seconds, modes, tuple(a.conc), engine, of, peer, report, before)
         ctx.think = a.think_ms / 1000
+        ctx.pairs = a.pairs
+        if "paired" in a.only and before is None:
+            raise SystemExit("bench/gateway.py: --only paired needs --compare CHECKOUT")
         for section in a.only:
             if section == "workers":
                 ctx.workers(procs, engine_url, a.workers)
@@ -347,6 +360,7 @@ class Run:
     report: Any
     before: Target | None = None
     think: float = 0.0
+    pairs: int = 4
 
     def headline(self) -> None:
         """The agent body at every mode and concurrency, every target."""
@@ -364,6 +378,22 @@ class Run:
                 if self.before is not None:
                     rows[("before", stream, conc)] = run_load(self.before, self.tmp, **kw)
         self.report.headline(rows, self.modes, self.concs)
+
+    def paired(self) -> None:
+        """This checkout against ``--compare``'s, ``pairs`` times each, the order alternated."""
+        assert self.before is not None
+        pairs: dict[tuple[bool, int], list[tuple[dict[str, Any], ...]]] = {}
+        for stream in self.modes:
+            for conc in self.concs:
+                kw = {"stream": stream, "conc": conc, "seconds": self.seconds, "think": self.think}
+                for i in range(self.pairs):
+                    engine = run_load(self.engine, self.tmp, **kw)
+                    first, second = (self.of, self.before) if i % 2 == 0 else (self.before, self.of)
+                    ran = {t.name: run_load(t, self.tmp, **kw) for t in (first, second)}
+                    pairs.setdefault((stream, conc), []).append(
+                        (engine, ran[self.of.name], ran["before"])
+                    )
+        self.report.paired(pairs)
 
     def recorded(self) -> None:
         """The recorded Claude Code and Codex bodies (OpenForge only: the peer is Chat-only)."""

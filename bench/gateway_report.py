@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 from collections import Counter
 from typing import Any
@@ -17,6 +19,18 @@ def _errors(rows: Rows) -> None:
     for key, r in rows.items():
         if r.get("errors"):
             print(f"# {key}: {r['errors']} errors, first: {r['first_error']}", file=sys.stderr)
+
+
+def _mean_ci(values: list[float], unit: str = "", digits: int = 2) -> str:
+    """``mean ± half-width`` of a 95% t interval (the mean alone for one value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return f"{mean:+.{digits}f}{unit}"
+    # two-sided 97.5% t quantiles for 1..9 degrees of freedom, then the normal's
+    t = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26)
+    q = t[len(values) - 2] if len(values) <= 10 else 1.96
+    half = q * statistics.stdev(values) / math.sqrt(len(values))
+    return f"{mean:+.{digits}f} ± {half:.{digits}f}{unit}"
 
 
 def profile_table(raw: str, top: int = 40) -> None:
@@ -71,6 +85,27 @@ class Report:
                         f"{r['load']:>6.1f}{r['errors']:>5}",
                     )
         _errors(rows)
+
+    def paired(self, pairs: dict[tuple[bool, int], list[tuple[dict[str, Any], ...]]]) -> None:
+        """Paired differences, this checkout minus ``before``, with 95% intervals."""
+        print("\n## paired: this checkout - before (agent body), order alternated per pair")
+        _line(
+            f"{'mode':<7}{'conc':>5}{'pairs':>6}{'cpu ms now':>12}{'before':>8}",
+            f"{'diff ± 95%':>16}{'now less':>9}{'add p50 diff ± 95%':>20}{'calls/s diff':>13}",
+        )
+        for (stream, conc), runs in pairs.items():
+            cpu = [now["cpu_ms"] - before["cpu_ms"] for _, now, before in runs]
+            p50 = [now["p50_ms"] - before["p50_ms"] for _, now, before in runs]
+            rps = [now["rps"] - before["rps"] for _, now, before in runs]
+            _line(
+                f"{'stream' if stream else 'json':<7}{conc:>5}{len(runs):>6}",
+                f"{statistics.fmean(n['cpu_ms'] for _, n, _ in runs):>12.2f}",
+                f"{statistics.fmean(b['cpu_ms'] for _, _, b in runs):>8.2f}",
+                f"{_mean_ci(cpu):>16}{sum(d < 0 for d in cpu):>5}/{len(cpu):<3}",
+                f"{_mean_ci(p50, 'ms'):>20}{_mean_ci(rps, '', 0):>13}",
+            )
+            for engine, now, before in runs:
+                _errors({("engine",): engine, ("now",): now, ("before",): before})
 
     def recorded(self, rows: Rows) -> None:
         """Recorded harness bodies through OpenForge."""
