@@ -391,7 +391,7 @@ class Run:
                     first, second = (self.of, self.before) if i % 2 == 0 else (self.before, self.of)
                     ran = {t.name: run_load(t, self.tmp, **kw) for t in (first, second)}
                     pairs.setdefault((stream, conc), []).append(
-                        (engine, ran[self.of.name], ran["before"])
+                        (engine, ran[self.of.name], ran[self.before.name])
                     )
         self.report.paired(pairs)
 

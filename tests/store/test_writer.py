@@ -32,7 +32,7 @@ def _call(rollout_id: str, seq: int, id: str | None = None) -> CallRecord:
     )
 
 
-async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
+async def _writer(tmp_path: Path, inline: bool = False) -> tuple[GroupWriter, list[str], str]:
     store = SqliteStore(tmp_path / "s.db")
     rollout = await store.create_rollout()
     await store.close()
@@ -40,7 +40,7 @@ async def _writer(tmp_path: Path) -> tuple[GroupWriter, list[str], str]:
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     return (
-        GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, CALL_WIDTH, None),
+        GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, CALL_WIDTH, None, inline=inline),
         statements,
         rollout.id,
     )
@@ -115,28 +115,22 @@ async def test_other_writes_keep_their_order_and_savepoints(tmp_path: Path) -> N
 async def test_an_idle_writer_commits_a_row_inline_and_a_busy_one_queues_it(
     tmp_path: Path,
 ) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    rollout = await store.create_rollout()
-    await store.close()
-    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
-    statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    writer = GroupWriter(conn, str(tmp_path / "s.db"), _CALL_INSERT, CALL_WIDTH, None, inline=True)
+    writer, statements, rollout_id = await _writer(tmp_path, inline=True)
     other = sqlite3.connect(tmp_path / "s.db")  # another reader: the row is committed
 
     def rows() -> int:
         return int(other.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     compressor = zstandard.ZstdCompressor()
-    row, _ = call_row(_call(rollout.id, 0), compressor)
-    await writer.insert(row, rollout.id)
+    row, _ = call_row(_call(rollout_id, 0), compressor)
+    await writer.insert(row, rollout_id)
     assert writer.inline_rows == 1 and rows() == 1
     # the row and its created -> running mark in one transaction
     assert [s.split(None, 1)[0] for s in statements] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
     status = other.execute("SELECT status FROM rollouts").fetchone()[0]
     assert status == str(RolloutStatus.RUNNING)
 
-    dup, _ = call_row(_call(rollout.id, 0, id="dup-seq"), compressor)
+    dup, _ = call_row(_call(rollout_id, 0, id="dup-seq"), compressor)
     try:
         await writer.insert(dup, None)
     except sqlite3.IntegrityError:
@@ -148,7 +142,7 @@ async def test_an_idle_writer_commits_a_row_inline_and_a_busy_one_queues_it(
     # A group in progress holds the connection: the next row waits its turn on the thread.
     writer._conn_lock.acquire()
     queued = asyncio.ensure_future(
-        writer.insert(call_row(_call(rollout.id, 1), compressor)[0], None)
+        writer.insert(call_row(_call(rollout_id, 1), compressor)[0], None)
     )
     await asyncio.sleep(0.05)
     assert not queued.done() and rows() == 1
