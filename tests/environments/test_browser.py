@@ -133,6 +133,45 @@ async def test_type_key_and_refused_actions(backend: LocalBackend) -> None:
         await box.close()
 
 
+async def test_select_picks_a_listed_option(backend: LocalBackend) -> None:
+    """MiniWoB's choose-list: the list's options are on the page's element, a select by
+    label (any case) then Submit scores 1; a wrong option scores 0, an unknown one or a
+    select on a non-list is refused to the agent."""
+    box = await _box(backend, "choose-list", 1)
+    try:
+        before = (await _run(box, []))["before"]
+        goal = before["goal"]
+        wanted = goal.split("Select ", 1)[1].split(" from the list", 1)[0]
+        lists = [e for e in before["elements"] if e["role"] == "combobox"]
+        assert len(lists) == 1 and wanted in lists[0]["options"]
+        assert f"options={json.dumps(lists[0]['options'])}" in before["axtree"]
+        pick, submit = lists[0]["id"], _element(before, "button", "Submit")
+        other = next(o for o in lists[0]["options"] if o != wanted)
+        # Each box serves one episode: a submitted page is over.
+        for option, reward in ((wanted.upper(), 1.0), (other, 0.0)):
+            run = await _box(backend, "choose-list", 1)
+            try:
+                out = await _run(
+                    run,
+                    [
+                        {"action": "select", "id": pick, "text": "no such option"},
+                        {"action": "select", "id": submit, "text": wanted},
+                        {"action": "select", "id": pick, "text": option},
+                        {"action": "click", "id": submit},
+                    ],
+                )
+                unknown, not_list, chosen, submitted = out["results"]
+                assert unknown["error"] == f'[{pick}] has no option "no such option"'
+                assert not_list["error"] == f"element [{submit}] is not a list to select from"
+                assert chosen["error"] is None and chosen["done"] is False
+                assert (submitted["done"], submitted["reward"]) == (True, reward)
+                assert (await _verify(run, "choose-list", 1))["reward"] == reward
+            finally:
+                await run.close()
+    finally:
+        await box.close()
+
+
 def _sandbox_pids(sid: str) -> list[int]:
     """Processes on this machine whose environment names sandbox ``sid``."""
     marker = f"OPENFORGE_SANDBOX_ID={sid}".encode()

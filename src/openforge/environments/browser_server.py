@@ -8,8 +8,8 @@ Playwright sync API is single-threaded):
 
     GET  /observation?mode=axtree|som|screenshot   page state; ``som`` and ``screenshot``
                                                   carry a base64 PNG
-    POST /action   {"action": "click", "id": 3}   click · type · key · scroll · goto · back
-                                                  · tab · answer
+    POST /action   {"action": "click", "id": 3}   click · type · select · key · scroll · goto
+                                                  · back · tab · answer
     GET  /result                                  the task's reward state
 
 After every action it evaluates the task's reward JavaScript and writes the result file
@@ -98,6 +98,10 @@ _LABEL_JS = """(skip) => {
             item.value = e.value.slice(0, 120);
           }
           if (e.type === 'checkbox' || e.type === 'radio') item.checked = !!e.checked;
+          // A closed list's options have no box of their own: listed on the list.
+          if (e.tagName === 'SELECT') {
+            item.options = Array.from(e.options).slice(0, 50).map(o => o.text.trim());
+          }
           out.push(item);
           d = depth + 1;
         }
@@ -394,16 +398,22 @@ class BrowserEnv:
 
     # -- actions ----------------------------------------------------------------------
 
-    def _element(self, act: dict[str, Any]) -> tuple[float, float]:
+    def _item(self, act: dict[str, Any]) -> dict[str, Any]:
+        """The element ``act`` names by its ``id`` in the page's last labelling."""
         try:
             ident = int(act["id"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ActionError("this action needs an element id") from exc
-        for it in self.items or self.label():
+        if not self.items:
+            self.items = self.label()
+        for it in self.items:
             if it["id"] == ident:
-                x, y, w, h = it["box"]
-                return x + w / 2, y + h / 2
+                return it
         raise ActionError(f"no element [{ident}] on the page")
+
+    def _element(self, act: dict[str, Any]) -> tuple[float, float]:
+        x, y, w, h = self._item(act)["box"]
+        return x + w / 2, y + h / 2
 
     def act(self, act: dict[str, Any]) -> dict[str, Any]:
         """Do one action; the new reward state (and an ``error`` the agent may read)."""
@@ -437,6 +447,8 @@ class BrowserEnv:
             page.keyboard.type(str(act.get("text", "")))
             if act.get("enter"):
                 page.keyboard.press("Enter")
+        elif kind == "select":
+            self._select(act)
         elif kind == "key":
             key = str(act.get("key", ""))
             page.keyboard.press(_KEYS.get(key.lower(), key))
@@ -461,8 +473,24 @@ class BrowserEnv:
             self.answer = str(act.get("text", ""))
         else:
             raise ActionError(
-                f"unknown action {kind!r}: use click, type, key, scroll, goto, back, tab, answer"
+                f"unknown action {kind!r}: use click, type, select, key, scroll, goto, back, "
+                "tab, answer"
             )
+
+    def _select(self, act: dict[str, Any]) -> None:
+        """Choose the option labelled ``text`` in the list element ``id`` (as a user picks
+        it: the page's input and change events fire)."""
+        item = self._item(act)
+        options = item.get("options")
+        if options is None:
+            raise ActionError(f"element [{item['id']}] is not a list to select from")
+        text = str(act.get("text", "")).strip()
+        if text not in options:
+            wanted = text.casefold()
+            text = next((o for o in options if o.casefold() == wanted), text)
+        if text not in options:
+            raise ActionError(f"[{item['id']}] has no option {json.dumps(text)}")
+        self.page.select_option(f'[data-of-id="{item["id"]}"]', label=text, timeout=5_000)
 
     def close(self) -> None:
         """Write the last state, then close the browser and Playwright's driver."""
@@ -492,6 +520,8 @@ def axtree_text(items: list[dict[str, Any]]) -> str:
             line += f" value={json.dumps(it['value'])}"
         if "checked" in it:
             line += f" checked={str(it['checked']).lower()}"
+        if it.get("options"):
+            line += f" options={json.dumps(it['options'])}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -13,8 +13,8 @@ Every call is one system prompt and one user turn (goal, the actions so far, the
 now), so prompts stay short whatever the episode's length. The model answers with a line
 ``Action: <command>``::
 
-    Click [id] · Type [id]; text · Key; Enter · Scroll; down · Goto; url · Back
-    · Tab [index] · Answer; text
+    Click [id] · Type [id]; text · Select [id]; option · Key; Enter · Scroll; down
+    · Goto; url · Back · Tab [index] · Answer; text
 
 Standard library only. Exit codes: 0 when the task ended (the page said so, or the agent
 answered), 2 out of steps, 3 the model API failed, 4 the browser environment is missing.
@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 # Bumped whenever the prompt or request shape changes (the fingerprint notices too).
-VERSION = "1.0"
+VERSION = "1.1"
 
 SYSTEM_PROMPT = """You are a web agent. You see a web page as a list of elements, each with
 a number in brackets. Do the task one action at a time. Reply with one line:
 Action: Click [N]
 Action: Type [N]; text
+Action: Select [N]; option   (for a list with options)
 Action: Key; Enter
 Action: Scroll; down
 Action: Back
@@ -46,7 +47,7 @@ Action: Answer; text   (when the task asks a question, or is done)"""
 
 MAX_PAGE_CHARS = 6000
 _ACTION = re.compile(
-    r"(click|type|key|scroll|goto|back|tab|answer)\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
+    r"(click|type|select|key|scroll|goto|back|tab|answer)\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
     re.IGNORECASE,
 )
 
@@ -73,7 +74,7 @@ def parse_action(reply: str) -> dict[str, Any] | None:
         act: dict[str, Any] = {"action": verb}
         if ident is not None:
             act["id" if verb != "tab" else "index"] = int(ident)
-        if verb == "type":
+        if verb in ("type", "select"):
             act["text"] = rest
         elif verb == "key":
             act["key"] = rest or "Enter"
