@@ -114,6 +114,59 @@ async def test_client_disconnect_aborts_the_call(make_gateway: Any) -> None:
         assert gw.apps.control.in_flight == 0
 
 
+async def test_a_client_gone_before_the_first_token(make_gateway: Any) -> None:
+    # The engine takes 0.3 s to its first token; the client hangs up after 0.1 s, while
+    # the gateway waits on the engine request it sent before preparing the record.
+    async with make_gateway([{"text": "word " * 20}], delay_s=0.3) as gw:
+        r = await new_rollout(gw)
+        async with httpx.AsyncClient(timeout=0.1) as c:
+            with pytest.raises(httpx.ReadTimeout):
+                await c.post(r["openai_base_url"] + "/chat/completions", json=CHAT)
+        for _ in range(500):
+            calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        assert calls[0]["status"] == "client_aborted"
+        assert calls[0]["output_tokens"] == 0 and calls[0]["prompt_tokens"] > 0
+        assert gw.apps.control.in_flight == 0
+        # The rollout goes on: the next call is answered and recorded after it.
+        async with httpx.AsyncClient(timeout=30) as c:
+            ok = await c.post(r["openai_base_url"] + "/chat/completions", json=CHAT)
+        assert ok.status_code == 200
+        calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+        assert [c["status"] for c in calls] == ["client_aborted", "ok"]
+
+
+async def test_the_record_uses_the_columns_prepared_during_generation(tmp_path: Path) -> None:
+    """Every answered call reaches the store with its request columns already computed
+    (while the engine generated), and they fit the call as recorded."""
+    from openforge.engines.scripted import ScriptedEngine
+    from openforge.gateway.server import Gateway
+    from openforge.store.rows import RequestColumns
+    from openforge.store.schemas import CallRecord
+
+    fitted: list[bool] = []
+
+    class Watched(SqliteStore):
+        async def record_call(
+            self, call: CallRecord, request: RequestColumns | None = None
+        ) -> None:
+            fitted.append(request is not None and request.fits(call))
+            await super().record_call(call, request)
+
+    script = write_script(tmp_path / "s.jsonl", TOOL_SCRIPT)
+    engine = ScriptedEngine.for_model(script, MODEL)
+    async with Gateway(engine, Watched(tmp_path / "store.db"), model=MODEL) as gw:
+        r = await new_rollout(gw)
+        url = r["openai_base_url"] + "/chat/completions"
+        async with httpx.AsyncClient(timeout=30) as c:
+            for stream in (False, True):
+                assert (await c.post(url, json={**CHAT, "stream": stream})).status_code == 200
+        calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+    assert fitted == [True, True] and [c["status"] for c in calls] == ["ok", "ok"]
+
+
 async def test_pause_holds_calls_and_weights_stamp(make_gateway: Any) -> None:
     async with make_gateway() as gw, httpx.AsyncClient(headers=gw.admin_headers) as c:
         r = await new_rollout(gw)

@@ -145,6 +145,47 @@ async def test_a_finished_rollouts_late_call_and_concurrent_calls(location: str)
     assert _rows(location, r.id)[6][1] is None
 
 
+async def test_request_columns_prepared_before_the_answer(location: str) -> None:
+    """What a gateway prepares while the engine generates (prepare_call, before the output
+    exists) records the same calls as record_call alone: also when a later call of the
+    rollout commits in between (the older base stays valid), and when the call changed
+    since (its columns are recomputed)."""
+    store: Store = open_store(location)
+    r = await store.create_rollout()
+    agent = Agent(r.id)
+    calls = [agent.call(i) for i in range(5)]
+
+    def request_only(c: CallRecord) -> CallRecord:
+        return CallRecord(
+            id=c.id, rollout_id=c.rollout_id, seq=c.seq, dialect=c.dialect, status=c.status,
+            prompt_ids=c.prompt_ids, raw_request=c.raw_request, conversation=c.conversation,
+            role=c.role,
+        )  # fmt: skip
+
+    await store.record_call(calls[0], store.prepare_call(request_only(calls[0])))
+    # Prepared against call 0; call 2 commits first and becomes the rollout's newest base.
+    early = store.prepare_call(request_only(calls[1]))
+    await store.record_call(calls[2], store.prepare_call(request_only(calls[2])))
+    await store.record_call(calls[1], early)
+    # Prepared for another body than the one recorded: not used.
+    stale = store.prepare_call(request_only(calls[3]))
+    calls[3].raw_request += b" "
+    await store.record_call(calls[3], stale)
+    # Prepared for another call: not used either.
+    await store.record_call(calls[4], store.prepare_call(request_only(calls[2])))
+    await store.close()
+    store = open_store(location)
+    try:
+        assert await store.calls(r.id) == calls
+    finally:
+        await store.close()
+    deltas = [orjson.loads(d) if d is not None else None for _, d in _rows(location, r.id)]
+    assert deltas[0] is None
+    assert [d["base"] for d in deltas[1:] if d is not None] == [
+        calls[0].id, calls[0].id, calls[1].id, calls[3].id
+    ]  # fmt: skip
+
+
 async def test_a_missing_base_is_an_error_naming_it(tmp_path: Path) -> None:
     path = str(tmp_path / "s.db")
     store: Store = open_store(path)

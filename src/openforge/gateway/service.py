@@ -46,6 +46,7 @@ from openforge.gateway.stops import StopGuard, cut_at_stop
 from openforge.gateway.streaming import SSE_HEADERS, StreamWriter
 from openforge.gateway.teacher import completion_deltas, first_completion, teacher_completion
 from openforge.store.base import RolloutConflict, Store, StoreError
+from openforge.store.rows import RequestColumns
 from openforge.store.schemas import SERVING_ROLES, CallRecord, CallRole, CallStatus, Rollout
 
 __all__ = ["CallService", "ServedDialect"]
@@ -95,6 +96,9 @@ class _Call:
     images: list[ImagePart] = field(default_factory=list)
     response_id: str | None = None
     stop_guard: StopGuard | None = None  # streaming with stop strings
+    id: str = field(default_factory=lambda: new_id("call-"))
+    # Its request columns, computed while the engine generated (the store's prepare_call).
+    request: RequestColumns | None = None
 
 
 async def read_body(receive: Receive, limit: int, timeout_s: float) -> bytes:
@@ -397,6 +401,13 @@ class CallService:
             context_length=self.context_length,
             images=self.prompting.engine_images(call.rendered) if call.rendered else [],
         )
+        assert self.token_engine is not None
+        chunks = self.token_engine.generate(request)
+        # The request goes out first (the task's first step sends it); what needs no
+        # output is done while the engine works, so less is left between its last token
+        # and the answer (at one call at a time, the gateway would otherwise sit idle).
+        first = asyncio.ensure_future(anext(chunks, None))
+        await asyncio.sleep(0)
         parser = self.prompting.parser(conversation, spec.tool_prefix)
         ctx = self._context(call, conversation)
         writer = None
@@ -409,11 +420,11 @@ class CallService:
                     return guard.filter(parser.feed(ids))
 
             writer = StreamWriter(send, spec.encoder(ctx), feed)
-        assert self.token_engine is not None
-        chunks = self.token_engine.generate(request)
+        self._prepare(call)
         try:
             try:
-                async for chunk in chunks:
+                chunk = await first
+                while chunk is not None:
                     if call.first_token_s is None:
                         call.first_token_s = time.perf_counter() - call.t0
                     call.output_ids += chunk.ids
@@ -424,15 +435,27 @@ class CallService:
                         call.finish = chunk.finish_reason
                         call.stop_text = chunk.stop_text
                         break
+                    chunk = await anext(chunks, None)
             except EngineError as exc:
                 await self._fail(call, _engine_error(exc, conversation), writer, send)
                 return
             finally:
+                if not first.done():  # cancelled while the engine had sent nothing yet
+                    first.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, EngineError):
+                        await first
                 await chunks.aclose()  # type: ignore[attr-defined]
             await self._complete(call, conversation, parser, writer, ctx, send)
         finally:
             if writer is not None:
                 writer.cancel()
+
+    def _prepare(self, call: _Call) -> None:
+        """Compute the call's request columns for the store now (``call.request``)."""
+        try:
+            call.request = self.store.prepare_call(self._request_record(call))
+        except Exception as exc:  # the record recomputes them, and reports what fails
+            _log.debug("rollout %s call %d: not prepared: %r", call.state.rollout.id, call.seq, exc)
 
     async def _complete(
         self,
@@ -498,6 +521,23 @@ class CallService:
         memory = call.served.memory
         memory.remember(call.state.rollout.id, ctx.response_id, conversation, completion)
 
+    def _request_record(self, call: _Call) -> CallRecord:
+        """The call's record with what its request fixes (id, prompt, body, conversation)."""
+        conv = call.conversation
+        return CallRecord(
+            id=call.id,
+            rollout_id=call.state.rollout.id,
+            seq=call.seq,
+            dialect=call.served.dialect.name,
+            status=CallStatus.OK,
+            prompt_ids=call.prompt_ids,
+            raw_request=stored_request(call.body, call.images) if call.images else call.body,
+            conversation=(
+                self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
+            ),
+            role=self.record_role,
+        )
+
     async def _record(self, call: _Call) -> bool:
         """Commit the call to the store; False (logged) when the store failed.
 
@@ -509,38 +549,27 @@ class CallService:
             call.status = CallStatus.LATE
         completion = call.completion
         conv = call.conversation
-        record = CallRecord(
-            id=new_id("call-"),
-            rollout_id=call.state.rollout.id,
-            seq=call.seq,
-            dialect=call.served.dialect.name,
-            status=call.status,
-            prompt_ids=call.prompt_ids,
-            output_ids=call.output_ids,
-            output_logprobs=call.logprobs,
-            finish_reason=call.finish,
-            request_model=conv.model if conv is not None else "",
-            engine=self.engine_kind,
-            served_model=self.served_model,
-            weight_version=self.control.weight_version,
-            fork=call.fork,
-            render_info=call.render_info,
-            raw_request=stored_request(call.body, call.images) if call.images else call.body,
-            conversation=(
-                self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
-            ),
-            completion=self.prompting.completion_json(completion) if completion else {},
-            error=call.error,
-            harness=harness_identity(call.scope),
-            created_at=call.created,
-            queued_s=call.queued_s,
-            first_token_s=call.first_token_s,
-            total_s=time.perf_counter() - call.t0,
-            response_id=call.response_id,
-            role=self.record_role,
-        )
+        record = self._request_record(call)
+        record.status = call.status
+        record.output_ids = call.output_ids
+        record.output_logprobs = call.logprobs
+        record.finish_reason = call.finish
+        record.request_model = conv.model if conv is not None else ""
+        record.engine = self.engine_kind
+        record.served_model = self.served_model
+        record.weight_version = self.control.weight_version
+        record.fork = call.fork
+        record.render_info = call.render_info
+        record.completion = self.prompting.completion_json(completion) if completion else {}
+        record.error = call.error
+        record.harness = harness_identity(call.scope)
+        record.created_at = call.created
+        record.queued_s = call.queued_s
+        record.first_token_s = call.first_token_s
+        record.total_s = time.perf_counter() - call.t0
+        record.response_id = call.response_id
         try:
-            await self.store.record_call(record)
+            await self.store.record_call(record, call.request)
         except Exception as exc:  # any store failure (disk full, I/O, unencodable JSON)
             _log.error("rollout %s call %d: not recorded: %r", record.rollout_id, call.seq, exc)
             return False

@@ -7,7 +7,7 @@ SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openforge.store.schemas import (
     Blob,
@@ -17,6 +17,9 @@ from openforge.store.schemas import (
     Rollout,
     RolloutStatus,
 )
+
+if TYPE_CHECKING:  # rows.py imports this module (StoreError)
+    from openforge.store.rows import RequestColumns
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
@@ -75,8 +78,16 @@ class Store(Protocol):
         """Idempotent; a conflicting repeat raises :class:`RolloutConflict`."""
         ...
 
-    async def record_call(self, call: CallRecord) -> None:
-        """Return once the call is durable (committed to disk)."""
+    def prepare_call(self, call: CallRecord) -> RequestColumns:
+        """The request-side columns of ``call`` (its id, prompt ids, raw request and
+        conversation are read; nothing else needs to be set yet), for :meth:`record_call`:
+        a gateway computes them while the engine generates, so less is left to do between
+        the last token and the answer. CPU only, nothing is written."""
+        ...
+
+    async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
+        """Return once the call is durable (committed to disk). ``request``: what
+        :meth:`prepare_call` returned for this call (recomputed when it no longer fits)."""
         ...
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:

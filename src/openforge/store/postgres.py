@@ -48,9 +48,11 @@ from openforge.store.rows import (
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
+    RequestColumns,
     call_row,
     calls_from_rows,
     mint_rollout,
+    request_columns,
     role_key_row,
     rollout_from_row,
 )
@@ -398,13 +400,20 @@ class PostgresStore:
 
     # -- calls -----------------------------------------------------------------
 
-    async def record_call(self, call: CallRecord) -> None:
+    def prepare_call(self, call: CallRecord) -> RequestColumns:
+        """The request-side columns of ``call``, against its rollout's current base."""
+        base = self._bases.get(call.rollout_id, str(call.role))
+        with self._compress_lock:
+            return request_columns(call, self._compressor, base)
+
+    async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.name} is closed")
         role = str(call.role)
+        base = self._bases.get(call.rollout_id, role)
         with self._compress_lock:
-            row, stored = call_row(call, self._compressor, self._bases.get(call.rollout_id, role))
+            row, stored = call_row(call, self._compressor, base, request)
         # Statuses only move forward: a rollout this store allocated for or marked needs
         # no update (one statement less per group).
         mark = None if call.rollout_id in self._running else call.rollout_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -35,10 +36,12 @@ __all__ = [
     "CALL_WIDTH",
     "ROLE_KEY_COLUMNS",
     "ROLLOUT_COLUMNS",
+    "RequestColumns",
     "call_row",
     "calls_from_rows",
     "mint_rollout",
     "new_rollout_key",
+    "request_columns",
     "role_key_row",
     "rollout_from_row",
 ]
@@ -113,12 +116,39 @@ def rollout_from_row(row: Sequence[Any]) -> Rollout:
     )
 
 
-def call_row(
+@dataclass(frozen=True, slots=True)
+class RequestColumns:
+    """A call's request-side columns (prompt ids, raw request, conversation), packed and
+    stored against a base: what :func:`call_row` needs before the answer exists, so a
+    gateway can compute it while the engine generates (:meth:`Store.prepare_call`)."""
+
+    call_id: str
+    prompt_tokens: int
+    raw_size: int
+    prompt_blob: bytes
+    raw_blob: bytes | None
+    conversation: bytes  # the stored (possibly delta) conversation JSON
+    delta: Delta | None
+    # The whole request, kept for the call's successor (its base).
+    prompt_ids: list[int]
+    raw: bytes
+    full_conversation: bytes
+
+    def fits(self, call: CallRecord) -> bool:
+        """Whether these columns were computed for ``call`` as it is now."""
+        return (
+            self.call_id == call.id
+            and self.prompt_tokens == len(call.prompt_ids)
+            and self.raw_size == len(call.raw_request)
+        )
+
+
+def request_columns(
     call: CallRecord, compressor: zstandard.ZstdCompressor, base: StoredBase | None = None
-) -> tuple[tuple[Any, ...], StoredBase]:
-    """The ``CALL_COLUMNS`` row of a call (ids packed, JSON encoded, request compressed),
-    stored against ``base`` when that leaves out enough (:mod:`openforge.store.delta`);
-    and the call as the base of its successor."""
+) -> RequestColumns:
+    """The request-side columns of ``call``, stored against ``base`` when that leaves out
+    enough (:mod:`openforge.store.delta`). Reads only the call's id, prompt ids, raw
+    request and conversation."""
     conversation = orjson.dumps(call.conversation)
     delta = choose_delta(base, call.id, call.prompt_ids, call.raw_request, conversation)
     prompt, raw, conv = call.prompt_ids, call.raw_request, conversation
@@ -126,13 +156,46 @@ def call_row(
         prompt = prompt[delta.prompt_ids :]
         raw = raw[delta.raw[0] : len(raw) - delta.raw[1]]
         conv = conv[delta.conversation[0] : len(conv) - delta.conversation[1]]
+    return RequestColumns(
+        call.id,
+        len(call.prompt_ids),
+        len(call.raw_request),
+        encode_ids(prompt),
+        # A delta row always has a frame (its middle may be empty); a whole row's empty
+        # request is NULL, as before deltas.
+        compressor.compress(raw) if raw or delta is not None else None,
+        conv,
+        delta,
+        # A copy: the caller's list may grow after the call is recorded (a base must stay
+        # what was stored); the ids themselves are shared, which keeps the next
+        # comparison cheap.
+        list(call.prompt_ids),
+        call.raw_request,
+        conversation,
+    )
+
+
+def call_row(
+    call: CallRecord,
+    compressor: zstandard.ZstdCompressor,
+    base: StoredBase | None = None,
+    request: RequestColumns | None = None,
+) -> tuple[tuple[Any, ...], StoredBase]:
+    """The ``CALL_COLUMNS`` row of a call (ids packed, JSON encoded, request compressed),
+    stored against ``base`` when that leaves out enough (:mod:`openforge.store.delta`);
+    and the call as the base of its successor. ``request``: its request columns computed
+    earlier (against the base of that time, which is committed, so still a valid base),
+    used when they still fit the call."""
+    if request is None or not request.fits(call):
+        request = request_columns(call, compressor, base)
+    delta = request.delta
     row = (
         call.id,
         call.rollout_id,
         call.seq,
         call.dialect,
         str(call.status),
-        encode_ids(prompt),
+        request.prompt_blob,
         encode_ids(call.output_ids),
         encode_logprobs(call.output_logprobs),
         len(call.prompt_ids),
@@ -144,10 +207,8 @@ def call_row(
         call.weight_version,
         int(call.fork),
         orjson.dumps(call.render_info),
-        # A delta row always has a frame (its middle may be empty); a whole row's empty
-        # request is NULL, as before deltas.
-        compressor.compress(raw) if raw or delta is not None else None,
-        conv,
+        request.raw_blob,
+        request.conversation,
         orjson.dumps(call.completion),
         call.error,
         orjson.dumps(call.harness),
@@ -159,10 +220,8 @@ def call_row(
         str(call.role),
         delta.to_json() if delta is not None else None,
     )
-    # Copies: the caller's lists may grow after the call is recorded (a base must stay what
-    # was stored); the ids themselves are shared, which keeps the next comparison cheap.
     stored = StoredBase(
-        call.id, list(call.prompt_ids), list(call.output_ids), call.raw_request, conversation
+        call.id, request.prompt_ids, list(call.output_ids), request.raw, request.full_conversation
     )
     return row, stored
 
