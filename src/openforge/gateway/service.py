@@ -453,7 +453,8 @@ class CallService:
     def _prepare(self, call: _Call) -> None:
         """Compute the call's request columns for the store now (``call.request``)."""
         try:
-            call.request = self.store.prepare_call(self._request_record(call))
+            fields = self._request_fields(call)
+            call.request = self.store.prepare_call(CallRecord(**fields, status=CallStatus.OK))
         except Exception as exc:  # the record recomputes them, and reports what fails
             _log.debug("rollout %s call %d: not prepared: %r", call.state.rollout.id, call.seq, exc)
 
@@ -521,22 +522,22 @@ class CallService:
         memory = call.served.memory
         memory.remember(call.state.rollout.id, ctx.response_id, conversation, completion)
 
-    def _request_record(self, call: _Call) -> CallRecord:
-        """The call's record with what its request fixes (id, prompt, body, conversation)."""
+    def _request_fields(self, call: _Call) -> dict[str, Any]:
+        """The fields of the call's record that its request fixes (id, prompt, body,
+        conversation): all :meth:`Store.prepare_call` reads."""
         conv = call.conversation
-        return CallRecord(
-            id=call.id,
-            rollout_id=call.state.rollout.id,
-            seq=call.seq,
-            dialect=call.served.dialect.name,
-            status=CallStatus.OK,
-            prompt_ids=call.prompt_ids,
-            raw_request=stored_request(call.body, call.images) if call.images else call.body,
-            conversation=(
+        return {
+            "id": call.id,
+            "rollout_id": call.state.rollout.id,
+            "seq": call.seq,
+            "dialect": call.served.dialect.name,
+            "prompt_ids": call.prompt_ids,
+            "raw_request": stored_request(call.body, call.images) if call.images else call.body,
+            "conversation": (
                 self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
             ),
-            role=self.record_role,
-        )
+            "role": self.record_role,
+        }
 
     async def _record(self, call: _Call) -> bool:
         """Commit the call to the store; False (logged) when the store failed.
@@ -549,25 +550,27 @@ class CallService:
             call.status = CallStatus.LATE
         completion = call.completion
         conv = call.conversation
-        record = self._request_record(call)
-        record.status = call.status
-        record.output_ids = call.output_ids
-        record.output_logprobs = call.logprobs
-        record.finish_reason = call.finish
-        record.request_model = conv.model if conv is not None else ""
-        record.engine = self.engine_kind
-        record.served_model = self.served_model
-        record.weight_version = self.control.weight_version
-        record.fork = call.fork
-        record.render_info = call.render_info
-        record.completion = self.prompting.completion_json(completion) if completion else {}
-        record.error = call.error
-        record.harness = harness_identity(call.scope)
-        record.created_at = call.created
-        record.queued_s = call.queued_s
-        record.first_token_s = call.first_token_s
-        record.total_s = time.perf_counter() - call.t0
-        record.response_id = call.response_id
+        record = CallRecord(
+            **self._request_fields(call),
+            status=call.status,
+            output_ids=call.output_ids,
+            output_logprobs=call.logprobs,
+            finish_reason=call.finish,
+            request_model=conv.model if conv is not None else "",
+            engine=self.engine_kind,
+            served_model=self.served_model,
+            weight_version=self.control.weight_version,
+            fork=call.fork,
+            render_info=call.render_info,
+            completion=self.prompting.completion_json(completion) if completion else {},
+            error=call.error,
+            harness=harness_identity(call.scope),
+            created_at=call.created,
+            queued_s=call.queued_s,
+            first_token_s=call.first_token_s,
+            total_s=time.perf_counter() - call.t0,
+            response_id=call.response_id,
+        )
         try:
             await self.store.record_call(record, call.request)
         except Exception as exc:  # any store failure (disk full, I/O, unencodable JSON)
