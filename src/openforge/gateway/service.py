@@ -407,22 +407,22 @@ class CallService:
         # output is done while the engine works, so less is left between its last token
         # and the answer (at one call at a time, the gateway would otherwise sit idle).
         first = asyncio.ensure_future(anext(chunks, None))
-        await asyncio.sleep(0)
-        parser = self.prompting.parser(conversation, spec.tool_prefix)
-        ctx = self._context(call, conversation)
         writer = None
-        if conversation.stream:
-            feed = parser.feed
-            if params.stop:
-                guard = call.stop_guard = StopGuard(params.stop)
-
-                def feed(ids: list[int]) -> list[CompletionDelta]:
-                    return guard.filter(parser.feed(ids))
-
-            writer = StreamWriter(send, spec.encoder(ctx), feed)
-        self._prepare(call)
         try:
             try:
+                await asyncio.sleep(0)
+                parser = self.prompting.parser(conversation, spec.tool_prefix)
+                ctx = self._context(call, conversation)
+                if conversation.stream:
+                    feed = parser.feed
+                    if params.stop:
+                        guard = call.stop_guard = StopGuard(params.stop)
+
+                        def feed(ids: list[int]) -> list[CompletionDelta]:
+                            return guard.filter(parser.feed(ids))
+
+                    writer = StreamWriter(send, spec.encoder(ctx), feed)
+                self._prepare(call)
                 chunk = await first
                 while chunk is not None:
                     if call.first_token_s is None:
@@ -440,10 +440,10 @@ class CallService:
                 await self._fail(call, _engine_error(exc, conversation), writer, send)
                 return
             finally:
-                if not first.done():  # cancelled while the engine had sent nothing yet
+                if not first.done():  # cancelled (or failed) before the engine's first token
                     first.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, EngineError):
-                        await first
+                with contextlib.suppress(asyncio.CancelledError, EngineError):
+                    await first  # its end (or error) is taken, whichever path led here
                 await chunks.aclose()  # type: ignore[attr-defined]
             await self._complete(call, conversation, parser, writer, ctx, send)
         finally:
