@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from collections import Counter
 from typing import Any
+
+from intervals import ci95  # bench/intervals.py, beside this file
 
 Rows = dict[tuple[Any, ...], dict[str, Any]]
 
@@ -23,13 +24,9 @@ def _errors(rows: Rows) -> None:
 
 def _mean_ci(values: list[float], unit: str = "", digits: int = 2) -> str:
     """``mean ± half-width`` of a 95% t interval (the mean alone for one value)."""
-    mean = statistics.fmean(values)
+    mean, half = ci95(values)
     if len(values) < 2:
         return f"{mean:+.{digits}f}{unit}"
-    # two-sided 97.5% t quantiles for 1..9 degrees of freedom, then the normal's
-    t = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26)
-    q = t[len(values) - 2] if len(values) <= 10 else 1.96
-    half = q * statistics.stdev(values) / math.sqrt(len(values))
     return f"{mean:+.{digits}f} ± {half:.{digits}f}{unit}"
 
 

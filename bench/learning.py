@@ -37,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from intervals import ci95  # bench/intervals.py, beside this file
 from openforge.lifetime import end_with_parent
 from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
@@ -45,19 +46,6 @@ from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, t
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
 from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
-
-
-def ci95(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of a 95% t-interval."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, float("nan")
-    df = len(values) - 1
-    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36}.get(df)
-    if t is None:  # Cornish-Fisher expansion of the t quantile: within 0.006 from df = 8
-        z = 1.959964
-        t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-    return mean, t * statistics.stdev(values) / math.sqrt(len(values))
 
 
 async def one_seed(

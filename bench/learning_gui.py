@@ -34,7 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from learning import ci95  # bench/learning.py, beside this file
+from intervals import ci95  # bench/intervals.py, beside this file
 from openforge.environments.base import server_python
 from openforge.environments.browser import BrowserEnvironment, chromium_path
 from openforge.models.registry import resolve_model
