@@ -99,6 +99,8 @@ class _Call:
     id: str = field(default_factory=lambda: new_id("call-"))
     # Its request columns, computed while the engine generated (the store's prepare_call).
     request: RequestColumns | None = None
+    # The record's request-side fields, made once (the body with images is re-serialised).
+    request_fields: dict[str, Any] | None = None
 
 
 async def read_body(receive: Receive, limit: int, timeout_s: float) -> bytes:
@@ -524,9 +526,12 @@ class CallService:
 
     def _request_fields(self, call: _Call) -> dict[str, Any]:
         """The fields of the call's record that its request fixes (id, prompt, body,
-        conversation): all :meth:`Store.prepare_call` reads."""
+        conversation): all :meth:`Store.prepare_call` reads. Made once per call: they are
+        fixed once the request is rendered, and prepare and record both need them."""
+        if call.request_fields is not None:
+            return call.request_fields
         conv = call.conversation
-        return {
+        call.request_fields = {
             "id": call.id,
             "rollout_id": call.state.rollout.id,
             "seq": call.seq,
@@ -538,6 +543,7 @@ class CallService:
             ),
             "role": self.record_role,
         }
+        return call.request_fields
 
     async def _record(self, call: _Call) -> bool:
         """Commit the call to the store; False (logged) when the store failed.
