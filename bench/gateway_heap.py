@@ -191,7 +191,9 @@ def _run_side(src: Path, workload: str, args: argparse.Namespace) -> dict[str, A
     argv = [sys.executable, __file__, "--side", str(src), "--workload", workload]
     argv += ["--calls", str(args.calls), "--rollouts", str(args.rollouts)]
     argv += ["--conc", str(args.conc)]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    # On PYTHONPATH, not only sys.path: this module imports openforge before _side runs.
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
