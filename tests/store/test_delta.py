@@ -226,12 +226,12 @@ def test_shared_ends_and_splice(base: bytes, new: bytes, common: bytes) -> None:
 
 @given(st.lists(st.integers(0, 9), max_size=60), st.lists(st.integers(0, 9), max_size=60))
 def test_shared_prefix_of_ids(a: list[int], b: list[int]) -> None:
-    n = shared_prefix(a, b)
+    n = shared_prefix(tuple(a), tuple(b))
     assert a[:n] == b[:n] and (n == min(len(a), len(b)) or a[n] != b[n])
 
 
 def test_a_base_that_shares_little_is_not_used() -> None:
-    base = StoredBase("b", list(range(1000)), [1], b"x" * 4000, b"y" * 4000)
+    base = StoredBase("b", tuple(range(1000)), (1,), b"x" * 4000, b"y" * 4000)
     assert choose_delta(base, "c", list(range(2000, 3000)), b"z" * 4000, b"w" * 4000) is None
     delta = choose_delta(base, "c", [*range(1000), 1, 5], b"x" * 4000 + b"!", b"y" * 4001)
     assert delta is not None and delta.prompt_ids == 1001

@@ -130,7 +130,7 @@ class RequestColumns:
     conversation: bytes  # the stored (possibly delta) conversation JSON
     delta: Delta | None
     # The whole request, kept for the call's successor (its base).
-    prompt_ids: list[int]
+    prompt_ids: tuple[int, ...]
     raw: bytes
     full_conversation: bytes
 
@@ -169,7 +169,7 @@ def request_columns(
         # A copy: the caller's list may grow after the call is recorded (a base must stay
         # what was stored); the ids themselves are shared, which keeps the next
         # comparison cheap.
-        list(call.prompt_ids),
+        tuple(call.prompt_ids),
         call.raw_request,
         conversation,
     )
@@ -221,7 +221,7 @@ def call_row(
         delta.to_json() if delta is not None else None,
     )
     stored = StoredBase(
-        call.id, request.prompt_ids, list(call.output_ids), request.raw, request.full_conversation
+        call.id, request.prompt_ids, tuple(call.output_ids), request.raw, request.full_conversation
     )
     return row, stored
 
@@ -252,7 +252,7 @@ def calls_from_rows(
             raw = splice(base.raw, delta.raw, raw, row[0])
             conv = splice(base.conversation, delta.conversation, conv, row[0])
         call = _call(row, tokens, prompt, raw, conv)
-        full[call.id] = StoredBase(call.id, prompt, call.output_ids, raw, conv)
+        full[call.id] = StoredBase(call.id, tuple(prompt), tuple(call.output_ids), raw, conv)
         out[i] = call
     return [c for c in out if c is not None]
 
