@@ -274,7 +274,8 @@ def main() -> None:
         "--profile",
         type=float,
         metavar="SECONDS",
-        help="py-spy the OpenForge gateway under load (--conc[0], --mode) instead",
+        help="py-spy the OpenForge gateway under load (--conc[0], --mode) instead; with "
+        "--only history, under growing rollouts (48 turns each, one at a time)",
     )
     ap.add_argument("--serve-engine", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
@@ -301,7 +302,10 @@ def main() -> None:
         of = start_openforge(procs, tmp, engine_url)
         of.keys = mint(of, max(a.conc))
         if a.profile:
-            profile(of, tmp, modes[-1], a.conc[0], a.profile)
+            grow = a.only == ["history"]
+            if grow:
+                of.keys = mint(of, int(a.profile) * 2 + 8)
+            profile(of, tmp, modes[-1], a.conc[0], a.profile, grow)
             return
         peer = None if a.no_peer else start_peer(procs, tmp, engine_url)
         before = None
@@ -325,15 +329,20 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def profile(of: Target, tmp: Path, stream: bool, conc: int, seconds: float) -> None:
-    """py-spy samples of the gateway while it serves the headline load; the top frames."""
+def profile(
+    of: Target, tmp: Path, stream: bool, conc: int, seconds: float, grow: bool = False
+) -> None:
+    """py-spy samples of the gateway while it serves the headline load (``grow``: rollouts
+    growing turn by turn, as the history section sends them); the top frames."""
     from gateway_report import profile_table
 
+    keys, of.keys = of.keys, of.keys[:conc]
     run_load(of, tmp, stream=stream, conc=conc, seconds=2)  # warm: imports, shared caches
     spec = {"url": of.url, "kind": "openforge", "workload": "agent", "stream": stream,
-            "conc": conc, "seconds": seconds + 2, "case": "rollout", "size": 3000,
+            "conc": conc, "seconds": seconds + 2, "case": "grow" if grow else "rollout",
+            "size": 3000, "turns": 48, "pids": of.pids,
             "keys": str(tmp / "keys.txt")}  # fmt: skip
-    (tmp / "keys.txt").write_text("\n".join(of.keys))
+    (tmp / "keys.txt").write_text("\n".join(keys[conc:] if grow else keys))
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
     load = subprocess.Popen(args, stdout=subprocess.PIPE)
     out = tmp / "profile.txt"
