@@ -86,10 +86,11 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
         stmts: Counter[str] = Counter()
         store: Any = gw.store
         conn = store._writer_conn
-        # Count groups where they run: the writer's run_group now, the store's _run_group
-        # in the baseline (both looked up on the instance by the writer thread).
-        owner = store._writer if hasattr(store._writer, "run_group") else store
-        name = "run_group" if owner is not store else "_run_group"
+        # Count groups where they commit: the writer's _commit now (a group from its
+        # thread or one row inline on the loop), run_group or the store's _run_group in
+        # older revisions (each looked up on the instance, so the wrapper sees every group).
+        owner = store._writer if hasattr(store, "_writer") else store
+        name = next(n for n in ("_commit", "run_group", "_run_group") if hasattr(owner, n))
         inner = getattr(owner, name)
         sizes: list[int] = []
         started = [0.0]
@@ -101,9 +102,9 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
             else:
                 collections[info["generation"]].append(1000 * (time.perf_counter() - started[0]))
 
-        def counted(*args: Any) -> None:
+        def counted(*args: Any) -> Any:
             sizes.append(len(args[-1]))
-            inner(*args)
+            return inner(*args)
 
         async with httpx.AsyncClient(base_url=gw.url, timeout=60) as client:
 
