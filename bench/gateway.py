@@ -300,11 +300,11 @@ def main() -> None:
         engine_url = start_engine(procs, tmp)
         engine = Target("engine", engine_url, [procs[-1].pid], "engine")
         of = start_openforge(procs, tmp, engine_url)
-        of.keys = mint(of, max(a.conc))
+        grow = bool(a.profile) and a.only == ["history"]
+        # Growing rollouts, one after another: the warm-up's conc[0] keys, then about two
+        # 48-turn rollouts per profiled second.
+        of.keys = mint(of, a.conc[0] + int(a.profile) * 2 + 8 if grow else max(a.conc))
         if a.profile:
-            grow = a.only == ["history"]
-            if grow:
-                of.keys = mint(of, int(a.profile) * 2 + 8)
             profile(of, tmp, modes[-1], a.conc[0], a.profile, grow)
             return
         peer = None if a.no_peer else start_peer(procs, tmp, engine_url)
