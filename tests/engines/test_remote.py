@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from openforge.conversation import SamplingParams
@@ -142,6 +143,25 @@ async def test_error_event_inside_the_stream_fails_the_call() -> None:
             assert got == expected(2)[0]
         finally:
             await engine.close()
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+async def test_a_rendered_prompt_json_is_sent_as_the_prompt(kind: str) -> None:
+    """The gateway hands over its prompt already as JSON (kept per segment): it goes out
+    verbatim, and the server reads the same prompt as from the ids."""
+    state, app, cls = make(kind)
+    async with Served(app) as served:
+        engine = cls(served.url, model="m", context_length=64)
+        try:
+            request = req(max_tokens=4)
+            request.prompt_json = b"[1, 2,3 ,40,500]"  # spaced: proof it was not re-encoded
+            assert orjson.dumps(engine.payload(request)).count(b"[1, 2,3 ,40,500]") == 1
+            ids, logprobs, _ = await collect(engine, request)
+            assert (ids, logprobs) == expected(4)
+        finally:
+            await engine.close()
+    field = "prompt" if kind == "vllm" else "input_ids"
+    assert state.requests[0][field] == PROMPT
 
 
 async def test_bad_request_is_an_engine_error_naming_the_field() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,6 +102,7 @@ def test_each_call_extends_previous_prompt_and_output(
     prev: list[int] | None = None
     for turn in range(turns):
         prompt = renderer.render(conv, history)
+        assert prompt.ids_json is not None and orjson.loads(prompt.ids_json) == prompt.ids
         if prev is not None:
             assert prompt.ids[: len(prev)] == prev
             assert not prompt.fork, prompt.fork_reason
@@ -197,6 +199,30 @@ def test_changed_reply_and_new_system_prompt_fork(renderer: Renderer) -> None:
     conv3.messages.append(Message("user", [TextPart("Summary: listed files.")]))
     p3 = renderer.render(conv3, history3)
     assert p3.fork
+
+
+def test_prompt_json_is_the_prompt_through_edits_forks_and_prefills(renderer: Renderer) -> None:
+    """The engine is sent ``ids_json``, assembled from pieces kept per segment: whatever
+    the history does, it must be exactly the prompt's ids."""
+    conv, history, _ = _one_turn(renderer)
+    seen = []
+    for edit in range(4):
+        p = renderer.render(conv, history)
+        seen.append(p)
+        out = renderer.encode_reply(f"step {edit}")
+        history.record(p, out, Message("assistant", [TextPart(f"step {edit}")]))
+        if edit == 1:  # an edited earlier turn: the same key-less text now tokenizes anew
+            conv.messages[1] = Message("user", [TextPart("List files, then stop.")])
+        conv.messages += [
+            Message("assistant", [TextPart(f"step {edit}")]),
+            Message("user", [TextPart(f"and {edit}")]),
+        ]
+    conv.messages.append(Message("assistant", [TextPart("Partial")]))  # a prefill
+    seen += [renderer.render(conv, history), renderer.render(conv, history)]
+    assert seen[2].fork  # the edit forked, and still the JSON follows the ids
+    for p in seen:
+        assert p.ids_json is not None and orjson.loads(p.ids_json) == p.ids
+    assert renderer.render(conv).ids_json is None  # no history, nothing kept
 
 
 def test_extension_reuses_tokens_and_counts_only_new(renderer: Renderer) -> None:

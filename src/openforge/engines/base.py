@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+import orjson
+
 from openforge.conversation import Completion, Conversation, SamplingParams
 
 __all__ = [
@@ -68,6 +70,16 @@ class EngineRequest:
     # Absolute limit on prompt + output tokens; engines cap max_tokens to fit.
     context_length: int | None = None
     images: list[PromptImage] = field(default_factory=list)
+    # ``prompt_ids`` as a JSON array, when the renderer made it from cached pieces
+    # (``RenderedPrompt.ids_json``): an HTTP engine sends it as is instead of serialising
+    # a rollout's whole prompt again on every call. It must encode exactly ``prompt_ids``.
+    prompt_json: bytes | None = None
+
+    def prompt(self) -> list[int] | orjson.Fragment:
+        """The prompt ids for a JSON body: the ready JSON when there is one."""
+        if self.prompt_json is not None:
+            return orjson.Fragment(self.prompt_json)
+        return self.prompt_ids
 
 
 @dataclass(slots=True)

@@ -107,7 +107,7 @@ class SGLangEngine(RemoteEngine):
         if params.response_format is not None:
             sampling["json_schema"] = json_schema_text(params.response_format)
         body: dict[str, Any] = {
-            "input_ids": request.prompt_ids,
+            "input_ids": request.prompt(),
             "sampling_params": sampling,
             "stream": True,
             "return_logprob": True,

@@ -110,7 +110,7 @@ class VLLMEngine(RemoteEngine):
             )
         params = request.params
         body: dict[str, Any] = {
-            "prompt": request.prompt_ids,
+            "prompt": request.prompt(),
             "max_tokens": fit_max_tokens(request, self.context_length),
             "temperature": params.temperature,
             "top_p": params.top_p,

@@ -402,6 +402,7 @@ class CallService:
             request_id=f"{call.state.rollout.id}-{call.seq}",
             context_length=self.context_length,
             images=self.prompting.engine_images(call.rendered) if call.rendered else [],
+            prompt_json=call.rendered.prompt.ids_json if call.rendered else None,
         )
         assert self.token_engine is not None
         chunks = self.token_engine.generate(request)

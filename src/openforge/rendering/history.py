@@ -12,6 +12,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import orjson
+
 from openforge.conversation import ImagePart, Message, ToolCall
 from openforge.rendering.toolformat import canonical_arguments, content_text
 
@@ -55,6 +57,9 @@ class RenderedPrompt:
     parent: int | None = None  # index (in the history) of the call this prompt extends
     segments: list[Segment] = field(default_factory=list, repr=False)
     path_hash: int = field(default=0, repr=False)  # over all segments but the generation prompt
+    # ``ids`` as a JSON array, made from each segment's JSON (see RolloutHistory.ids_json);
+    # None when rendered without a history
+    ids_json: bytes | None = field(default=None, repr=False)
 
 
 # A history lives as long as its rollout and grows by a Turn per call, so everything a
@@ -134,6 +139,8 @@ class RolloutHistory:
         self._canon: dict[TurnKey, tuple[int, ...]] = {}
         self.drift_count = 0
         self.fork_count = 0
+        # segment key -> (its ids object, those ids as JSON without brackets); see ids_json
+        self._json: dict[Hashable, tuple[Sequence[int], bytes]] = {}
 
     def record(self, prompt: RenderedPrompt, output_ids: list[int], message: Message) -> Turn:
         """Remember a call: its prompt, the ids the engine sampled, the message they parsed to."""
@@ -142,9 +149,13 @@ class RolloutHistory:
         index = len(self.calls)
         segs = [s for s in prompt.segments if s.kind != "generation"]
         cache = self.segment_cache
+        memo = self._json
         for s in segs:  # segments tokenized for this call stay cached for the rollout
             if s.fresh and cache.get(s.key) is s.ids and type(s.ids) is list:
-                cache[s.key] = tuple(s.ids)
+                cache[s.key] = kept = tuple(s.ids)
+                made = memo.get(s.key)
+                if made is not None and made[0] is s.ids:  # its JSON is the tuple's too
+                    memo[s.key] = (kept, made[1])
         turn = Turn(
             index=index,
             segment_ids=(*r.generation_ids, *output_ids, *end, *r.turn_separator_ids),
@@ -164,6 +175,28 @@ class RolloutHistory:
         self.drift_count += len(prompt.drift)
         self.fork_count += prompt.fork
         return turn
+
+    def ids_json(self, segments: list[Segment]) -> bytes:
+        """The prompt's ids (its segments' ids, in order) as one JSON array.
+
+        An engine request carries the whole prompt, so serialising its ids afresh would
+        cost each call time in proportion to the rollout's history. Each segment's JSON is
+        made once and kept with the very ids object it was made from: it is used again
+        only for that object (an identity check, so a segment whose ids changed is
+        serialised again), and joining the pieces is a copy of bytes.
+        """
+        memo = self._json
+        pieces: list[bytes] = []
+        for s in segments:
+            if not s.ids:
+                continue
+            made = memo.get(s.key)
+            if made is None or made[0] is not s.ids:
+                made = (s.ids, orjson.dumps(s.ids)[1:-1])
+                if s.kind != "prefill":  # a prefill is never rendered twice from a cache
+                    memo[s.key] = made
+            pieces.append(made[1])
+        return b"[" + b",".join(pieces) + b"]"
 
     def find_turn(self, message: Message, path_hash: int) -> Turn | None:
         """The recorded reply this assistant message re-sends, if any.

@@ -352,7 +352,10 @@ class Renderer:
                 fresh += len(s.ids)
         out.ids = ids
         out.reused_tokens = len(ids) - fresh
-        if history is None or not history.calls:
+        if history is None:
+            return
+        out.ids_json = history.ids_json(out.segments)
+        if not history.calls:
             return
         out.parent = history.parent_of(hashes)
         if out.parent is None:
