@@ -214,7 +214,7 @@ def _admin_port(target: Target) -> int:
 def run_load(
     target: Target, tmp: Path, *, workload: str = "agent", stream: bool = False, conc: int = 1,
     seconds: float = 5.0, case: str = "rollout", size: int = 3000, turns: int = 0,
-    think: float = 0.0,
+    think: float = 0.0, seed: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     """One load run against ``target`` in a process pinned to core 1; its result line.
 
@@ -227,7 +227,7 @@ def run_load(
     spec = {
         "url": target.url, "kind": target.kind, "workload": workload, "stream": stream,
         "conc": conc, "seconds": seconds, "case": case, "size": size, "turns": turns,
-        "keys": str(keys_file), "think": think, "pids": target.pids,
+        "keys": str(keys_file), "think": think, "pids": target.pids, "seed": seed,
     }  # fmt: skip
     cpu0, t0 = _cpu_s(target.pids), time.monotonic()
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
@@ -267,6 +267,9 @@ def main() -> None:
         "0: closed loop",
     )
     ap.add_argument("--workers", type=int, default=2, help="gateway processes (workers section)")
+    ap.add_argument(
+        "--rollouts", type=int, default=8, help="history section: growing rollouts per target"
+    )
     ap.add_argument(
         "--pairs", type=int, default=4, help="paired section: runs per mode and concurrency"
     )
@@ -315,6 +318,7 @@ def main() -> None:
         ctx = Run(tmp, seconds, modes, tuple(a.conc), engine, of, peer, report, before)
         ctx.think = a.think_ms / 1000
         ctx.pairs = a.pairs
+        ctx.rollouts = a.rollouts
         if "paired" in a.only and before is None:
             raise SystemExit("bench/gateway.py: --only paired needs --compare CHECKOUT")
         for section in a.only:
@@ -355,6 +359,26 @@ def profile(
     profile_table(out.read_text())
 
 
+def merge_growing(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One target's growing rollouts (one run each) as one result: every call's CPU by turn."""
+    turns: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        for t in run["turns"]:
+            into = turns.setdefault(t["turn"], {"turn": t["turn"], "body_kb": t["body_kb"],
+                                                "ms": [], "cpu_calls_ms": []})  # fmt: skip
+            into["ms"].append(t["p50_ms"])  # one call per turn and run: its latency
+            into["cpu_calls_ms"] += t["cpu_calls_ms"]
+    calls = sum(r["answered"] for r in runs)
+    return {
+        "turns": [turns[k] for k in sorted(turns)],
+        "calls": calls,
+        "errors": sum(r["errors"] for r in runs),
+        "first_error": next((r["first_error"] for r in runs if r["first_error"]), None),
+        "cpu_ms": sum(r["cpu_ms"] * r["answered"] for r in runs) / max(1, calls),
+        "load": runs[-1]["load"],
+    }
+
+
 @dataclass
 class Run:
     """The sections of one bench run, sharing its processes."""
@@ -370,6 +394,7 @@ class Run:
     before: Target | None = None
     think: float = 0.0
     pairs: int = 4
+    rollouts: int = 8
 
     def headline(self) -> None:
         """The agent body at every mode and concurrency, every target."""
@@ -428,17 +453,25 @@ class Run:
         self.report.sizes(rows, [t.name for t in targets])
 
     def history(self) -> None:
-        """One rollout at a time growing by an answer and a 3 KB result per call (and the
-        ``--compare`` checkout's gateway the same way)."""
+        """Rollouts growing by an answer and a 3 KB result per call, one call at a time.
+
+        With ``--compare`` the two checkouts take turns, one rollout each (the same
+        contents for both, the order alternated), so a change in the machine's speed
+        during the section falls on both alike."""
         turns = 24 if self.seconds < 3 else 48
+        targets = [t for t in (self.of, self.before) if t is not None]
+        keys = {t.name: mint(t, self.rollouts) for t in targets}
+        runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
+        for r in range(self.rollouts):
+            for target in targets if r % 2 == 0 else targets[::-1]:
+                target.keys = [keys[target.name][r]]
+                runs[target.name].append(
+                    run_load(target, self.tmp, case="grow", turns=turns, seconds=self.seconds,
+                             seed=r)
+                )  # fmt: skip
         results = {}
-        for target in (self.of, self.before):
-            if target is None:
-                continue
-            target.keys = mint(target, 4)
-            results[target.name] = run_load(
-                target, self.tmp, case="grow", turns=turns, seconds=self.seconds
-            )
+        for target in targets:
+            results[target.name] = merge_growing(runs[target.name])
             # The store's bytes on disk (this section's calls only under --only history).
             results[target.name]["store_mb"] = _store_mb(self.tmp, target.store)
         self.report.history(results)

@@ -151,7 +151,9 @@ async def _growing(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     sizes = [0] * spec["turns"]
     errors: list[str] = []
     calls = 0
-    for r, key in enumerate(keys):
+    # A seed per rollout (``seed`` onward), so a target run one rollout at a time gets the
+    # same contents as one run all at once.
+    for r, key in enumerate(keys, start=spec.get("seed", 0)):
         content = wl.NewContent(text, seed=r)
         results: list[str] = []
         for turn in range(spec["turns"]):
@@ -178,6 +180,8 @@ async def _growing(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
                 "body_kb": sizes[i] / 1000,
                 "p50_ms": 1000 * statistics.median(xs),
                 "cpu_ms": 1000 * statistics.mean(cpu_by_turn[i]),
+                # every call's, in rollout order (the history section fits its slope)
+                "cpu_calls_ms": [1000 * c for c in cpu_by_turn[i]],
             }
             for i, xs in enumerate(by_turn)
             if xs

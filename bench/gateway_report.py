@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 from collections import Counter
@@ -28,6 +29,22 @@ def _mean_ci(values: list[float], unit: str = "", digits: int = 2) -> str:
     if len(values) < 2:
         return f"{mean:+.{digits}f}{unit}"
     return f"{mean:+.{digits}f} ± {half:.{digits}f}{unit}"
+
+
+def _growth(turns: list[dict[str, Any]]) -> list[float]:
+    """Each rollout's growth of CPU per call, in ms per 100 KB of body: the Theil-Sen slope
+    (the median of the slopes between every two of its calls), which one call slowed by a
+    checkpoint or a collection does not move. The first call (nothing to extend) is left
+    out."""
+    later = [t for t in turns if t["turn"] > 1]
+    out = []
+    for r in range(len(later[0]["cpu_calls_ms"])):
+        xs = [t["body_kb"] / 100 for t in later]
+        ys = [t["cpu_calls_ms"][r] for t in later]
+        out.append(statistics.median(
+            (ys[j] - ys[i]) / (xs[j] - xs[i]) for i, j in itertools.combinations(range(len(xs)), 2)
+        ))  # fmt: skip
+    return out
 
 
 def profile_table(raw: str, top: int = 40) -> None:
@@ -134,9 +151,11 @@ class Report:
         _errors(rows)
 
     def history(self, results: dict[str, dict[str, Any]]) -> None:
-        """Latency and gateway CPU by turn of a growing rollout, per target side by side."""
+        """Latency and gateway CPU by turn of growing rollouts, per target side by side,
+        and how fast the CPU per call grows with the history (per rollout, then over them)."""
         names = list(results)
-        print("\n## one rollout growing by an answer + 3 KB per call (c=1, JSON)")
+        n = len(results[names[0]]["turns"][0]["cpu_calls_ms"])
+        print(f"\n## {n} rollouts growing by an answer + 3 KB per call (c=1, JSON); medians")
         print(
             f"{'turn':>5}{'body KB':>9}" + "".join(f"{n + ' p50':>16}{'cpu ms':>8}" for n in names)
         )
@@ -146,12 +165,23 @@ class Report:
                 line = f"{turn:>5}{t['body_kb']:>9.1f}"
                 for n in names:
                     u = by[n].get(turn)
-                    line += f"{u['p50_ms']:>16.2f}{u['cpu_ms']:>8.2f}" if u else " " * 24
+                    if u:
+                        ms, cpu = statistics.median(u["ms"]), statistics.median(u["cpu_calls_ms"])
+                        line += f"{ms:>16.2f}{cpu:>8.2f}"
+                    else:
+                        line += " " * 24
                 print(line)
+        slopes = {n: _growth(r["turns"]) for n, r in results.items()}
         for n, r in results.items():
             print(f"{n}: load {r['load']:.1f}; cpu ms/call over all turns {r['cpu_ms']:.2f};"
-                  f" store {r['store_mb']:.1f} MB for {r['calls']} calls")  # fmt: skip
+                  f" store {r['store_mb']:.1f} MB for {r['calls']} calls; cpu ms per 100 KB"
+                  f" of history {_mean_ci(slopes[n], digits=3)}")  # fmt: skip
             _errors({("history", n): r})
+        if len(names) == 2 and len(slopes[names[0]]) == len(slopes[names[1]]):
+            diff = [a - b for a, b in zip(slopes[names[0]], slopes[names[1]], strict=True)]
+            print(
+                f"{names[0]} - {names[1]} per 100 KB, paired by rollout: {_mean_ci(diff, digits=3)}"
+            )
 
     def workers(self, rows: Rows, n: int) -> None:
         """Several gateway processes on one port."""
