@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from openforge.overlap import shared_prefix, shared_suffix
 from openforge.store import CallRecord, CallStatus, RolloutStatus, Store, StoreError
-from openforge.store.delta import StoredBase, choose_delta, shared_prefix, shared_suffix, splice
+from openforge.store.delta import StoredBase, choose_delta, splice
 from openforge.store.location import open_store
 from openforge.store.schemas import CallRole
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import orjson
 
+from openforge.overlap import shared_prefix, shared_suffix
 from openforge.store.base import StoreError
 
 __all__ = [
@@ -39,12 +39,8 @@ __all__ = [
     "base_ids",
     "choose_delta",
     "resolve_order",
-    "shared_prefix",
-    "shared_suffix",
     "splice",
 ]
-
-_S = TypeVar("_S", bytes, tuple[int, ...])
 
 # A delta is used when it leaves out at least this share of the call's bytes (and 1 KB):
 # below that the base is unrelated (a fork, a new sub-agent) and the row is stored whole.
@@ -101,42 +97,6 @@ class Delta:
             )  # fmt: skip
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise StoreError(f"call {call_id}: unreadable delta column: {exc!r}") from None
-
-
-def shared_prefix(a: _S, b: _S) -> int:
-    """How many leading items ``a`` and ``b`` share.
-
-    Slice comparisons run in C (``memcmp`` for bytes; an identity check first for ids, which
-    a rendering that extends its history shares with the previous prompt): one comparison
-    in the common case of ``b`` extending ``a``, a bisection over ~2n items otherwise.
-    """
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def shared_suffix(a: bytes, b: bytes, limit: int) -> int:
-    """How many trailing bytes ``a`` and ``b`` share, at most ``limit``."""
-    n = min(len(a), len(b), limit)
-    la, lb = len(a), len(b)
-    if a[la - n :] == b[lb - n :]:
-        return n
-    lo, hi = 0, n  # the last lo bytes are shared, the last hi are not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def _ends(base: bytes, new: bytes) -> tuple[int, int]:
