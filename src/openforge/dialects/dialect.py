@@ -15,10 +15,12 @@ from typing import Protocol
 from openforge.conversation import Completion, CompletionDelta, Conversation
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
+from openforge.dialects.prefix import BodyMemo
 
 __all__ = [
     "ConversationState",
     "Dialect",
+    "RequestParser",
     "Stateless",
     "StoredAnswer",
     "StreamEncoder",
@@ -36,6 +38,15 @@ class StreamEncoder(Protocol):
     def finish(self, completion: Completion) -> bytes: ...
 
     def error(self, err: ApiError) -> bytes: ...
+
+
+class RequestParser(Protocol):
+    """A model call's body -> the canonical conversation (ApiError, naming the field, when
+    it is not one). ``memo`` is the rollout's in this dialect: a parser that recognises
+    a resent body (:mod:`openforge.dialects.prefix`) parses only what is new and updates
+    it; one that does not leaves it alone."""
+
+    def __call__(self, body: bytes, memo: BodyMemo | None = None) -> Conversation: ...
 
 
 # (rollout id, response id) -> that rollout's answered conversation, answer included, from
@@ -88,7 +99,7 @@ class Dialect:
 
     name: str  # as recorded on calls: "openai_chat", "openai_responses", "anthropic"
     path: str  # the model route, e.g. "/v1/chat/completions"
-    parse: Callable[[bytes], Conversation]
+    parse: RequestParser
     render_response: Callable[[Completion, ResponseContext], bytes]
     encoder: Callable[[ResponseContext], StreamEncoder]
     render_error: Callable[[ApiError], tuple[int, bytes]]

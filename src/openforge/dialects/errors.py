@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from openforge.dialects.wire import log_ignored
 
-__all__ = ["MAX_DEPTH", "ApiError", "ErrorKind", "decode_body"]
+__all__ = ["MAX_DEPTH", "ApiError", "ErrorKind", "decode_body", "load_body", "validate_body"]
 
 ErrorKind = Literal[
     "invalid_request",
@@ -163,6 +163,11 @@ def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = fro
     bad field and whose ``param`` is its path; ``union_tags`` lists discriminator tags
     to drop from reported paths.
     """
+    return validate_body(load_body(body), model, union_tags=union_tags)
+
+
+def load_body(body: bytes) -> dict[str, Any]:
+    """``body`` as a JSON object; ``ApiError("invalid_request")`` when it is not one."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -171,6 +176,13 @@ def decode_body(body: bytes, model: type[M], *, union_tags: frozenset[str] = fro
         ) from None
     if not isinstance(raw, dict):
         raise ApiError("invalid_request", "The request body must be a JSON object.", None)
+    return raw
+
+
+def validate_body(
+    raw: dict[str, Any], model: type[M], *, union_tags: frozenset[str] = frozenset()
+) -> M:
+    """A parsed body validated as ``model``; ``ApiError`` as :func:`decode_body` words it."""
     if _too_deep(raw):
         raise ApiError(
             "invalid_request", f"The request body nests JSON deeper than {MAX_DEPTH} levels."

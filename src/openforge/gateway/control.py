@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from openforge.dialects.prefix import BodyMemo
 from openforge.gateway.heap import release_free_memory
 from openforge.store.base import Store, StoreError
 from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Rollout
@@ -61,6 +62,8 @@ class RolloutState:
     # Held while the history is rendered against or extended (renders may run on threads).
     render_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     large_calls: int = 0  # calls with bodies past Limits.offload_bytes
+    # The rollout's last body in each dialect, so the next one parses only what is new.
+    bodies: dict[str, BodyMemo] = field(default_factory=dict)
 
     def enter(self) -> None:
         """A call of this rollout starts (pair with :meth:`leave`)."""

@@ -27,6 +27,7 @@ from openforge.dialects.context import ResponseContext
 from openforge.dialects.dialect import ConversationState, Dialect
 from openforge.dialects.errors import ApiError
 from openforge.dialects.ids import new_id
+from openforge.dialects.prefix import BodyMemo
 from openforge.engines.base import (
     Engine,
     EngineError,
@@ -260,10 +261,13 @@ class CallService:
         # go of the GIL), so the event loop keeps serving every other call meanwhile.
         offload = len(call.body) >= self.limits.offload_bytes
         try:
+            memo = call.state.bodies.get(spec.name)
+            if memo is None:
+                memo = call.state.bodies[spec.name] = BodyMemo()
             if offload:
-                conversation = await asyncio.to_thread(spec.parse, call.body)
+                conversation = await asyncio.to_thread(spec.parse, call.body, memo)
             else:
-                conversation = spec.parse(call.body)
+                conversation = spec.parse(call.body, memo)
             call.conversation = conversation
             self._check_counts(conversation)
             conversation = await call.served.memory.resolve(conversation, call.state.rollout.id)

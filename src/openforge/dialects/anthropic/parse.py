@@ -33,6 +33,7 @@ from openforge.dialects.anthropic.protocol import (
 )
 from openforge.dialects.errors import decode_body
 from openforge.dialects.images import image_from_base64, image_from_url
+from openforge.dialects.prefix import BodyMemo
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
@@ -43,12 +44,14 @@ _TAGS = frozenset(
 )
 
 
-def parse_request(body: bytes) -> Conversation:
+def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     """Parse a ``POST /v1/messages`` body.
 
     ``metadata`` carries the client's ``metadata``, ``thinking`` (as sent), and counts
     of what could not be rendered: ``ignored_blocks`` (documents, server tool results,
     redacted thinking) and ``tool_errors`` (tool results flagged ``is_error``).
+    ``memo`` is left alone: a wire message can become several canonical ones (tool
+    results), which :mod:`openforge.dialects.prefix` does not map yet.
     """
     req = decode_body(body, MessagesRequest, union_tags=_TAGS)
     conv = _conversation(req)

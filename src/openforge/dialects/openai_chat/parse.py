@@ -13,7 +13,7 @@ from openforge.conversation import (
     ToolChoice,
     ToolSpec,
 )
-from openforge.dialects.errors import ApiError, decode_body
+from openforge.dialects.errors import ApiError, load_body, validate_body
 from openforge.dialects.images import image_from_url
 from openforge.dialects.openai_chat.protocol import (
     MESSAGE_ROLES,
@@ -30,6 +30,7 @@ from openforge.dialects.openai_chat.protocol import (
     ToolMessage,
     UserMessage,
 )
+from openforge.dialects.prefix import BodyMemo, extend, learn, resent
 
 __all__ = ["parse_request"]
 
@@ -37,18 +38,45 @@ _TAGS = MESSAGE_ROLES | {"text", "image_url", "refusal", "function", "other"}
 _TAGS |= {"json_schema", "json_object"}  # response_format
 
 
-def parse_request(body: bytes) -> Conversation:
+def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     """Parse a ``POST /v1/chat/completions`` body.
 
     Raises ``ApiError("invalid_request")`` naming the field for malformed JSON, a
     missing or ill-typed field, ``n`` > 1, or an unknown message role or content type.
     ``metadata`` carries ``include_usage``, ``user``,
-    ``reasoning_effort`` and the client's ``metadata`` when sent.
+    ``reasoning_effort`` and the client's ``metadata`` when sent. ``memo``: the rollout's
+    last body (see :mod:`openforge.dialects.prefix`), whose messages this body may
+    resend; only what follows them is parsed, and the memo is updated.
     """
-    req = decode_body(body, ChatCompletionRequest, union_tags=_TAGS)
+    if memo is not None and memo.lock.acquire(blocking=False):
+        try:
+            return _parse(body, memo)
+        finally:
+            memo.lock.release()
+    return _parse(body, None)
+
+
+def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
+    split = resent(memo, body, "messages") if memo is not None else None
+    if split is not None:
+        try:
+            req = validate_body(split.raw, ChatCompletionRequest, union_tags=_TAGS)
+            kept = len(split.kept)
+            messages = split.kept + [_message(m, kept + i) for i, m in enumerate(req.messages)]
+        except ApiError:
+            split = None  # parsed whole below, which words the error as the body has it
+    if split is None:
+        raw = load_body(body)
+        req = validate_body(raw, ChatCompletionRequest, union_tags=_TAGS)
+        messages = [_message(m, i) for i, m in enumerate(req.messages)]
+    if memo is not None:
+        if split is None:
+            learn(memo, body, "messages", raw, messages)
+        else:
+            extend(memo, body, split, messages)
     if req.n is not None and req.n != 1:
         raise ApiError("invalid_request", "Only n=1 is supported.", "n")
-    if not req.messages:
+    if not messages:
         raise ApiError("invalid_request", "'messages' must not be empty.", "messages")
     tools: list[ToolSpec] = []
     ignored: list[str] = []
@@ -78,7 +106,7 @@ def parse_request(body: bytes) -> Conversation:
         if value is not None:
             metadata[key] = value
     return Conversation(
-        messages=[_message(m, i) for i, m in enumerate(req.messages)],
+        messages=messages,
         tools=tools,
         tool_choice=_tool_choice(req.tool_choice),
         parallel_tool_calls=req.parallel_tool_calls is not False,

@@ -35,6 +35,7 @@ from openforge.dialects.openai_responses.protocol import (
     ResponsesRequest,
     TextConfig,
 )
+from openforge.dialects.prefix import BodyMemo
 
 __all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
 
@@ -48,7 +49,7 @@ _EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_m
 _MORE_EXTRAS = ("prompt_cache_key", "metadata", "user")
 
 
-def parse_request(body: bytes) -> Conversation:
+def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     """Parse a ``POST /v1/responses`` body.
 
     ``instructions`` becomes a leading system message. Function tools are served;
@@ -58,7 +59,8 @@ def parse_request(body: bytes) -> Conversation:
     listed in ``ignored_tools``. ``metadata`` keeps
     ``previous_response_id``, ``store``, ``include``, ``instructions``,
     ``client_metadata``, ``prompt_cache_key``, ``reasoning`` and item counts
-    ``ignored_items``.
+    ``ignored_items``. ``memo`` is left alone: input items merge into messages as they
+    come, which :mod:`openforge.dialects.prefix` does not map yet.
     """
     req = decode_body(body, ResponsesRequest, union_tags=_TAGS)
     messages: list[Message] = []

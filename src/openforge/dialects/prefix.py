@@ -1,0 +1,177 @@
+"""The part of a request body its rollout already sent, recognised from the bytes.
+
+An agent resends its whole conversation on every call: by turn 48 of the gateway bench a
+body is ~180 KB, of which 3 KB are new, and parsing, depth-checking and validating all of
+it cost each call time in proportion to the history. A harness serialises a conversation
+the same way every time, so a new body starts with the bytes of the previous one up to
+the end of some message, and those messages are the ones already parsed. Only the rest is
+parsed, as a document of its own that keeps the members before the array from last time::
+
+    {"model":"m","messages":[m0,m1,m2],"tools":[...]}          the previous body
+    {"model":"m","messages":[m0,m1,m2,m3,m4],"tools":[...]}    this body
+    {"messages":[m3,m4],"tools":[...]}                          parsed now ("model" kept)
+
+What keeps this exact:
+
+* Shared bytes are compared, never assumed: an edited, reordered or re-serialised message
+  ends the shared part before it, and everything from there on is parsed.
+* The array's member name occurs once in a remembered body, and not at all in the part
+  parsed anew, so a second member of that name (the last one wins in a full parse) never
+  meets a remembered prefix. (A duplicate spelled with escapes, ``"m\\u0065ssages"``, is
+  not caught: it can only change how its own sender's conversation reads.)
+* Whatever the short way cannot vouch for (no shared message, an invalid tail, a body
+  another thread is reading the memo for) is parsed whole, which also words every error.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from openforge.conversation import Message
+from openforge.overlap import shared_prefix
+
+__all__ = ["BodyMemo", "Resent", "extend", "learn", "resent", "value_end"]
+
+_STRUCT = re.compile(rb'["\[\]{}]')
+# A JSON string: runs without quotes or backslashes, each escape one backslash + one byte.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SPACE = b" \t\n\r"
+
+
+def value_end(body: bytes, at: int) -> int:
+    """The offset just past the JSON object, array or string starting at ``at`` (in a
+    body already known to be valid JSON); ValueError when it is not one."""
+    depth = 0
+    pos = at
+    while True:
+        m = _STRUCT.search(body, pos)
+        if m is None or (depth == 0 and m.start() != at):
+            raise ValueError(f"no JSON object, array or string at byte {at}")
+        c = body[m.start()]
+        if c == 0x22:  # a string: skipped whole, brackets inside it are text
+            s = _STRING.match(body, m.start())
+            if s is None:
+                raise ValueError(f"unterminated string at byte {m.start()}")
+            pos = s.end()
+        else:
+            pos = m.end()
+            depth += 1 if c in b"[{" else -1
+        if depth == 0:
+            return pos
+
+
+def _skip_space(body: bytes, pos: int) -> int:
+    while pos < len(body) and body[pos] in _SPACE:
+        pos += 1
+    return pos
+
+
+@dataclass(slots=True)
+class BodyMemo:
+    """A rollout's last body in one dialect, and the message each element of its array
+    parsed to (for a dialect whose array elements are messages one to one)."""
+
+    body: bytes = b""
+    head: dict[str, Any] = field(default_factory=dict)  # members before the array, parsed
+    opened: int = 0  # offset just past the array's "["
+    ends: list[int] = field(default_factory=list)  # just past each element, as far as scanned
+    items: list[Message] = field(default_factory=list)  # each element, converted
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(slots=True)
+class Resent:
+    """A body split at the end of the messages it shares with the memo's body."""
+
+    kept: list[Message]  # the shared elements, converted last time
+    raw: dict[str, Any]  # the top-level object, its array holding only the new elements
+
+
+def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
+    """Split ``body`` after the elements of its ``key`` array that the memo's body shares
+    byte for byte; None when it shares none (parse it whole). The caller validates and
+    converts ``raw`` (new elements are numbered from ``len(kept)``) and then calls
+    :func:`learn`; called with the memo's lock held."""
+    import orjson
+
+    old = memo.body
+    if not old or not memo.items:
+        return None
+    shared = shared_prefix(old, body)
+    if shared < memo.opened:
+        return None
+    ends = memo.ends
+    # Find (scanning the remembered body once per element, over the rollout's life) the
+    # elements that end inside the shared bytes.
+    try:
+        while len(ends) < len(memo.items) and (ends[-1] if ends else memo.opened) < shared:
+            pos = _skip_space(old, ends[-1] if ends else memo.opened)
+            if ends:
+                pos = _skip_space(old, pos + 1)  # past the "," between elements
+            ends.append(value_end(old, pos))
+    except ValueError:  # cannot happen in a body that parsed; parse this one whole
+        return None
+    kept = 0
+    while kept < len(ends) and ends[kept] <= shared:
+        kept += 1
+    if kept == 0:
+        return None
+    cut = _skip_space(body, ends[kept - 1])
+    if cut >= len(body) or body[cut] not in b",]":
+        return None
+    rest = body[cut + 1 :] if body[cut] == 0x2C else body[cut:]
+    if b'"' + key.encode() + b'"' in rest:
+        return None
+    try:
+        raw = orjson.loads(b'{"' + key.encode() + b'":[' + rest)
+    except orjson.JSONDecodeError:
+        return None  # parsed whole, the error is reported where it is
+    if not isinstance(raw, dict):
+        return None
+    return Resent(memo.items[:kept], {**memo.head, **raw})
+
+
+def _member_value(body: bytes, key: bytes) -> int | None:
+    """Where the value of the member named ``key`` starts, when its name occurs once in
+    ``body`` (spelled plainly) and as a member's name; None otherwise.
+
+    A ``{`` or ``,`` before the quoted name and a ``:`` after it make it a name: inside a
+    string every quote is escaped. A member of that name in a nested object is not told
+    apart from the top-level one here; a body split there never parses, since the rest
+    closes more brackets than the document :func:`resent` makes opens."""
+    quoted = b'"' + key + b'"'
+    at = body.find(quoted)
+    if at < 0 or body.find(quoted, at + 1) >= 0:
+        return None
+    before = at - 1
+    while before >= 0 and body[before] in _SPACE:
+        before -= 1
+    colon = _skip_space(body, at + len(quoted))
+    if before < 0 or body[before] not in b"{," or body[colon : colon + 1] != b":":
+        return None
+    return _skip_space(body, colon + 1)
+
+
+def learn(memo: BodyMemo, body: bytes, key: str, raw: dict[str, Any], items: list[Message]) -> None:
+    """Remember ``body`` (parsed whole into ``raw``, its array converted to ``items``), or
+    forget the memo when ``body``'s array cannot be found by its bytes."""
+    at = _member_value(body, key.encode())
+    if at is None or body[at : at + 1] != b"[":
+        memo.body, memo.items, memo.ends = b"", [], []
+        return
+    head = {}
+    for member, value in raw.items():  # parsed members keep the body's order
+        if member == key:
+            break
+        head[member] = value
+    memo.body, memo.head, memo.opened = body, head, at + 1
+    memo.ends, memo.items = [], items
+
+
+def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Message]) -> None:
+    """Remember ``body``, parsed through ``split`` into ``items`` (kept ones first)."""
+    kept = len(split.kept)
+    memo.body, memo.ends, memo.items = body, memo.ends[:kept], items

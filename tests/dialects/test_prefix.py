@@ -1,0 +1,163 @@
+"""A resent body parses only what is new: and always to what parsing it whole gives."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openforge.conversation import Conversation
+from openforge.dialects.errors import ApiError
+from openforge.dialects.openai_chat.parse import parse_request
+from openforge.dialects.prefix import BodyMemo, value_end
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": 'Run a command. Brackets ] } and quotes " in text.',
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _whole(body: bytes) -> Conversation | tuple[str, str | None]:
+    try:
+        return parse_request(body)
+    except ApiError as err:
+        return err.message, err.param
+
+
+def _memo(body: bytes, memo: BodyMemo) -> Conversation | tuple[str, str | None]:
+    try:
+        return parse_request(body, memo)
+    except ApiError as err:
+        return err.message, err.param
+
+
+def _text(rng: random.Random) -> str:
+    words = ["ls", "é", "🤖", "\\", '"', "]", "}", "[{", "\n", "messages", '"messages"', "\\u0041"]
+    return "".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+
+
+def _serialise(body: dict[str, object], style: int) -> bytes:
+    if style == 0:
+        return orjson.dumps(body)
+    if style == 1:  # Python's json: spaces after separators, non-ASCII escaped
+        return json.dumps(body).encode()
+    return json.dumps(body, indent=1, ensure_ascii=False).encode()
+
+
+def _message(rng: random.Random, i: int) -> dict[str, object]:
+    kind = rng.choice(["user", "assistant", "calls", "tool", "parts", "bad"])
+    if kind == "assistant":
+        return {"role": "assistant", "content": _text(rng)}
+    if kind == "calls":
+        call = {"id": f"c{i}", "type": "function"}
+        call["function"] = {"name": "bash", "arguments": json.dumps({"cmd": _text(rng)})}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    if kind == "tool":
+        return {"role": "tool", "tool_call_id": f"c{i}", "content": _text(rng)}
+    if kind == "parts":
+        return {"role": "user", "content": [{"type": "text", "text": _text(rng)}]}
+    if kind == "bad" and rng.random() < 0.3:  # an invalid message, named by its index
+        return rng.choice([{"role": "wizard", "content": "x"}, {"role": "assistant"}])
+    return {"role": "user", "content": _text(rng)}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_memo_parse_equals_whole_parse(seed: int) -> None:
+    """A rollout's bodies, grown, edited, re-serialised, broken and retried at random:
+    with the memo each parses to what it parses to alone (or fails with the same error)."""
+    rng = random.Random(seed)
+    memo = BodyMemo()
+    messages: list[dict[str, object]] = [{"role": "system", "content": "You code."}]
+    head_first = rng.random() < 0.5
+    style = rng.choice([0, 1, 2])
+    for _turn in range(12):
+        action = rng.random()
+        if action < 0.55:
+            messages += [_message(rng, len(messages)) for _ in range(rng.randint(1, 3))]
+        elif action < 0.65 and len(messages) > 1:
+            messages[rng.randrange(len(messages))] = _message(rng, 0)  # an edit
+        elif action < 0.72:
+            style = rng.choice([0, 1, 2])  # the harness re-serialises differently
+        elif action < 0.78:
+            del messages[rng.randint(1, len(messages)) :]  # compaction
+            messages.append({"role": "user", "content": "summary"})
+        body: dict[str, object] = {"model": rng.choice(["m", "m2"])}
+        if head_first:
+            body["messages"] = messages
+            body["tools"] = TOOLS
+        else:
+            body["tools"] = TOOLS
+            body["messages"] = messages
+        if rng.random() < 0.1:
+            body["n"] = 2
+        raw = _serialise(body, style)
+        if rng.random() < 0.08:
+            raw = raw[: rng.randrange(len(raw))]  # cut short
+        assert _memo(raw, memo) == _whole(raw)
+
+
+def _body(messages: list[dict[str, object]], **extra: object) -> bytes:
+    return orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS, **extra})
+
+
+def test_a_resent_body_keeps_the_messages_it_shares() -> None:
+    memo = BodyMemo()
+    msgs: list[dict[str, object]] = [{"role": "system", "content": "s"}]
+    msgs.append({"role": "user", "content": "hi"})
+    first = parse_request(_body(msgs), memo)
+    msgs += [{"role": "assistant", "content": "yes"}, {"role": "user", "content": "more"}]
+    second = parse_request(_body(msgs), memo)
+    # The shared messages are last call's objects: they were not parsed again.
+    assert second.messages[:2] == first.messages and second.messages[0] is first.messages[0]
+    assert second == parse_request(_body(msgs))
+    msgs[1] = {"role": "user", "content": "edited"}
+    third = parse_request(_body(msgs), memo)
+    assert third.messages[0] is first.messages[0] and third.messages[1] is not first.messages[1]
+    assert third == parse_request(_body(msgs))
+    # The same body again (a retry) shares all of it.
+    assert parse_request(_body(msgs), memo).messages[3] is third.messages[3]
+
+
+def test_a_second_messages_member_is_parsed_as_a_whole_parse_reads_it() -> None:
+    memo = BodyMemo()
+    msgs: list[dict[str, object]] = [{"role": "user", "content": "one"}]
+    parse_request(_body(msgs), memo)
+    msgs.append({"role": "user", "content": "two"})
+    # The last member of a name wins in a full parse: the second array, alone.
+    dup = _body(msgs)[:-1] + b',"messages":[{"role":"user","content":"other"}]}'
+    assert parse_request(dup, memo) == parse_request(dup)
+    assert [m.text for m in parse_request(dup, memo).messages] == ["other"]
+
+
+def test_errors_in_new_messages_name_their_index_in_the_body() -> None:
+    memo = BodyMemo()
+    msgs: list[dict[str, object]] = [{"role": "user", "content": "a"}] * 3
+    parse_request(_body(msgs), memo)
+    with pytest.raises(ApiError) as err:
+        parse_request(_body([*msgs, {"role": "assistant"}]), memo)
+    assert err.value.param == "messages[3].content"
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        (b'{"a": [1, "]}", {"b": "\\"}"}]} tail', 0),
+        (b'x ["a\\\\", ["{"]] tail', 2),
+        (b'"\\u005d\\"]" tail', 0),
+    ],
+)
+def test_value_end_skips_strings_and_nesting(text: bytes, start: int) -> None:
+    end = value_end(text, start)
+    assert text[end:] == b" tail"
+    orjson.loads(text[start:end])
