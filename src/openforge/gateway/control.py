@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from openforge.dialects.prefix import BodyMemo
 from openforge.gateway.heap import release_free_memory
+from openforge.gateway.records import ConversationJson
 from openforge.store.base import Store, StoreError
 from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Rollout
 
@@ -64,6 +65,8 @@ class RolloutState:
     large_calls: int = 0  # calls with bodies past Limits.offload_bytes
     # The rollout's last body in each dialect, so the next one parses only what is new.
     bodies: dict[str, BodyMemo] = field(default_factory=dict)
+    # Its messages' JSON for the records, made once per message.
+    conversation_json: ConversationJson = field(default_factory=ConversationJson)
 
     def enter(self) -> None:
         """A call of this rollout starts (pair with :meth:`leave`)."""

@@ -10,7 +10,7 @@ the answer to the history once the call is recorded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from openforge.conversation import (
     Completion,
@@ -214,15 +214,6 @@ class Prompting:
             return self.renderer.count_tokens(conversation)
         except ValueError as exc:
             raise ApiError("invalid_request", f"Cannot render the conversation: {exc}") from None
-
-    @staticmethod
-    def to_json(conversation: Conversation) -> dict[str, Any]:
-        """The canonical conversation for the store.
-
-        The store serialises with orjson, which writes dataclasses natively, so the
-        object is handed over as is and serialised off the request path.
-        """
-        return cast(dict[str, Any], conversation)
 
     @staticmethod
     def completion_json(completion: Completion) -> dict[str, Any]:

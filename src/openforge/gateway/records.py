@@ -1,7 +1,8 @@
-"""Stored call JSON back into canonical objects, for restarts.
+"""Calls' canonical JSON: written for the store, and read back into canonical objects.
 
-The store keeps each call's canonical conversation as orjson wrote the
-:class:`~openforge.conversation.Conversation` dataclass, and its completion as
+The store keeps each call's canonical conversation as orjson writes the
+:class:`~openforge.conversation.Conversation` dataclass (:class:`ConversationJson` writes
+those bytes a message at a time), and its completion as
 :meth:`Prompting.completion_json` wrote it. After a gateway restart these are read back
 to rebuild a rollout's rendering history and to resolve Responses
 ``previous_response_id`` from the store.
@@ -9,7 +10,10 @@ to rebuild a rollout's rendering history and to resolve Responses
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
+
+import orjson
 
 from openforge.conversation import (
     ContentPart,
@@ -25,9 +29,41 @@ from openforge.conversation import (
     assistant_message,
 )
 
-__all__ = ["answer_message", "conversation_from_json", "message_from_json"]
+__all__ = ["ConversationJson", "answer_message", "conversation_from_json", "message_from_json"]
 
 _PARAMS = frozenset(SamplingParams.__slots__)
+_FIELDS = tuple(f.name for f in fields(Conversation))
+
+
+class ConversationJson:
+    """A rollout's conversations as the store records them, each message serialised once.
+
+    Every call's record holds its whole conversation; serialising all of it again cost
+    each call time in proportion to the history. A message the rollout's parser kept
+    from the previous body is the very same object (:mod:`openforge.dialects.prefix`),
+    so its JSON is kept by identity, for as long as the rollout's latest conversation
+    holds it. The bytes are those of ``orjson.dumps(conversation)``.
+    """
+
+    __slots__ = ("_by",)
+
+    def __init__(self) -> None:
+        self._by: dict[int, tuple[Message, orjson.Fragment]] = {}
+
+    def of(self, conversation: Conversation) -> dict[str, Any]:
+        """``conversation`` as an object for ``orjson.dumps``, its messages ready as JSON."""
+        kept, now = self._by, {}
+        messages = []
+        for m in conversation.messages:
+            made = kept.get(id(m))
+            if made is None or made[0] is not m:
+                made = (m, orjson.Fragment(orjson.dumps(m)))
+            now[id(m)] = made
+            messages.append(made[1])
+        self._by = now
+        out = {name: getattr(conversation, name) for name in _FIELDS}
+        out["messages"] = messages
+        return out
 
 
 def _part(d: dict[str, Any]) -> ContentPart:

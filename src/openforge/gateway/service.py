@@ -544,7 +544,9 @@ class CallService:
             "prompt_ids": call.prompt_ids,
             "raw_request": stored_request(call.body, call.images) if call.images else call.body,
             "conversation": (
-                self.prompting.to_json(stored_conversation(conv)) if conv is not None else {}
+                call.state.conversation_json.of(stored_conversation(conv))
+                if conv is not None
+                else {}
             ),
             "role": self.record_role,
         }
