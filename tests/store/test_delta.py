@@ -233,9 +233,9 @@ def test_shared_prefix_of_ids(a: list[int], b: list[int]) -> None:
 
 def test_a_base_that_shares_little_is_not_used() -> None:
     base = StoredBase("b", tuple(range(1000)), (1,), b"x" * 4000, b"y" * 4000)
-    assert choose_delta(base, "c", list(range(2000, 3000)), b"z" * 4000, b"w" * 4000) is None
-    delta = choose_delta(base, "c", [*range(1000), 1, 5], b"x" * 4000 + b"!", b"y" * 4001)
+    assert choose_delta(base, "c", tuple(range(2000, 3000)), b"z" * 4000, b"w" * 4000) is None
+    delta = choose_delta(base, "c", (*range(1000), 1, 5), b"x" * 4000 + b"!", b"y" * 4001)
     assert delta is not None and delta.prompt_ids == 1001
-    assert choose_delta(None, "c", [1], b"", b"") is None
+    assert choose_delta(None, "c", (1,), b"", b"") is None
     with pytest.raises(StoreError, match="does not fit"):
         splice(b"abc", (2, 2), b"", "c")

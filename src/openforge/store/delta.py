@@ -112,18 +112,22 @@ def splice(base: bytes, ends: tuple[int, int], middle: bytes, call_id: str) -> b
     return base[:p] + middle + base[len(base) - s :]
 
 
-def _shared_ids(prompt: list[int], base: StoredBase) -> int:
+def _shared_ids(prompt: tuple[int, ...], base: StoredBase) -> int:
     # A tuple slice that covers the whole tuple is the tuple itself, so each comparison
     # copies only the prompt's part.
     k = len(base.prompt_ids)
-    n = shared_prefix(base.prompt_ids, tuple(prompt[:k]))
+    n = shared_prefix(base.prompt_ids, prompt[:k])
     if n == k and base.output_ids:
-        n += shared_prefix(base.output_ids, tuple(prompt[n : n + len(base.output_ids)]))
+        n += shared_prefix(base.output_ids, prompt[n : n + len(base.output_ids)])
     return n
 
 
 def choose_delta(
-    base: StoredBase | None, call_id: str, prompt: list[int], raw: bytes, conversation: bytes
+    base: StoredBase | None,
+    call_id: str,
+    prompt: tuple[int, ...],
+    raw: bytes,
+    conversation: bytes,
 ) -> Delta | None:
     """The delta to store this call with, or None to store it whole."""
     if base is None or base.id == call_id:

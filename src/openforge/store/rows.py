@@ -150,8 +150,13 @@ def request_columns(
     enough (:mod:`openforge.store.delta`). Reads only the call's id, prompt ids, raw
     request and conversation."""
     conversation = orjson.dumps(call.conversation)
-    delta = choose_delta(base, call.id, call.prompt_ids, call.raw_request, conversation)
-    prompt, raw, conv = call.prompt_ids, call.raw_request, conversation
+    # A copy (the caller's list may grow after the call is recorded, and a base must stay
+    # what was stored), made once: the comparison with the base slices it, and it is
+    # kept as the successor's base. The ids themselves are shared, which keeps the next
+    # comparison an identity check.
+    ids = tuple(call.prompt_ids)
+    delta = choose_delta(base, call.id, ids, call.raw_request, conversation)
+    prompt, raw, conv = ids, call.raw_request, conversation
     if delta is not None:
         prompt = prompt[delta.prompt_ids :]
         raw = raw[delta.raw[0] : len(raw) - delta.raw[1]]
@@ -166,10 +171,7 @@ def request_columns(
         compressor.compress(raw) if raw or delta is not None else None,
         conv,
         delta,
-        # A copy: the caller's list may grow after the call is recorded (a base must stay
-        # what was stored); the ids themselves are shared, which keeps the next
-        # comparison cheap.
-        tuple(call.prompt_ids),
+        ids,
         call.raw_request,
         conversation,
     )

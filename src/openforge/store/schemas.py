@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,7 +160,7 @@ class Blob:
     data: bytes = field(repr=False)
 
 
-def encode_ids(ids: list[int]) -> bytes:
+def encode_ids(ids: Sequence[int]) -> bytes:
     """Token ids as little-endian int32 bytes (compact, fast to decode)."""
     return array("i", ids).tobytes()
 
