@@ -117,6 +117,36 @@ def canonical_key(message: Message) -> TurnKey:
     return _text_of(message), calls
 
 
+class _TurnIndex:
+    """Turns by match key: the latest of each key, overall and per prompt path, and the
+    same per (key, reasoning) for turns that had reasoning. Every lookup is one dict get."""
+
+    __slots__ = ("at", "at_reasoning", "latest", "latest_reasoning")
+
+    def __init__(self) -> None:
+        self.latest: dict[TurnKey, int] = {}
+        self.at: dict[tuple[int, TurnKey], int] = {}
+        self.latest_reasoning: dict[tuple[TurnKey, str], int] = {}
+        self.at_reasoning: dict[tuple[int, TurnKey, str], int] = {}
+
+    def add(self, key: TurnKey, path_hash: int, reasoning: str, index: int) -> None:
+        """Index turn ``index``, sampled at ``path_hash`` (later turns win)."""
+        self.latest[key] = index
+        self.at[(path_hash, key)] = index
+        if reasoning:
+            self.latest_reasoning[(key, reasoning)] = index
+            self.at_reasoning[(path_hash, key, reasoning)] = index
+
+    def find(self, key: TurnKey, path_hash: int, reasoning: str) -> int | None:
+        """The latest turn of ``key`` (with ``reasoning``, when given) sampled at
+        ``path_hash``, else the latest one of them; None when there is none."""
+        if reasoning:
+            found = self.at_reasoning.get((path_hash, key, reasoning))
+            return self.latest_reasoning.get((key, reasoning)) if found is None else found
+        found = self.at.get((path_hash, key))
+        return self.latest.get(key) if found is None else found
+
+
 def _dropped_images(before: Hashable, now: Hashable) -> int:
     """How many images a turn lost between two calls (0 when it is not that edit)."""
     if not (isinstance(before, tuple) and before and before[0] == "images"):
@@ -134,11 +164,16 @@ class RolloutHistory:
         self.calls: list[Turn] = []  # by call index
         self.segment_cache: dict[Hashable, Sequence[int]] = {}
         self._tips: dict[int, int] = {}
-        # match key -> indices of the turns with that key (tuples of ints: untracked)
-        self._fast: dict[TurnKey, tuple[int, ...]] = {}
-        self._canon: dict[TurnKey, tuple[int, ...]] = {}
+        # How find_turn finds a reply, without scanning the turns: the latest turn of each
+        # match key, and the latest sampled at each path; each also by reasoning, for a
+        # message that re-sends its reasoning. (Tuples of indices per key, scanned, cost a
+        # rollout whose agent says the same thing every turn time in its length per call.)
+        self._fast = _TurnIndex()
+        self._canon = _TurnIndex()
         self.drift_count = 0
         self.fork_count = 0
+        # The last render's turn texts by their first message's id (Renderer._unit_text).
+        self.texts: dict[int, tuple[tuple[Message, ...], str, int]] = {}
         # segment key -> (its ids object, those ids as JSON without brackets); see ids_json
         self._json: dict[Hashable, tuple[Sequence[int], bytes]] = {}
 
@@ -170,8 +205,9 @@ class RolloutHistory:
         self.calls.append(turn)
         self._tips[hash((prompt.path_hash, ("turn", index)))] = index
         fast, canon = fast_key(message), canonical_key(message)
-        self._fast[fast] = (*self._fast.get(fast, ()), index)
-        self._canon[canon] = (*self._canon.get(canon, ()), index)
+        reasoning = (message.reasoning or "").strip()
+        self._fast.add(fast, prompt.path_hash, reasoning, index)
+        self._canon.add(canon, prompt.path_hash, reasoning, index)
         self.drift_count += len(prompt.drift)
         self.fork_count += prompt.fork
         return turn
@@ -202,22 +238,15 @@ class RolloutHistory:
         """The recorded reply this assistant message re-sends, if any.
 
         Among the turns with its text and calls (and reasoning, when it has any): the
-        latest one sampled at ``path_hash``, else the latest one.
+        latest one sampled at ``path_hash``, else the latest one. Its text and calls are
+        matched as sent, or, when no turn matches so, with arguments compared as JSON.
         """
-        found = self._fast.get(fast_key(message)) or self._canon.get(canonical_key(message))
-        if not found:
-            return None
-        wanted = (message.reasoning or "").strip()
-        latest: Turn | None = None
-        for i in reversed(found):
-            t = self.calls[i]
-            if wanted and wanted != (t.reasoning or "").strip():
-                continue
-            if t.prompt_hash == path_hash:
-                return t
-            if latest is None:
-                latest = t
-        return latest
+        index = self._fast
+        key = fast_key(message)
+        if key not in index.latest:
+            index, key = self._canon, canonical_key(message)
+        found = index.find(key, path_hash, (message.reasoning or "").strip())
+        return None if found is None else self.calls[found]
 
     def parent_of(self, hashes: list[int]) -> int | None:
         """The call whose prompt + reply is the longest prefix of a path, if any."""

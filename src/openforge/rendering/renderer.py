@@ -40,6 +40,8 @@ from openforge.rendering.vision import Vision
 __all__ = ["RenderError", "Renderer"]
 
 _ROLE = {"system": "system", "developer": "system", "user": "user", "tool": "user"}
+# A turn's messages, its text and how many images it replaced: see Renderer._unit_text.
+_Text = tuple[tuple[Message, ...], str, int]
 
 
 class RenderError(ValueError):
@@ -144,6 +146,8 @@ class Renderer:
             prefill = bool(conv.messages) and conv.messages[-1].role == "assistant"
             return self._model_template.render(conv, history, prefill=prefill)
         cache = history.segment_cache if history is not None else {}
+        texts = history.texts if history is not None else {}
+        made: dict[int, _Text] = {}
         out = RenderedPrompt(ids=[])
         segs = out.segments
         start = self._system(conv, segs, out)
@@ -158,8 +162,8 @@ class Renderer:
                 j = i
                 while j < len(msgs) and msgs[j].role == "tool":
                     j += 1
-                body, n = tool_results_text(msgs[i:j], self._image_text)
-                seg = self._text_segment("user\n" + body, cache, i, "tool", task, msgs[i:j], out)
+                text, n = self._unit_text(msgs[i:j], texts, made)
+                seg = self._text_segment(text, cache, i, "tool", task, msgs[i:j], out)
                 out.images += n if self.vision is None else 0
                 segs.append(seg)
                 i = j
@@ -171,9 +175,8 @@ class Renderer:
                 task = False
                 i += 1
             else:
-                body, n = content_text(m.content, self._image_text)
+                text, n = self._unit_text(msgs[i : i + 1], texts, made)
                 out.images += n if self.vision is None else 0
-                text = f"{_ROLE[m.role]}\n{body}"
                 segs.append(self._text_segment(text, cache, i, m.role, task, [m], out))
                 i += 1
             if segs[-1].kind != "prefill":
@@ -183,7 +186,35 @@ class Renderer:
         if not segs or segs[-1].kind != "prefill":
             segs.append(Segment(("generation",), self.generation_ids, -1, "generation", False))
         self._assemble(out, hashes, history)
+        if history is not None:
+            history.texts = made
         return out
+
+    def _unit_text(
+        self, unit: list[Message], before: dict[int, _Text], made: dict[int, _Text]
+    ) -> tuple[str, int]:
+        """A user, system or tool-results turn's text (and its images): kept from the last
+        render when its messages are the very same objects, which a rollout's parser
+        hands back for every message a body resends. Then its hash is kept too, and the
+        segment caches find it without hashing the text again: a prompt's unchanged turns
+        cost a lookup each, not a copy and a hash of all their text."""
+        first = unit[0]
+        kept = before.get(id(first))
+        if (
+            kept is not None
+            and len(kept[0]) == len(unit)
+            and all(a is b for a, b in zip(kept[0], unit, strict=True))
+        ):
+            made[id(first)] = kept
+            return kept[1], kept[2]
+        if first.role == "tool":
+            body, n = tool_results_text(unit, self._image_text)
+            text = "user\n" + body
+        else:
+            body, n = content_text(first.content, self._image_text)
+            text = f"{_ROLE[first.role]}\n{body}"
+        made[id(first)] = (tuple(unit), text, n)
+        return text, n
 
     def count_tokens(self, conv: Conversation) -> int:
         """How many tokens ``conv``'s prompt takes (for Anthropic ``count_tokens``)."""
