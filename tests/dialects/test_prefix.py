@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -11,9 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openforge.conversation import Conversation
+from openforge.dialects.anthropic.parse import parse_request as parse_anthropic
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.parse import parse_request
 from openforge.dialects.prefix import BodyMemo, value_end
+
+Parse = Callable[..., Conversation]
 
 TOOLS = [
     {
@@ -27,16 +31,18 @@ TOOLS = [
 ]
 
 
-def _whole(body: bytes) -> Conversation | tuple[str, str | None]:
+def _whole(body: bytes, parse: Parse = parse_request) -> Conversation | tuple[str, str | None]:
     try:
-        return parse_request(body)
+        return parse(body)
     except ApiError as err:
         return err.message, err.param
 
 
-def _memo(body: bytes, memo: BodyMemo) -> Conversation | tuple[str, str | None]:
+def _memo(
+    body: bytes, memo: BodyMemo, parse: Parse = parse_request
+) -> Conversation | tuple[str, str | None]:
     try:
-        return parse_request(body, memo)
+        return parse(body, memo)
     except ApiError as err:
         return err.message, err.param
 
@@ -107,6 +113,61 @@ def test_memo_parse_equals_whole_parse(seed: int) -> None:
         assert _memo(raw, memo) == _whole(raw)
 
 
+def _anthropic_message(rng: random.Random, i: int) -> dict[str, object]:
+    kind = rng.choice(["user", "blocks", "assistant", "results", "bad"])
+    if kind == "assistant":
+        blocks: list[dict[str, object]] = [{"type": "text", "text": _text(rng)}]
+        if rng.random() < 0.4:
+            blocks.insert(0, {"type": "thinking", "thinking": _text(rng), "signature": "s"})
+        if rng.random() < 0.5:
+            blocks.append({"type": "tool_use", "id": f"t{i}", "name": "bash",
+                           "input": {"cmd": _text(rng)}})  # fmt: skip
+        return {"role": "assistant", "content": blocks}
+    if kind == "results":  # tool results, one flagged, and a block left out
+        return {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": _text(rng)},
+            {"type": "tool_result", "tool_use_id": f"u{i}", "is_error": True,
+             "content": [{"type": "text", "text": _text(rng)}]},
+            {"type": "document", "source": {"type": "text", "data": "d"}},
+            {"type": "text", "text": _text(rng)},
+        ]}  # fmt: skip
+    if kind == "blocks":
+        return {"role": "user", "content": [{"type": "text", "text": _text(rng)}]}
+    if kind == "bad" and rng.random() < 0.3:
+        return rng.choice([{"role": "user"}, {"role": "assistant", "content": [{"type": "x"}]}])
+    return {"role": "user", "content": _text(rng)}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_anthropic_memo_parse_equals_whole_parse(seed: int) -> None:
+    """As Claude Code sends them: messages first, the cache marker moved to the last
+    message every call, system and tools after; grown, edited and broken at random."""
+    rng = random.Random(seed)
+    memo = BodyMemo()
+    messages: list[dict[str, object]] = [{"role": "user", "content": "start"}]
+    style = rng.choice([0, 1])
+    for _turn in range(12):
+        action = rng.random()
+        if action < 0.6:
+            messages += [_anthropic_message(rng, len(messages)) for _ in range(rng.randint(1, 3))]
+        elif action < 0.7:
+            messages[rng.randrange(len(messages))] = _anthropic_message(rng, 0)
+        sent = [dict(m) for m in messages]
+        last = sent[-1]
+        if isinstance(last.get("content"), list) and last["content"]:
+            content = [dict(b) for b in last["content"]]  # type: ignore[union-attr]
+            content[-1]["cache_control"] = {"type": "ephemeral"}
+            last["content"] = content
+        body = {"model": "m", "messages": sent, "system": [{"type": "text", "text": "sys"}],
+                "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
+                "max_tokens": rng.choice([100, 0]), "stream": True}  # fmt: skip
+        raw = _serialise(body, style)
+        if rng.random() < 0.08:
+            raw = raw[: rng.randrange(len(raw))]
+        assert _memo(raw, memo, parse_anthropic) == _whole(raw, parse_anthropic)
+
+
 def _body(messages: list[dict[str, object]], **extra: object) -> bytes:
     return orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS, **extra})
 
@@ -161,3 +222,45 @@ def test_value_end_skips_strings_and_nesting(text: bytes, start: int) -> None:
     end = value_end(text, start)
     assert text[end:] == b" tail"
     orjson.loads(text[start:end])
+
+
+def test_claude_code_calls_share_all_but_the_moved_cache_marker(
+    harness_body: Callable[[str], bytes],
+) -> None:
+    """Claude Code's recorded first call, grown as it grows a session: each call moves
+    its cache marker to the newest message, so all messages before the last marked one
+    are kept from the last body."""
+    body = json.loads(harness_body("claude-code-2.1.197.messages.first-call.json"))
+    memo = BodyMemo()
+    prev: Conversation | None = None
+    shared = 0
+    for turn in range(5):
+        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        conv = parse_anthropic(raw, memo)
+        assert conv == parse_anthropic(raw)
+        if prev is not None and turn >= 2:  # the system prompt is made anew each call
+            shared = 0
+            while conv.messages[1 + shared] is prev.messages[1 + shared]:
+                shared += 1
+            # All but the system prompt and the last wire message's two (its tool result
+            # and its text), re-parsed as it lost the marker.
+            assert shared == len(prev.messages) - 3
+        prev = conv
+        for m in body["messages"]:  # the marker moves: older messages lose it
+            if isinstance(m["content"], list):
+                m["content"] = [{k: v for k, v in b.items() if k != "cache_control"}
+                                for b in m["content"]]  # fmt: skip
+        body["messages"] += [
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": f"Look {turn}.", "signature": "c2ln"},
+                {"type": "tool_use", "id": f"toolu_{turn}", "name": "Bash",
+                 "input": {"command": f"ls -la src/{turn}", "description": "List"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{turn}",
+                 "content": "total 8\ndrwxr-xr-x  2 u u 4096 .\n" * (turn + 1)},
+                {"type": "text", "text": "<system-reminder>x</system-reminder>",
+                 "cache_control": {"type": "ephemeral"}},
+            ]},
+        ]  # fmt: skip
+    assert shared == 9

@@ -33,7 +33,16 @@ from typing import Any
 from openforge.conversation import Message
 from openforge.overlap import shared_prefix
 
-__all__ = ["BodyMemo", "Resent", "extend", "learn", "resent", "value_end"]
+__all__ = [
+    "BodyMemo",
+    "Parsed",
+    "Resent",
+    "extend",
+    "learn",
+    "messages_of",
+    "resent",
+    "value_end",
+]
 
 _STRUCT = re.compile(rb'["\[\]{}]')
 # A JSON string: runs without quotes or backslashes, each escape one backslash + one byte.
@@ -69,16 +78,30 @@ def _skip_space(body: bytes, pos: int) -> int:
     return pos
 
 
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What one element of a body's array became: canonical messages (a wire message
+    may become several, as Anthropic tool results do), and counts the dialect keeps of
+    what it left out (summed over the conversation into its metadata)."""
+
+    messages: tuple[Message, ...]
+    counts: tuple[tuple[str, int], ...] = ()
+
+
+def messages_of(items: list[Parsed]) -> list[Message]:
+    """The canonical messages of ``items``, in order."""
+    return [m for item in items for m in item.messages]
+
+
 @dataclass(slots=True)
 class BodyMemo:
-    """A rollout's last body in one dialect, and the message each element of its array
-    parsed to (for a dialect whose array elements are messages one to one)."""
+    """A rollout's last body in one dialect, and what each element of its array became."""
 
     body: bytes = b""
     head: dict[str, Any] = field(default_factory=dict)  # members before the array, parsed
     opened: int = 0  # offset just past the array's "["
     ends: list[int] = field(default_factory=list)  # just past each element, as far as scanned
-    items: list[Message] = field(default_factory=list)  # each element, converted
+    items: list[Parsed] = field(default_factory=list)  # each element, converted
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -86,7 +109,7 @@ class BodyMemo:
 class Resent:
     """A body split at the end of the messages it shares with the memo's body."""
 
-    kept: list[Message]  # the shared elements, converted last time
+    kept: list[Parsed]  # the shared elements, converted last time
     raw: dict[str, Any]  # the top-level object, its array holding only the new elements
 
 
@@ -155,7 +178,7 @@ def _member_value(body: bytes, key: bytes) -> int | None:
     return _skip_space(body, colon + 1)
 
 
-def learn(memo: BodyMemo, body: bytes, key: str, raw: dict[str, Any], items: list[Message]) -> None:
+def learn(memo: BodyMemo, body: bytes, key: str, raw: dict[str, Any], items: list[Parsed]) -> None:
     """Remember ``body`` (parsed whole into ``raw``, its array converted to ``items``), or
     forget the memo when ``body``'s array cannot be found by its bytes."""
     at = _member_value(body, key.encode())
@@ -171,7 +194,7 @@ def learn(memo: BodyMemo, body: bytes, key: str, raw: dict[str, Any], items: lis
     memo.ends, memo.items = [], items
 
 
-def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Message]) -> None:
+def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Parsed]) -> None:
     """Remember ``body``, parsed through ``split`` into ``items`` (kept ones first)."""
     kept = len(split.kept)
     memo.body, memo.ends, memo.items = body, memo.ends[:kept], items

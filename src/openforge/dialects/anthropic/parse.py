@@ -31,9 +31,9 @@ from openforge.dialects.anthropic.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from openforge.dialects.errors import decode_body
+from openforge.dialects.errors import ApiError, decode_body, load_body, validate_body
 from openforge.dialects.images import image_from_base64, image_from_url
-from openforge.dialects.prefix import BodyMemo
+from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
@@ -50,11 +50,37 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     ``metadata`` carries the client's ``metadata``, ``thinking`` (as sent), and counts
     of what could not be rendered: ``ignored_blocks`` (documents, server tool results,
     redacted thinking) and ``tool_errors`` (tool results flagged ``is_error``).
-    ``memo`` is left alone: a wire message can become several canonical ones (tool
-    results), which :mod:`openforge.dialects.prefix` does not map yet.
+    ``memo``: the rollout's last body (see :mod:`openforge.dialects.prefix`), whose
+    messages this body may resend; only what follows them is parsed, and the memo is
+    updated.
     """
-    req = decode_body(body, MessagesRequest, union_tags=_TAGS)
-    conv = _conversation(req)
+    if memo is not None and memo.lock.acquire(blocking=False):
+        try:
+            return _parse(body, memo)
+        finally:
+            memo.lock.release()
+    return _parse(body, None)
+
+
+def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
+    split = resent(memo, body, "messages") if memo is not None else None
+    if split is not None:
+        try:
+            req = validate_body(split.raw, MessagesRequest, union_tags=_TAGS)
+            kept = len(split.kept)
+            items = split.kept + [_element(m, kept + i) for i, m in enumerate(req.messages)]
+        except ApiError:
+            split = None  # parsed whole below, which words the error as the body has it
+    if split is None:
+        raw = load_body(body)
+        req = validate_body(raw, MessagesRequest, union_tags=_TAGS)
+        items = [_element(m, i) for i, m in enumerate(req.messages)]
+    if memo is not None:
+        if split is None:
+            learn(memo, body, "messages", raw, items)
+        else:
+            extend(memo, body, split, items)
+    conv = _conversation(req, items)
     conv.params = SamplingParams(
         max_tokens=req.max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
@@ -70,17 +96,27 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
 
 def parse_count_tokens_request(body: bytes) -> Conversation:
     """Parse a ``POST /v1/messages/count_tokens`` body (no ``max_tokens``)."""
-    return _conversation(decode_body(body, CountTokensRequest, union_tags=_TAGS))
+    req = decode_body(body, CountTokensRequest, union_tags=_TAGS)
+    return _conversation(req, [_element(m, i) for i, m in enumerate(req.messages)])
 
 
-def _conversation(req: CountTokensRequest) -> Conversation:
+def _element(msg: MessageParam, index: int) -> Parsed:
+    """One wire message: the canonical messages it becomes, and what it left out."""
     counts = {"ignored_blocks": 0, "tool_errors": 0}
+    out = _messages(msg, counts, f"messages[{index}]")
+    return Parsed(tuple(out), tuple((k, v) for k, v in counts.items() if v))
+
+
+def _conversation(req: CountTokensRequest, items: list[Parsed]) -> Conversation:
     messages: list[Message] = []
     if req.system:
         system = [req.system] if isinstance(req.system, str) else [b.text for b in req.system]
         messages.append(Message("system", [TextPart(t) for t in system]))
-    for i, msg in enumerate(req.messages):
-        messages.extend(_messages(msg, counts, f"messages[{i}]"))
+    messages += messages_of(items)
+    counts = {"ignored_blocks": 0, "tool_errors": 0}
+    for item in items:
+        for name, n in item.counts:
+            counts[name] += n
     tools: list[ToolSpec] = []
     ignored: list[str] = []
     for tool in req.tools or []:

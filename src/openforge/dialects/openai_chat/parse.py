@@ -30,7 +30,7 @@ from openforge.dialects.openai_chat.protocol import (
     ToolMessage,
     UserMessage,
 )
-from openforge.dialects.prefix import BodyMemo, extend, learn, resent
+from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
 
 __all__ = ["parse_request"]
 
@@ -62,18 +62,21 @@ def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
         try:
             req = validate_body(split.raw, ChatCompletionRequest, union_tags=_TAGS)
             kept = len(split.kept)
-            messages = split.kept + [_message(m, kept + i) for i, m in enumerate(req.messages)]
+            items = split.kept + [
+                Parsed((_message(m, kept + i),)) for i, m in enumerate(req.messages)
+            ]
         except ApiError:
             split = None  # parsed whole below, which words the error as the body has it
     if split is None:
         raw = load_body(body)
         req = validate_body(raw, ChatCompletionRequest, union_tags=_TAGS)
-        messages = [_message(m, i) for i, m in enumerate(req.messages)]
+        items = [Parsed((_message(m, i),)) for i, m in enumerate(req.messages)]
     if memo is not None:
         if split is None:
-            learn(memo, body, "messages", raw, messages)
+            learn(memo, body, "messages", raw, items)
         else:
-            extend(memo, body, split, messages)
+            extend(memo, body, split, items)
+    messages = messages_of(items)
     if req.n is not None and req.n != 1:
         raise ApiError("invalid_request", "Only n=1 is supported.", "n")
     if not messages:
