@@ -15,6 +15,7 @@ from openforge.conversation import Conversation
 from openforge.dialects.anthropic.parse import parse_request as parse_anthropic
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.parse import parse_request
+from openforge.dialects.openai_responses.parse import parse_request as parse_responses
 from openforge.dialects.prefix import BodyMemo, value_end
 
 Parse = Callable[..., Conversation]
@@ -168,6 +169,58 @@ def test_anthropic_memo_parse_equals_whole_parse(seed: int) -> None:
         assert _memo(raw, memo, parse_anthropic) == _whole(raw, parse_anthropic)
 
 
+def _responses_items(rng: random.Random, i: int) -> list[dict[str, object]]:
+    """A turn's items as Codex sends them: reasoning, an answer or function calls, outputs."""
+    kind = rng.choice(["user", "turn", "calls", "odd", "bad"])
+    if kind == "user":
+        return [{"type": "message", "role": "user",
+                 "content": [{"type": "input_text", "text": _text(rng)}]}]  # fmt: skip
+    if kind == "odd":  # dropped: encrypted-only reasoning, an item type not served
+        encrypted = {"type": "reasoning", "summary": [], "encrypted_content": "e"}
+        return [rng.choice([encrypted, {"type": "web_search_call", "id": f"w{i}"}])]
+    if kind == "bad" and rng.random() < 0.3:
+        return [{"type": "function_call", "call_id": f"c{i}"}]  # no name, no arguments
+    out: list[dict[str, object]] = []
+    if rng.random() < 0.6:
+        out.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": _text(rng)}]})
+    if kind == "turn":
+        out.append({"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": _text(rng)}]})  # fmt: skip
+        return out
+    for j in range(rng.randint(1, 2)):
+        out.append({"type": "function_call", "call_id": f"c{i}_{j}", "name": "shell",
+                    "arguments": json.dumps({"cmd": _text(rng)})})  # fmt: skip
+    for j in range(len(out) - (out[0]["type"] == "reasoning")):
+        out.append({"type": "function_call_output", "call_id": f"c{i}_{j}", "output": _text(rng)})
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_responses_memo_parse_equals_whole_parse(seed: int) -> None:
+    """As Codex sends them: instructions, then input items that join the assistant
+    message before them (reasoning, function calls); grown, edited, broken at random."""
+    rng = random.Random(seed)
+    memo = BodyMemo()
+    items: list[dict[str, object]] = [{"type": "message", "role": "user", "content": "go"}]
+    for _turn in range(12):
+        action = rng.random()
+        if action < 0.6:
+            items += _responses_items(rng, len(items))
+        elif action < 0.7:
+            at = rng.randrange(len(items))
+            items[at : at + 1] = _responses_items(rng, at)
+        elif action < 0.75:
+            del items[rng.randint(1, len(items)) :]  # cut mid-turn: an open assistant last
+        body = {"model": "m", "instructions": "You are Codex.", "input": items,
+                "tools": [{"type": "function", "name": "shell", "parameters": {}}],
+                "store": False, "stream": True}  # fmt: skip
+        raw = _serialise(body, rng.choice([0, 1]))
+        if rng.random() < 0.08:
+            raw = raw[: rng.randrange(len(raw))]
+        assert _memo(raw, memo, parse_responses) == _whole(raw, parse_responses)
+
+
 def _body(messages: list[dict[str, object]], **extra: object) -> bytes:
     return orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS, **extra})
 
@@ -264,3 +317,25 @@ def test_claude_code_calls_share_all_but_the_moved_cache_marker(
             ]},
         ]  # fmt: skip
     assert shared == 9
+
+
+def test_codex_calls_keep_every_closed_turn(harness_body: Callable[[str], bytes]) -> None:
+    """Codex's recorded first call, grown as Codex grows it (reasoning, a call, its
+    output): each call parses only the items after the last call's."""
+    body = json.loads(harness_body("codex-0.171.0.responses.first-call.json"))
+    memo = BodyMemo()
+    prev: Conversation | None = None
+    for turn in range(4):
+        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        conv = parse_responses(raw, memo)
+        assert conv == parse_responses(raw)
+        if prev is not None:  # everything the last call sent, its last message included
+            assert all(a is b for a, b in zip(conv.messages, prev.messages, strict=False))
+        prev = conv
+        body["input"] += [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": f"Plan {turn}"}],
+             "encrypted_content": "gAAAA"},
+            {"type": "function_call", "call_id": f"call_{turn}", "name": "shell",
+             "arguments": json.dumps({"command": ["ls", f"src/{turn}"]})},
+            {"type": "function_call_output", "call_id": f"call_{turn}", "output": "a.py\nb.py"},
+        ]  # fmt: skip

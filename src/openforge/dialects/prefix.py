@@ -86,6 +86,9 @@ class Parsed:
 
     messages: tuple[Message, ...]
     counts: tuple[tuple[str, int], ...] = ()
+    # False when a later element may still change what this one made (a Responses
+    # function call joins the assistant message before it): a body is never split there.
+    closed: bool = True
 
 
 def messages_of(items: list[Parsed]) -> list[Message]:
@@ -140,6 +143,8 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
     kept = 0
     while kept < len(ends) and ends[kept] <= shared:
         kept += 1
+    while kept > 0 and not memo.items[kept - 1].closed:
+        kept -= 1
     if kept == 0:
         return None
     cut = _skip_space(body, ends[kept - 1])

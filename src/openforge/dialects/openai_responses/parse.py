@@ -16,7 +16,7 @@ from openforge.conversation import (
     ToolChoice,
     ToolSpec,
 )
-from openforge.dialects.errors import ApiError, decode_body
+from openforge.dialects.errors import ApiError, load_body, validate_body
 from openforge.dialects.images import image_from_url
 from openforge.dialects.openai_responses.protocol import (
     FunctionCallItem,
@@ -35,7 +35,7 @@ from openforge.dialects.openai_responses.protocol import (
     ResponsesRequest,
     TextConfig,
 )
-from openforge.dialects.prefix import BodyMemo
+from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
 
 __all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
 
@@ -59,19 +59,44 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     listed in ``ignored_tools``. ``metadata`` keeps
     ``previous_response_id``, ``store``, ``include``, ``instructions``,
     ``client_metadata``, ``prompt_cache_key``, ``reasoning`` and item counts
-    ``ignored_items``. ``memo`` is left alone: input items merge into messages as they
-    come, which :mod:`openforge.dialects.prefix` does not map yet.
+    ``ignored_items``. ``memo``: the rollout's last body (see
+    :mod:`openforge.dialects.prefix`), whose input items this body may resend; only what
+    follows them is parsed (never after an item a later one may still join), and the
+    memo is updated.
     """
-    req = decode_body(body, ResponsesRequest, union_tags=_TAGS)
+    if memo is not None and memo.lock.acquire(blocking=False):
+        try:
+            return _parse(body, memo)
+        finally:
+            memo.lock.release()
+    return _parse(body, None)
+
+
+def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
+    split = resent(memo, body, "input") if memo is not None else None
+    if split is not None:
+        try:
+            req = validate_body(split.raw, ResponsesRequest, union_tags=_TAGS)
+            assert not isinstance(req.input, str)  # the split was at an item of an array
+            items = _items(req.input, split.kept)
+        except ApiError:
+            split = None  # parsed whole below, which words the error as the body has it
+    if split is None:
+        raw = load_body(body)
+        req = validate_body(raw, ResponsesRequest, union_tags=_TAGS)
+        items = [] if isinstance(req.input, str) else _items(req.input, [])
+    if memo is not None:
+        if split is None:
+            learn(memo, body, "input", raw, items)
+        else:
+            extend(memo, body, split, items)
     messages: list[Message] = []
     if req.instructions:
         messages.append(Message("system", [TextPart(req.instructions)]))
-    ignored_items = 0
     if isinstance(req.input, str):
         messages.append(Message("user", [TextPart(req.input)]))
-    else:
-        for i, item in enumerate(req.input):
-            ignored_items += not _add_item(messages, item, i)
+    messages += messages_of(items)
+    ignored_items = sum(n for item in items for _, n in item.counts)
     tools, ignored, namespaced = _tools(req)
     metadata: dict[str, Any] = {
         k: getattr(req, k) for k in _EXTRAS + _MORE_EXTRAS if getattr(req, k) is not None
@@ -199,6 +224,25 @@ def _parts(content: str | list[Part], where: str, field: str = "content") -> lis
         else:
             parts.append(TextPart(part.text))
     return parts
+
+
+def _items(items: list[InputItem], kept: list[Parsed]) -> list[Parsed]:
+    """``kept`` (what a resent body's first items became) and what each of ``items``
+    adds after them: its new messages, whether it was dropped, and whether a later item
+    may still join the assistant message it leaves open."""
+    out = list(kept)
+    messages = messages_of(kept)
+    for i, item in enumerate(items, start=len(kept)):
+        before = len(messages)
+        added = _add_item(messages, item, i)
+        out.append(
+            Parsed(
+                tuple(messages[before:]),
+                () if added else (("ignored_items", 1),),
+                closed=not messages or messages[-1].role != "assistant",
+            )
+        )
+    return out
 
 
 def _open_assistant(messages: list[Message]) -> Message:
