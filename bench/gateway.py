@@ -271,6 +271,14 @@ def main() -> None:
         "--rollouts", type=int, default=8, help="history section: growing rollouts per target"
     )
     ap.add_argument(
+        "--history-workloads",
+        nargs="+",
+        choices=("agent", "claude", "codex"),
+        default=["agent"],
+        help="history section: the bodies that grow (agent: Chat; claude: Messages as "
+        "Claude Code sends them; codex: Responses as Codex does)",
+    )
+    ap.add_argument(
         "--pairs", type=int, default=4, help="paired section: runs per mode and concurrency"
     )
     ap.add_argument(
@@ -319,6 +327,7 @@ def main() -> None:
         ctx.think = a.think_ms / 1000
         ctx.pairs = a.pairs
         ctx.rollouts = a.rollouts
+        ctx.history_workloads = tuple(a.history_workloads)
         if "paired" in a.only and before is None:
             raise SystemExit("bench/gateway.py: --only paired needs --compare CHECKOUT")
         for section in a.only:
@@ -395,6 +404,7 @@ class Run:
     think: float = 0.0
     pairs: int = 4
     rollouts: int = 8
+    history_workloads: tuple[str, ...] = ("agent",)
 
     def headline(self) -> None:
         """The agent body at every mode and concurrency, every target."""
@@ -453,28 +463,30 @@ class Run:
         self.report.sizes(rows, [t.name for t in targets])
 
     def history(self) -> None:
-        """Rollouts growing by an answer and a 3 KB result per call, one call at a time.
+        """Rollouts growing by an answer and a 3 KB result per call, one call at a time,
+        for each of ``--history-workloads``.
 
         With ``--compare`` the two checkouts take turns, one rollout each (the same
         contents for both, the order alternated), so a change in the machine's speed
         during the section falls on both alike."""
         turns = 24 if self.seconds < 3 else 48
         targets = [t for t in (self.of, self.before) if t is not None]
-        keys = {t.name: mint(t, self.rollouts) for t in targets}
-        runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
-        for r in range(self.rollouts):
-            for target in targets if r % 2 == 0 else targets[::-1]:
-                target.keys = [keys[target.name][r]]
-                runs[target.name].append(
-                    run_load(target, self.tmp, case="grow", turns=turns, seconds=self.seconds,
-                             seed=r)
-                )  # fmt: skip
-        results = {}
-        for target in targets:
-            results[target.name] = merge_growing(runs[target.name])
-            # The store's bytes on disk (this section's calls only under --only history).
-            results[target.name]["store_mb"] = _store_mb(self.tmp, target.store)
-        self.report.history(results)
+        for workload in self.history_workloads:
+            keys = {t.name: mint(t, self.rollouts) for t in targets}
+            runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
+            for r in range(self.rollouts):
+                for target in targets if r % 2 == 0 else targets[::-1]:
+                    target.keys = [keys[target.name][r]]
+                    runs[target.name].append(
+                        run_load(target, self.tmp, workload=workload, case="grow", turns=turns,
+                                 seconds=self.seconds, seed=r)
+                    )  # fmt: skip
+            results = {}
+            for target in targets:
+                results[target.name] = merge_growing(runs[target.name])
+                # The store's bytes on disk (this section's calls only under --only history).
+                results[target.name]["store_mb"] = _store_mb(self.tmp, target.store)
+            self.report.history(results, workload)
 
     def workers(self, procs: list[subprocess.Popen[bytes]], engine_url: str, n: int) -> None:
         """``n`` worker processes on one port against one, both on a PostgreSQL store

@@ -158,7 +158,7 @@ async def _growing(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
         results: list[str] = []
         for turn in range(spec["turns"]):
             results.append(content.take(spec["size"]))
-            body = wl.growing_body(spec["stream"], results)
+            body = wl.growing_body(spec["stream"], results, spec["workload"])
             sizes[turn] = len(body)
             t, cpu = time.perf_counter(), cpu_s(spec["pids"])
             status, answer = await conn.call(_path(spec, key), body)

@@ -150,12 +150,15 @@ class Report:
             _line(f"{size / 1000:>7.0f}{body:>9.1f}", *cols, f"  load {r['load']:.1f}")
         _errors(rows)
 
-    def history(self, results: dict[str, dict[str, Any]]) -> None:
+    def history(self, results: dict[str, dict[str, Any]], workload: str = "agent") -> None:
         """Latency and gateway CPU by turn of growing rollouts, per target side by side,
         and how fast the CPU per call grows with the history (per rollout, then over them)."""
         names = list(results)
         n = len(results[names[0]]["turns"][0]["cpu_calls_ms"])
-        print(f"\n## {n} rollouts growing by an answer + 3 KB per call (c=1, JSON); medians")
+        print(
+            f"\n## {workload}: {n} rollouts growing by an answer + 3 KB per call (c=1, JSON);"
+            " medians"
+        )
         print(
             f"{'turn':>5}{'body KB':>9}" + "".join(f"{n + ' p50':>16}{'cpu ms':>8}" for n in names)
         )

@@ -181,14 +181,40 @@ class Template:
         return self.head + orjson.dumps(content)[1:-1] + self.tail
 
 
-def growing_body(stream: bool, results: list[str]) -> bytes:
-    """The agent body of a rollout's call after ``len(results) - 1`` answered turns: each
-    earlier result is followed by the gateway's answer (``ANSWER``) and a new user turn."""
-    body = _agent(stream)
-    msgs = body["messages"]
-    msgs[-1]["content"] = results[0]
-    for text in results[1:]:
-        msgs += [{"role": "assistant", "content": ANSWER}, {"role": "user", "content": text}]
+def growing_body(stream: bool, results: list[str], workload: str = "agent") -> bytes:
+    """The body of a rollout's call after ``len(results) - 1`` answered turns: each earlier
+    result is followed by the gateway's answer (``ANSWER``) and a new user turn, in the
+    workload's dialect as its harness sends it (Claude Code moves its cache marker to the
+    newest message on every call)."""
+    body = WORKLOADS[workload][1](stream)
+    if workload == "codex":
+        items = body["input"]
+        items[-1]["output"] = results[0]
+        for text in results[1:]:
+            items += [
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": ANSWER}]},
+                {"type": "message", "role": "user",
+                 "content": [{"type": "input_text", "text": text}]},
+            ]  # fmt: skip
+    elif workload == "claude":
+        msgs = body["messages"]
+        msgs[-1]["content"][0]["content"] = results[0]
+        for text in results[1:]:
+            msgs += [
+                {"role": "assistant", "content": [{"type": "text", "text": ANSWER}]},
+                {"role": "user", "content": [{"type": "text", "text": text}]},
+            ]
+        for m in msgs:  # the marker sits on the newest message only
+            if isinstance(m["content"], list):
+                for block in m["content"]:
+                    block.pop("cache_control", None)
+        msgs[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    else:
+        msgs = body["messages"]
+        msgs[-1]["content"] = results[0]
+        for text in results[1:]:
+            msgs += [{"role": "assistant", "content": ANSWER}, {"role": "user", "content": text}]
     return orjson.dumps(body)
 
 
