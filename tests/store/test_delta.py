@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from openforge.overlap import shared_prefix, shared_suffix
 from openforge.store import CallRecord, CallStatus, RolloutStatus, Store, StoreError
-from openforge.store.delta import StoredBase, choose_delta, splice
+from openforge.store.delta import (
+    StoredBase,
+    _shared_ids,
+    choose_delta,
+    ids_text,
+    joined_text,
+    splice,
+)
 from openforge.store.location import open_store
 from openforge.store.schemas import CallRole
 
@@ -29,8 +36,12 @@ class Agent:
     conversation (tools after the messages, as Anthropic bodies have them) with one more
     tool result, and its prompt ids extend the previous call's prompt and output ids."""
 
-    def __init__(self, rollout_id: str, role: CallRole = CallRole.POLICY, tag: str = "") -> None:
-        self.rollout_id, self.role, self.tag = rollout_id, role, tag
+    def __init__(
+        self, rollout_id: str, role: CallRole = CallRole.POLICY, tag: str = "", text: str = ""
+    ) -> None:
+        """``text``: how the prompt's JSON comes along ("" none, "json" as the gateway
+        sends it, "wrong" one that does not hold the prompt's ids)."""
+        self.rollout_id, self.role, self.tag, self.text = rollout_id, role, tag, text
         self.messages: list[dict[str, object]] = [{"role": "user", "content": f"task {tag}"}]
         self.ids: list[int] = [100 + i for i in range(900)]  # system prompt and tools
 
@@ -55,6 +66,10 @@ class Agent:
             response_id=f"msg_{self.tag}{seq}",
             role=self.role,
         )
+        if self.text == "json":
+            call.prompt_json = orjson.dumps(self.ids)
+        elif self.text == "wrong":  # cut short: its last id is not the prompt's
+            call.prompt_json = orjson.dumps(self.ids[:-1])
         self.ids = self.ids + output  # the next prompt carries this answer's ids
         self.messages.append({"role": "assistant", "content": f"answer {seq}"})
         return call
@@ -73,12 +88,13 @@ def _rows(location: str, rollout_id: str) -> list[tuple[int, bytes | None]]:
         return [(r[0], r[1]) for r in conn.execute(sql.format("?"), (rollout_id,))]
 
 
+@pytest.mark.parametrize("text", ["", "json", "wrong"])
 async def test_a_growing_rollout_round_trips_exactly_in_rows_that_stay_small(
-    location: str,
+    location: str, text: str
 ) -> None:
     store: Store = open_store(location)
     r = await store.create_rollout()
-    agent, recorded = Agent(r.id), []
+    agent, recorded = Agent(r.id, text=text), []
     for seq in range(12):
         recorded.append(agent.call(seq))
         await store.record_call(recorded[-1])
@@ -231,11 +247,30 @@ def test_shared_prefix_of_ids(a: list[int], b: list[int]) -> None:
     assert a[:n] == b[:n] and (n == min(len(a), len(b)) or a[n] != b[n])
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), max_size=40),
+    st.lists(st.integers(0, 300), max_size=10),
+    st.lists(st.integers(0, 300), max_size=40),
+)
+def test_shared_ids_from_text(prompt: list[int], output: list[int], new: list[int]) -> None:
+    """Ids compared as their JSON text (3 against 34, 1 against 10...) share exactly the
+    leading ids the lists share."""
+    text = joined_text(ids_text(prompt), ids_text(output))
+    base = StoredBase("b", text, len(prompt) + len(output), b"", b"")
+    both = prompt + output
+    for call in (new, both + new, both[: len(both) // 2] + new, prompt):
+        n = _shared_ids(ids_text(call), len(call), base)
+        assert both[:n] == call[:n] and (n == min(len(both), len(call)) or both[n] != call[n])
+
+
 def test_a_base_that_shares_little_is_not_used() -> None:
-    base = StoredBase("b", tuple(range(1000)), (1,), b"x" * 4000, b"y" * 4000)
-    assert choose_delta(base, "c", tuple(range(2000, 3000)), b"z" * 4000, b"w" * 4000) is None
-    delta = choose_delta(base, "c", (*range(1000), 1, 5), b"x" * 4000 + b"!", b"y" * 4001)
+    base = StoredBase("b", ids_text([*range(1000), 1]), 1001, b"x" * 4000, b"y" * 4000)
+    other = ids_text(range(2000, 3000))
+    assert choose_delta(base, "c", other, 1000, b"z" * 4000, b"w" * 4000) is None
+    prompt = ids_text([*range(1000), 1, 5])
+    delta = choose_delta(base, "c", prompt, 1002, b"x" * 4000 + b"!", b"y" * 4001)
     assert delta is not None and delta.prompt_ids == 1001
-    assert choose_delta(None, "c", (1,), b"", b"") is None
+    assert choose_delta(None, "c", b"1", 1, b"", b"") is None
     with pytest.raises(StoreError, match="does not fit"):
         splice(b"abc", (2, 2), b"", "c")

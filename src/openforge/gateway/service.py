@@ -542,6 +542,7 @@ class CallService:
             "seq": call.seq,
             "dialect": call.served.dialect.name,
             "prompt_ids": call.prompt_ids,
+            "prompt_json": call.rendered.prompt.ids_json if call.rendered is not None else None,
             "raw_request": stored_request(call.body, call.images) if call.images else call.body,
             "conversation": (
                 call.state.conversation_json.of(stored_conversation(conv))

@@ -38,6 +38,8 @@ __all__ = [
     "StoredBase",
     "base_ids",
     "choose_delta",
+    "ids_text",
+    "joined_text",
     "resolve_order",
     "splice",
 ]
@@ -52,17 +54,29 @@ _MIN_SAVED = 1024
 class StoredBase:
     """What a call's successor is stored against: its ids and bytes, in full.
 
-    The ids are tuples: a store keeps one base per rollout for as long as the rollout
-    runs, and CPython's cyclic GC stops tracking a tuple of ints once it has seen it,
-    where a list of ids is walked element by element on every collection (with a
-    hundred rollouts of 50k-token prompts, millions of pointers per full collection).
+    The ids are kept as the text of their JSON array (prompt, then output, no brackets:
+    :func:`ids_text`). The gateway hands a call's prompt over as that text already (it
+    made it for the engine from pieces it keeps per segment), so comparing a call with
+    its base is a ``memcmp`` of two byte strings, where tuples of 50k ids meant copying
+    (and touching) every id object on every call. Bytes are no work for the cyclic GC
+    either, which walked lists of ids element by element.
     """
 
     id: str
-    prompt_ids: tuple[int, ...]
-    output_ids: tuple[int, ...]
+    ids_text: bytes
+    ids_count: int  # how many ids ids_text holds (prompt + output)
     raw: bytes
     conversation: bytes  # the canonical conversation's JSON as stored
+
+
+def ids_text(ids: Sequence[int]) -> bytes:
+    """``ids`` as the text of a JSON array without its brackets (``1,2,3``)."""
+    return orjson.dumps(list(ids) if not isinstance(ids, list) else ids)[1:-1]
+
+
+def joined_text(first: bytes, second: bytes) -> bytes:
+    """The text of ``first``'s ids followed by ``second``'s."""
+    return first + b"," + second if first and second else first or second
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,43 +126,46 @@ def splice(base: bytes, ends: tuple[int, int], middle: bytes, call_id: str) -> b
     return base[:p] + middle + base[len(base) - s :]
 
 
-def _shared_ids(prompt: tuple[int, ...], base: StoredBase) -> int:
-    # A tuple slice that covers the whole tuple is the tuple itself, so each comparison
-    # copies only the prompt's part.
-    k = len(base.prompt_ids)
-    n = shared_prefix(base.prompt_ids, prompt[:k])
-    if n == k and base.output_ids:
-        n += shared_prefix(base.output_ids, prompt[n : n + len(base.output_ids)])
-    return n
+def _shared_ids(prompt: bytes, prompt_tokens: int, base: StoredBase) -> int:
+    """How many leading ids the prompt (as :func:`ids_text`) shares with the base's
+    prompt + output: the ids whose text lies wholly in the shared bytes, each ended by a
+    comma, or by the end of the text, in both."""
+    text = base.ids_text
+    n = shared_prefix(text, prompt)
+    # The commas before byte n, counted from the (short) end: bytes.count steps through
+    # every byte, and the shared part is nearly all of a long prompt.
+    count = max(base.ids_count - 1, 0) - text.count(b",", n)
+    if n and (n == len(text) or text[n] == 0x2C) and (n == len(prompt) or prompt[n] == 0x2C):
+        count += 1  # the id ending at byte n ends there in both
+    return min(count, prompt_tokens)
 
 
 def choose_delta(
     base: StoredBase | None,
     call_id: str,
-    prompt: tuple[int, ...],
+    prompt: bytes,
+    prompt_tokens: int,
     raw: bytes,
     conversation: bytes,
 ) -> Delta | None:
-    """The delta to store this call with, or None to store it whole."""
+    """The delta to store this call with (its prompt's ids as :func:`ids_text`), or None
+    to store it whole."""
     if base is None or base.id == call_id:
         return None
-    ids = _shared_ids(prompt, base)
+    ids = _shared_ids(prompt, prompt_tokens, base)
     raw_ends, conv_ends = _ends(base.raw, raw), _ends(base.conversation, conversation)
     saved = 4 * ids + sum(raw_ends) + sum(conv_ends)
-    total = 4 * len(prompt) + len(raw) + len(conversation)
+    total = 4 * prompt_tokens + len(raw) + len(conversation)
     if saved < _MIN_SAVED or saved < _MIN_SHARED * total:
         return None
     return Delta(base.id, ids, raw_ends, conv_ends)
 
 
-def base_ids(base: StoredBase, n: int, call_id: str) -> list[int]:
-    """The first ``n`` of the base's ``prompt_ids + output_ids``."""
-    k = len(base.prompt_ids)
-    if n <= k:
-        return list(base.prompt_ids[:n])
-    if n > k + len(base.output_ids):
+def base_ids(ids: list[int], n: int, call_id: str) -> list[int]:
+    """The first ``n`` of a base's ``prompt_ids + output_ids`` (``ids``)."""
+    if n > len(ids):
         raise StoreError(f"call {call_id}: delta shares {n} ids, its base has fewer")
-    return [*base.prompt_ids, *base.output_ids[: n - k]]
+    return ids[:n]
 
 
 class Bases:

@@ -18,7 +18,16 @@ import orjson
 import zstandard
 
 from openforge.store.base import StoreError
-from openforge.store.delta import Delta, StoredBase, base_ids, choose_delta, resolve_order, splice
+from openforge.store.delta import (
+    Delta,
+    StoredBase,
+    base_ids,
+    choose_delta,
+    ids_text,
+    joined_text,
+    resolve_order,
+    splice,
+)
 from openforge.store.schemas import (
     CallRecord,
     CallRole,
@@ -130,7 +139,7 @@ class RequestColumns:
     conversation: bytes  # the stored (possibly delta) conversation JSON
     delta: Delta | None
     # The whole request, kept for the call's successor (its base).
-    prompt_ids: tuple[int, ...]
+    prompt_text: bytes  # the prompt's ids as delta.ids_text writes them
     raw: bytes
     full_conversation: bytes
 
@@ -150,13 +159,11 @@ def request_columns(
     enough (:mod:`openforge.store.delta`). Reads only the call's id, prompt ids, raw
     request and conversation."""
     conversation = orjson.dumps(call.conversation)
-    # A copy (the caller's list may grow after the call is recorded, and a base must stay
-    # what was stored), made once: the comparison with the base slices it, and it is
-    # kept as the successor's base. The ids themselves are shared, which keeps the next
-    # comparison an identity check.
-    ids = tuple(call.prompt_ids)
-    delta = choose_delta(base, call.id, ids, call.raw_request, conversation)
-    prompt, raw, conv = ids, call.raw_request, conversation
+    prompt_text = _prompt_text(call)
+    delta = choose_delta(
+        base, call.id, prompt_text, len(call.prompt_ids), call.raw_request, conversation
+    )
+    prompt, raw, conv = call.prompt_ids, call.raw_request, conversation
     if delta is not None:
         prompt = prompt[delta.prompt_ids :]
         raw = raw[delta.raw[0] : len(raw) - delta.raw[1]]
@@ -171,10 +178,32 @@ def request_columns(
         compressor.compress(raw) if raw or delta is not None else None,
         conv,
         delta,
-        ids,
+        prompt_text,
         call.raw_request,
         conversation,
     )
+
+
+def _prompt_text(call: CallRecord) -> bytes:
+    """The call's prompt ids as :func:`~openforge.store.delta.ids_text` writes them: the
+    JSON the caller made (which must hold exactly the prompt's ids: the gateway's is the
+    engine request's), when it starts and ends with the prompt's first and last ids; else
+    made here."""
+    made, ids = call.prompt_json, call.prompt_ids
+    if made is not None and made[:1] == b"[" and made[-1:] == b"]":
+        text = made[1:-1]
+        if _same_ends(text, ids):
+            return text
+    return ids_text(ids)
+
+
+def _same_ends(text: bytes, ids: list[int]) -> bool:
+    """Whether ``text`` starts and ends with the first and last of ``ids``: checked in
+    constant time, as counting its ids would step through every byte, the very cost the
+    caller's text is there to save."""
+    if len(ids) < 2:
+        return text == (b"%d" % ids[0] if ids else b"")
+    return text.startswith(b"%d," % ids[0]) and text.endswith(b",%d" % ids[-1])
 
 
 def call_row(
@@ -223,7 +252,11 @@ def call_row(
         delta.to_json() if delta is not None else None,
     )
     stored = StoredBase(
-        call.id, request.prompt_ids, tuple(call.output_ids), request.raw, request.full_conversation
+        call.id,
+        joined_text(request.prompt_text, ids_text(call.output_ids)),
+        len(call.prompt_ids) + len(call.output_ids),
+        request.raw,
+        request.full_conversation,
     )
     return row, stored
 
@@ -238,7 +271,8 @@ def calls_from_rows(
     """
     deltas = [Delta.from_json(r[_DELTA], r[0]) if r[_DELTA] is not None else None for r in rows]
     order = resolve_order([r[0] for r in rows], [d.base if d else None for d in deltas])
-    full: dict[str, StoredBase] = {}
+    # each resolved call's prompt + output ids, raw request and conversation
+    full: dict[str, tuple[list[int], bytes, bytes]] = {}
     out: list[CallRecord | None] = [None] * len(rows)
     for i in order:
         row, delta = rows[i], deltas[i]
@@ -249,12 +283,13 @@ def calls_from_rows(
             base = full.get(delta.base)
             if base is None:
                 raise StoreError(f"call {row[0]}: its base call {delta.base} is not stored")
+            base_all, base_raw, base_conv = base
             if tokens:
-                prompt = base_ids(base, delta.prompt_ids, row[0]) + prompt
-            raw = splice(base.raw, delta.raw, raw, row[0])
-            conv = splice(base.conversation, delta.conversation, conv, row[0])
+                prompt = base_ids(base_all, delta.prompt_ids, row[0]) + prompt
+            raw = splice(base_raw, delta.raw, raw, row[0])
+            conv = splice(base_conv, delta.conversation, conv, row[0])
         call = _call(row, tokens, prompt, raw, conv)
-        full[call.id] = StoredBase(call.id, tuple(prompt), tuple(call.output_ids), raw, conv)
+        full[call.id] = (prompt + call.output_ids, raw, conv)
         out[i] = call
     return [c for c in out if c is not None]
 

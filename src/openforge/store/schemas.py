@@ -149,6 +149,11 @@ class CallRecord:
     # Which role's key the call came with (a judge's or simulated user's calls are never
     # training samples; teacher: the policy key served by a text engine).
     role: CallRole = CallRole.POLICY
+    # ``prompt_ids`` as a JSON array, when the caller has it (the gateway's engine request
+    # carries one): the store then compares the call with its rollout's last one as
+    # bytes. Not stored; a text that does not hold as many ids as ``prompt_ids`` is
+    # not used.
+    prompt_json: bytes | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
