@@ -282,6 +282,12 @@ def main() -> None:
         "--pairs", type=int, default=4, help="paired section: runs per mode and concurrency"
     )
     ap.add_argument(
+        "--paired-case",
+        choices=("rollout", "fresh"),
+        default="rollout",
+        help="paired section: one rollout per connection, or a fresh rollout per call",
+    )
+    ap.add_argument(
         "--profile",
         type=float,
         metavar="SECONDS",
@@ -327,6 +333,7 @@ def main() -> None:
         ctx.think = a.think_ms / 1000
         ctx.pairs = a.pairs
         ctx.rollouts = a.rollouts
+        ctx.paired_case = a.paired_case
         ctx.history_workloads = tuple(a.history_workloads)
         if "paired" in a.only and before is None:
             raise SystemExit("bench/gateway.py: --only paired needs --compare CHECKOUT")
@@ -404,6 +411,7 @@ class Run:
     think: float = 0.0
     pairs: int = 4
     rollouts: int = 8
+    paired_case: str = "rollout"
     history_workloads: tuple[str, ...] = ("agent",)
 
     def headline(self) -> None:
@@ -420,7 +428,10 @@ class Run:
                 if self.peer is not None:
                     rows[("rllm", stream, conc)] = run_load(self.peer, self.tmp, **kw)
                 if self.before is not None:
-                    rows[("before", stream, conc)] = run_load(self.before, self.tmp, **kw)
+                    b = rows[("before", stream, conc)] = run_load(self.before, self.tmp, **kw)
+                    bf = Target("bef-fresh", self.before.url, self.before.pids, "openforge")
+                    bf.keys = mint(self.before, int(b["rps"] * self.seconds * 1.3) + conc + 50)
+                    rows[("bef-fresh", stream, conc)] = run_load(bf, self.tmp, case="fresh", **kw)
         self.report.headline(rows, self.modes, self.concs)
 
     def paired(self) -> None:
@@ -433,11 +444,19 @@ class Run:
                 for i in range(self.pairs):
                     engine = run_load(self.engine, self.tmp, **kw)
                     first, second = (self.of, self.before) if i % 2 == 0 else (self.before, self.of)
-                    ran = {t.name: run_load(t, self.tmp, **kw) for t in (first, second)}
+                    ran = {t.name: self._paired_run(t, kw) for t in (first, second)}
                     pairs.setdefault((stream, conc), []).append(
                         (engine, ran[self.of.name], ran[self.before.name])
                     )
-        self.report.paired(pairs)
+        self.report.paired(pairs, self.paired_case)
+
+    def _paired_run(self, target: Target, kw: dict[str, Any]) -> dict[str, Any]:
+        if self.paired_case == "rollout":
+            return run_load(target, self.tmp, **kw)
+        # A fresh rollout per call: keys for as many calls as ~1,000 a second would make.
+        fresh = Target(target.name, target.url, target.pids, target.kind)
+        fresh.keys = mint(target, int(1000 * self.seconds * (1 + kw["conc"] / 128)))
+        return run_load(fresh, self.tmp, case="fresh", **kw)
 
     def recorded(self) -> None:
         """The recorded Claude Code and Codex bodies (OpenForge only: the peer is Chat-only)."""

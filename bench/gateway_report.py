@@ -82,7 +82,7 @@ class Report:
             for conc in concs:
                 base = rows[("engine", stream, conc)]
                 peer = rows.get(("rllm", stream, conc))
-                for name in ("engine", "openforge", "of-fresh", "rllm", "before"):
+                for name in ("engine", "openforge", "of-fresh", "rllm", "before", "bef-fresh"):
                     r = rows.get((name, stream, conc))
                     if r is None:
                         continue
@@ -100,9 +100,12 @@ class Report:
                     )
         _errors(rows)
 
-    def paired(self, pairs: dict[tuple[bool, int], list[tuple[dict[str, Any], ...]]]) -> None:
+    def paired(
+        self, pairs: dict[tuple[bool, int], list[tuple[dict[str, Any], ...]]], case: str = "rollout"
+    ) -> None:
         """Paired differences, this checkout minus ``before``, with 95% intervals."""
-        print("\n## paired: this checkout - before (agent body), order alternated per pair")
+        what = "a fresh rollout per call" if case == "fresh" else "a rollout per connection"
+        print(f"\n## paired: this checkout - before (agent body, {what}), order alternated")
         _line(
             f"{'mode':<7}{'conc':>5}{'pairs':>6}{'cpu ms now':>12}{'before':>8}",
             f"{'diff ± 95%':>16}{'now less':>9}{'add p50 diff ± 95%':>20}{'calls/s diff':>13}",

@@ -5,11 +5,11 @@ body is ~180 KB, of which 3 KB are new, and parsing, depth-checking and validati
 it cost each call time in proportion to the history. A harness serialises a conversation
 the same way every time, so a new body starts with the bytes of the previous one up to
 the end of some message, and those messages are the ones already parsed. Only the rest is
-parsed, as a document of its own that keeps the members before the array from last time::
+parsed: the body with the shared elements cut out::
 
     {"model":"m","messages":[m0,m1,m2],"tools":[...]}          the previous body
     {"model":"m","messages":[m0,m1,m2,m3,m4],"tools":[...]}    this body
-    {"messages":[m3,m4],"tools":[...]}                          parsed now ("model" kept)
+    {"model":"m","messages":[m3,m4],"tools":[...]}              parsed now
 
 What keeps this exact:
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,10 +113,15 @@ def messages_of(items: list[Parsed]) -> list[Message]:
 class BodyMemo:
     """A rollout's last body in one dialect, and what each element of its array became."""
 
+    # Sized for the cyclic GC, as a memo lives as long as its rollout: bytes and an
+    # array of offsets, which it never walks; the converted messages are the only
+    # objects kept.
     body: bytes = b""
-    head: dict[str, Any] = field(default_factory=dict)  # members before the array, parsed
+    # Whether a body came before: a rollout's first body is not kept (many rollouts, a
+    # judge's for one, make a single call), so the short way starts at its third.
+    seen: bool = False
     opened: int = 0  # offset just past the array's "["
-    ends: list[int] = field(default_factory=list)  # just past each element, as far as scanned
+    ends: array[int] = field(default_factory=lambda: array("q"))  # past each element scanned
     items: list[Parsed] = field(default_factory=list)  # each element, converted
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -125,7 +131,7 @@ class Resent:
     """A body split at the end of the messages it shares with the memo's body."""
 
     kept: list[Parsed]  # the shared elements, converted last time
-    raw: dict[str, Any]  # the top-level object, its array holding only the new elements
+    raw: dict[str, Any]  # the body parsed without them: its array holds the new elements
 
 
 def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
@@ -165,13 +171,13 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
     rest = body[cut + 1 :] if body[cut] == 0x2C else body[cut:]
     if b'"' + key.encode() + b'"' in rest:
         return None
-    try:
-        raw = orjson.loads(b'{"' + key.encode() + b'":[' + rest)
+    try:  # the body with the shared elements cut out
+        raw = orjson.loads(body[: memo.opened] + rest)
     except orjson.JSONDecodeError:
         return None  # parsed whole, the error is reported where it is
     if not isinstance(raw, dict):
         return None
-    return Resent(memo.items[:kept], {**memo.head, **raw})
+    return Resent(memo.items[:kept], raw)
 
 
 def _member_value(body: bytes, key: bytes) -> int | None:
@@ -179,9 +185,8 @@ def _member_value(body: bytes, key: bytes) -> int | None:
     ``body`` (spelled plainly) and as a member's name; None otherwise.
 
     A ``{`` or ``,`` before the quoted name and a ``:`` after it make it a name: inside a
-    string every quote is escaped. A member of that name in a nested object is not told
-    apart from the top-level one here; a body split there never parses, since the rest
-    closes more brackets than the document :func:`resent` makes opens."""
+    string every quote is escaped. Whether it is the top-level member :func:`learn`
+    checks."""
     quoted = b'"' + key + b'"'
     at = body.find(quoted)
     if at < 0 or body.find(quoted, at + 1) >= 0:
@@ -195,20 +200,29 @@ def _member_value(body: bytes, key: bytes) -> int | None:
     return _skip_space(body, colon + 1)
 
 
-def learn(memo: BodyMemo, body: bytes, key: str, raw: dict[str, Any], items: list[Parsed]) -> None:
-    """Remember ``body`` (parsed whole into ``raw``, its array converted to ``items``), or
-    forget the memo when ``body``'s array cannot be found by its bytes."""
-    at = _member_value(body, key.encode())
-    if at is None or body[at : at + 1] != b"[":
-        memo.body, memo.items, memo.ends = b"", [], []
+def learn(memo: BodyMemo, body: bytes, key: str, items: list[Parsed]) -> None:
+    """Remember ``body`` (parsed whole, its array converted to ``items``), or forget the
+    memo when ``body``'s array cannot be found by its bytes."""
+    if not memo.seen:
+        memo.seen = True
         return
-    head = {}
-    for member, value in raw.items():  # parsed members keep the body's order
-        if member == key:
-            break
-        head[member] = value
-    memo.body, memo.head, memo.opened = body, head, at + 1
-    memo.ends, memo.items = [], items
+    at = _member_value(body, key.encode())
+    if at is None or body[at : at + 1] != b"[" or not _top_level(body, at + 1):
+        memo.body, memo.items, memo.ends = b"", [], array("q")
+        return
+    memo.body, memo.opened, memo.ends, memo.items = body, at + 1, array("q"), items
+
+
+def _top_level(body: bytes, opened: int) -> bool:
+    """Whether the array opened just before ``opened`` is a member of the top-level object:
+    closed right there, the body then parses."""
+    import orjson
+
+    try:
+        orjson.loads(body[:opened] + b"]}")
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Parsed]) -> None:

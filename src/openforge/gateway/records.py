@@ -45,24 +45,30 @@ class ConversationJson:
     holds it. The bytes are those of ``orjson.dumps(conversation)``.
     """
 
-    __slots__ = ("_by",)
+    __slots__ = ("_json", "_messages", "_seen")
 
     def __init__(self) -> None:
-        self._by: dict[int, tuple[Message, orjson.Fragment]] = {}
+        # A rollout's first conversation is not kept (it may be its only one).
+        self._seen = False
+        # The last conversation's messages and their JSON, by position: the messages a
+        # parser keeps are the leading ones (two lists; a dict of pairs would give the
+        # cyclic GC an object per message to walk for the rollout's life).
+        self._messages: list[Message] = []
+        self._json: list[orjson.Fragment] = []
 
     def of(self, conversation: Conversation) -> dict[str, Any]:
         """``conversation`` as an object for ``orjson.dumps``, its messages ready as JSON."""
-        kept, now = self._by, {}
-        messages = []
-        for m in conversation.messages:
-            made = kept.get(id(m))
-            if made is None or made[0] is not m:
-                made = (m, orjson.Fragment(orjson.dumps(m)))
-            now[id(m)] = made
-            messages.append(made[1])
-        self._by = now
+        kept, made = self._messages, self._json
+        messages = conversation.messages
+        same = 0
+        while same < len(kept) and same < len(messages) and kept[same] is messages[same]:
+            same += 1
+        pieces = made[:same] + [orjson.Fragment(orjson.dumps(m)) for m in messages[same:]]
+        if self._seen:
+            self._messages, self._json = list(messages), pieces
+        self._seen = True
         out = {name: getattr(conversation, name) for name in _FIELDS}
-        out["messages"] = messages
+        out["messages"] = pieces
         return out
 
 

@@ -119,32 +119,34 @@ def canonical_key(message: Message) -> TurnKey:
 
 class _TurnIndex:
     """Turns by match key: the latest of each key, overall and per prompt path, and the
-    same per (key, reasoning) for turns that had reasoning. Every lookup is one dict get."""
+    same per (key, reasoning) for turns that had reasoning. Every lookup is one dict get,
+    in one dict (a history lives as long as its rollout: few objects for the GC)."""
 
-    __slots__ = ("at", "at_reasoning", "latest", "latest_reasoning")
+    __slots__ = ("_by",)
 
     def __init__(self) -> None:
-        self.latest: dict[TurnKey, int] = {}
-        self.at: dict[tuple[int, TurnKey], int] = {}
-        self.latest_reasoning: dict[tuple[TurnKey, str], int] = {}
-        self.at_reasoning: dict[tuple[int, TurnKey, str], int] = {}
+        # (key,) | (key, path_hash) | (key, reasoning, "r") | (key, path_hash, reasoning)
+        self._by: dict[tuple[object, ...], int] = {}
+
+    def __contains__(self, key: TurnKey) -> bool:
+        return (key,) in self._by
 
     def add(self, key: TurnKey, path_hash: int, reasoning: str, index: int) -> None:
         """Index turn ``index``, sampled at ``path_hash`` (later turns win)."""
-        self.latest[key] = index
-        self.at[(path_hash, key)] = index
+        by = self._by
+        by[(key,)] = by[(key, path_hash)] = index
         if reasoning:
-            self.latest_reasoning[(key, reasoning)] = index
-            self.at_reasoning[(path_hash, key, reasoning)] = index
+            by[(key, reasoning, "r")] = by[(key, path_hash, reasoning)] = index
 
     def find(self, key: TurnKey, path_hash: int, reasoning: str) -> int | None:
         """The latest turn of ``key`` (with ``reasoning``, when given) sampled at
         ``path_hash``, else the latest one of them; None when there is none."""
+        by = self._by
         if reasoning:
-            found = self.at_reasoning.get((path_hash, key, reasoning))
-            return self.latest_reasoning.get((key, reasoning)) if found is None else found
-        found = self.at.get((path_hash, key))
-        return self.latest.get(key) if found is None else found
+            found = by.get((key, path_hash, reasoning))
+            return by.get((key, reasoning, "r")) if found is None else found
+        found = by.get((key, path_hash))
+        return by.get((key,)) if found is None else found
 
 
 def _dropped_images(before: Hashable, now: Hashable) -> int:
@@ -172,8 +174,10 @@ class RolloutHistory:
         self._canon = _TurnIndex()
         self.drift_count = 0
         self.fork_count = 0
-        # The last render's turn texts by their first message's id (Renderer._unit_text).
-        self.texts: dict[int, tuple[tuple[Message, ...], str, int]] = {}
+        # The last render's messages, and its turns' texts by first message (see
+        # Renderer._unit_text): tuples of an int, a str and an int, which the GC untracks.
+        self.text_messages: list[Message] = []
+        self.texts: dict[int, tuple[int, str, int]] = {}
         # segment key -> (its ids object, those ids as JSON without brackets); see ids_json
         self._json: dict[Hashable, tuple[Sequence[int], bytes]] = {}
 
@@ -222,6 +226,7 @@ class RolloutHistory:
         serialised again), and joining the pieces is a copy of bytes.
         """
         memo = self._json
+        keep = bool(self.calls)  # a rollout's first prompt may be its only one
         pieces: list[bytes] = []
         for s in segments:
             if not s.ids:
@@ -229,7 +234,7 @@ class RolloutHistory:
             made = memo.get(s.key)
             if made is None or made[0] is not s.ids:
                 made = (s.ids, orjson.dumps(s.ids)[1:-1])
-                if s.kind != "prefill":  # a prefill is never rendered twice from a cache
+                if keep and s.kind != "prefill":  # a prefill is never rendered twice
                     memo[s.key] = made
             pieces.append(made[1])
         return b"[" + b",".join(pieces) + b"]"
@@ -243,7 +248,7 @@ class RolloutHistory:
         """
         index = self._fast
         key = fast_key(message)
-        if key not in index.latest:
+        if key not in index:
             index, key = self._canon, canonical_key(message)
         found = index.find(key, path_hash, (message.reasoning or "").strip())
         return None if found is None else self.calls[found]

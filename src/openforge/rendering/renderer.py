@@ -40,8 +40,9 @@ from openforge.rendering.vision import Vision
 __all__ = ["RenderError", "Renderer"]
 
 _ROLE = {"system": "system", "developer": "system", "user": "user", "tool": "user"}
-# A turn's messages, its text and how many images it replaced: see Renderer._unit_text.
-_Text = tuple[tuple[Message, ...], str, int]
+# A turn's end (the index after its last message), its text and how many images it
+# replaced, by the index of its first message: see Renderer._unit_text.
+_Texts = dict[int, tuple[int, str, int]]
 
 
 class RenderError(ValueError):
@@ -146,8 +147,16 @@ class Renderer:
             prefill = bool(conv.messages) and conv.messages[-1].role == "assistant"
             return self._model_template.render(conv, history, prefill=prefill)
         cache = history.segment_cache if history is not None else {}
-        texts = history.texts if history is not None else {}
-        made: dict[int, _Text] = {}
+        # The leading messages that are the last render's very objects, whose turns'
+        # texts are kept (a rollout's parser hands back every message a body resends).
+        same, texts = 0, {}
+        if history is not None:
+            before, texts = history.text_messages, history.texts
+            while same < len(before) and same < len(conv.messages):
+                if before[same] is not conv.messages[same]:
+                    break
+                same += 1
+        made: _Texts = {}
         out = RenderedPrompt(ids=[])
         segs = out.segments
         start = self._system(conv, segs, out)
@@ -162,7 +171,7 @@ class Renderer:
                 j = i
                 while j < len(msgs) and msgs[j].role == "tool":
                     j += 1
-                text, n = self._unit_text(msgs[i:j], texts, made)
+                text, n = self._unit_text(msgs, i, j, same, texts, made)
                 seg = self._text_segment(text, cache, i, "tool", task, msgs[i:j], out)
                 out.images += n if self.vision is None else 0
                 segs.append(seg)
@@ -175,7 +184,7 @@ class Renderer:
                 task = False
                 i += 1
             else:
-                text, n = self._unit_text(msgs[i : i + 1], texts, made)
+                text, n = self._unit_text(msgs, i, i + 1, same, texts, made)
                 out.images += n if self.vision is None else 0
                 segs.append(self._text_segment(text, cache, i, m.role, task, [m], out))
                 i += 1
@@ -186,34 +195,30 @@ class Renderer:
         if not segs or segs[-1].kind != "prefill":
             segs.append(Segment(("generation",), self.generation_ids, -1, "generation", False))
         self._assemble(out, hashes, history)
-        if history is not None:
-            history.texts = made
+        if history is not None and history.calls:  # a first prompt may be the only one
+            history.text_messages, history.texts = list(msgs), made
         return out
 
     def _unit_text(
-        self, unit: list[Message], before: dict[int, _Text], made: dict[int, _Text]
+        self, msgs: list[Message], i: int, j: int, same: int, before: _Texts, made: _Texts
     ) -> tuple[str, int]:
-        """A user, system or tool-results turn's text (and its images): kept from the last
-        render when its messages are the very same objects, which a rollout's parser
-        hands back for every message a body resends. Then its hash is kept too, and the
-        segment caches find it without hashing the text again: a prompt's unchanged turns
-        cost a lookup each, not a copy and a hash of all their text."""
-        first = unit[0]
-        kept = before.get(id(first))
-        if (
-            kept is not None
-            and len(kept[0]) == len(unit)
-            and all(a is b for a, b in zip(kept[0], unit, strict=True))
-        ):
-            made[id(first)] = kept
+        """The text (and images) of the user, system or tool-results turn ``msgs[i:j]``:
+        kept from the last render when its messages are the very same objects (``j <=
+        same``). Then its hash is kept too, and the segment caches find it without hashing
+        the text again: a prompt's unchanged turns cost a lookup each, not a copy and a
+        hash of all their text."""
+        kept = before.get(i) if j <= same else None
+        if kept is not None and kept[0] == j:
+            made[i] = kept
             return kept[1], kept[2]
+        first = msgs[i]
         if first.role == "tool":
-            body, n = tool_results_text(unit, self._image_text)
+            body, n = tool_results_text(msgs[i:j], self._image_text)
             text = "user\n" + body
         else:
             body, n = content_text(first.content, self._image_text)
             text = f"{_ROLE[first.role]}\n{body}"
-        made[id(first)] = (tuple(unit), text, n)
+        made[i] = (j, text, n)
         return text, n
 
     def count_tokens(self, conv: Conversation) -> int:

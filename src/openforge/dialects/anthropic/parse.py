@@ -77,7 +77,7 @@ def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
         items = [_element(m, i) for i, m in enumerate(req.messages)]
     if memo is not None:
         if split is None:
-            learn(memo, body, "messages", raw, items)
+            learn(memo, body, "messages", items)
         else:
             extend(memo, body, split, items)
     conv = _conversation(req, items)

@@ -87,7 +87,7 @@ def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
         items = [] if isinstance(req.input, str) else _items(req.input, [])
     if memo is not None:
         if split is None:
-            learn(memo, body, "input", raw, items)
+            learn(memo, body, "input", items)
         else:
             extend(memo, body, split, items)
     messages: list[Message] = []
