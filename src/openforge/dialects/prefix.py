@@ -17,8 +17,12 @@ What keeps this exact:
   ends the shared part before it, and everything from there on is parsed.
 * The array's member name occurs once in a remembered body, and not at all in the part
   parsed anew, so a second member of that name (the last one wins in a full parse) never
-  meets a remembered prefix. (A duplicate spelled with escapes, ``"m\\u0065ssages"``, is
-  not caught: it can only change how its own sender's conversation reads.)
+  meets a remembered prefix; and it is the top-level object's member (a remembered body
+  closed right after the array's ``[`` parses). (A duplicate spelled with escapes,
+  ``"m\\u0065ssages"``, is not caught: it can only change how its own sender's
+  conversation reads.)
+* A rollout's first body is not kept (it may be its only one): the short way starts at
+  its third.
 * Whatever the short way cannot vouch for (no shared message, an invalid tail, a body
   another thread is reading the memo for) is parsed whole, which also words every error.
 """
@@ -30,6 +34,8 @@ import threading
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from openforge.conversation import Message
 from openforge.overlap import shared_prefix
@@ -139,8 +145,6 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
     byte for byte; None when it shares none (parse it whole). The caller validates and
     converts ``raw`` (new elements are numbered from ``len(kept)``) and then calls
     :func:`learn`; called with the memo's lock held."""
-    import orjson
-
     old = memo.body
     if not old or not memo.items:
         return None
@@ -216,8 +220,6 @@ def learn(memo: BodyMemo, body: bytes, key: str, items: list[Parsed]) -> None:
 def _top_level(body: bytes, opened: int) -> bool:
     """Whether the array opened just before ``opened`` is a member of the top-level object:
     closed right there, the body then parses."""
-    import orjson
-
     try:
         orjson.loads(body[:opened] + b"]}")
     except orjson.JSONDecodeError:
