@@ -32,12 +32,15 @@ from __future__ import annotations
 import re
 import threading
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel
 
 from openforge.conversation import Message
+from openforge.dialects.errors import ApiError, load_body, validate_body
 from openforge.overlap import shared_prefix
 
 __all__ = [
@@ -47,9 +50,12 @@ __all__ = [
     "extend",
     "learn",
     "messages_of",
+    "parse_body",
     "resent",
     "value_end",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 _STRUCT = re.compile(rb'["\[\]{}]')
 _SPACE = b" \t\n\r"
@@ -231,3 +237,40 @@ def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Parsed]) -> N
     """Remember ``body``, parsed through ``split`` into ``items`` (kept ones first)."""
     kept = len(split.kept)
     memo.body, memo.ends, memo.items = body, memo.ends[:kept], items
+
+
+def parse_body(
+    body: bytes,
+    memo: BodyMemo | None,
+    key: str,
+    model: type[M],
+    union_tags: frozenset[str],
+    convert: Callable[[M, list[Parsed]], list[Parsed]],
+) -> tuple[M, list[Parsed]]:
+    """``body`` validated as ``model``, and what each element of its ``key`` array became:
+    ``convert(request, kept)`` turns the request's array, whose elements follow the
+    ``kept`` ones, into ``kept`` plus one :class:`Parsed` each. Through ``memo`` (a
+    rollout's, updated) only the elements after those a resent body shares are parsed;
+    without it, or when another thread holds it, or whatever the short way cannot vouch
+    for, the body is parsed whole, which also words its errors."""
+    held = memo if memo is not None and memo.lock.acquire(blocking=False) else None
+    try:
+        split = resent(held, body, key) if held is not None else None
+        if split is not None:
+            try:
+                req = validate_body(split.raw, model, union_tags=union_tags)
+                items = convert(req, split.kept)
+            except ApiError:
+                split = None  # parsed whole below, which words the error as the body has it
+        if split is None:
+            req = validate_body(load_body(body), model, union_tags=union_tags)
+            items = convert(req, [])
+        if held is not None:
+            if split is None:
+                learn(held, body, key, items)
+            else:
+                extend(held, body, split, items)
+        return req, items
+    finally:
+        if held is not None:
+            held.lock.release()

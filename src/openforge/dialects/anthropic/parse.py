@@ -31,9 +31,9 @@ from openforge.dialects.anthropic.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from openforge.dialects.errors import ApiError, decode_body, load_body, validate_body
+from openforge.dialects.errors import decode_body
 from openforge.dialects.images import image_from_base64, image_from_url
-from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
+from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
@@ -54,32 +54,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     messages this body may resend; only what follows them is parsed, and the memo is
     updated.
     """
-    if memo is not None and memo.lock.acquire(blocking=False):
-        try:
-            return _parse(body, memo)
-        finally:
-            memo.lock.release()
-    return _parse(body, None)
-
-
-def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
-    split = resent(memo, body, "messages") if memo is not None else None
-    if split is not None:
-        try:
-            req = validate_body(split.raw, MessagesRequest, union_tags=_TAGS)
-            kept = len(split.kept)
-            items = split.kept + [_element(m, kept + i) for i, m in enumerate(req.messages)]
-        except ApiError:
-            split = None  # parsed whole below, which words the error as the body has it
-    if split is None:
-        raw = load_body(body)
-        req = validate_body(raw, MessagesRequest, union_tags=_TAGS)
-        items = [_element(m, i) for i, m in enumerate(req.messages)]
-    if memo is not None:
-        if split is None:
-            learn(memo, body, "messages", items)
-        else:
-            extend(memo, body, split, items)
+    req, items = parse_body(body, memo, "messages", MessagesRequest, _TAGS, _items)
     conv = _conversation(req, items)
     conv.params = SamplingParams(
         max_tokens=req.max_tokens,
@@ -98,6 +73,12 @@ def parse_count_tokens_request(body: bytes) -> Conversation:
     """Parse a ``POST /v1/messages/count_tokens`` body (no ``max_tokens``)."""
     req = decode_body(body, CountTokensRequest, union_tags=_TAGS)
     return _conversation(req, [_element(m, i) for i, m in enumerate(req.messages)])
+
+
+def _items(req: MessagesRequest, kept: list[Parsed]) -> list[Parsed]:
+    """``kept`` and what each of the request's messages after them became."""
+    n = len(kept)
+    return kept + [_element(m, n + i) for i, m in enumerate(req.messages)]
 
 
 def _element(msg: MessageParam, index: int) -> Parsed:

@@ -13,7 +13,7 @@ from openforge.conversation import (
     ToolChoice,
     ToolSpec,
 )
-from openforge.dialects.errors import ApiError, load_body, validate_body
+from openforge.dialects.errors import ApiError
 from openforge.dialects.images import image_from_url
 from openforge.dialects.openai_chat.protocol import (
     MESSAGE_ROLES,
@@ -30,7 +30,7 @@ from openforge.dialects.openai_chat.protocol import (
     ToolMessage,
     UserMessage,
 )
-from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
+from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
 
 __all__ = ["parse_request"]
 
@@ -48,34 +48,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     last body (see :mod:`openforge.dialects.prefix`), whose messages this body may
     resend; only what follows them is parsed, and the memo is updated.
     """
-    if memo is not None and memo.lock.acquire(blocking=False):
-        try:
-            return _parse(body, memo)
-        finally:
-            memo.lock.release()
-    return _parse(body, None)
-
-
-def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
-    split = resent(memo, body, "messages") if memo is not None else None
-    if split is not None:
-        try:
-            req = validate_body(split.raw, ChatCompletionRequest, union_tags=_TAGS)
-            kept = len(split.kept)
-            items = split.kept + [
-                Parsed((_message(m, kept + i),)) for i, m in enumerate(req.messages)
-            ]
-        except ApiError:
-            split = None  # parsed whole below, which words the error as the body has it
-    if split is None:
-        raw = load_body(body)
-        req = validate_body(raw, ChatCompletionRequest, union_tags=_TAGS)
-        items = [Parsed((_message(m, i),)) for i, m in enumerate(req.messages)]
-    if memo is not None:
-        if split is None:
-            learn(memo, body, "messages", items)
-        else:
-            extend(memo, body, split, items)
+    req, items = parse_body(body, memo, "messages", ChatCompletionRequest, _TAGS, _items)
     messages = messages_of(items)
     if req.n is not None and req.n != 1:
         raise ApiError("invalid_request", "Only n=1 is supported.", "n")
@@ -120,6 +93,12 @@ def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
         ignored_tools=ignored,
         metadata=metadata,
     )
+
+
+def _items(req: ChatCompletionRequest, kept: list[Parsed]) -> list[Parsed]:
+    """``kept`` and the request's messages after them, one canonical message each."""
+    n = len(kept)
+    return kept + [Parsed((_message(m, n + i),)) for i, m in enumerate(req.messages)]
 
 
 def _response_format(fmt: ResponseFormatParam | None) -> ResponseFormat | None:

@@ -16,7 +16,7 @@ from openforge.conversation import (
     ToolChoice,
     ToolSpec,
 )
-from openforge.dialects.errors import ApiError, load_body, validate_body
+from openforge.dialects.errors import ApiError
 from openforge.dialects.images import image_from_url
 from openforge.dialects.openai_responses.protocol import (
     FunctionCallItem,
@@ -35,7 +35,7 @@ from openforge.dialects.openai_responses.protocol import (
     ResponsesRequest,
     TextConfig,
 )
-from openforge.dialects.prefix import BodyMemo, Parsed, extend, learn, messages_of, resent
+from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
 
 __all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
 
@@ -64,32 +64,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     follows them is parsed (never after an item a later one may still join), and the
     memo is updated.
     """
-    if memo is not None and memo.lock.acquire(blocking=False):
-        try:
-            return _parse(body, memo)
-        finally:
-            memo.lock.release()
-    return _parse(body, None)
-
-
-def _parse(body: bytes, memo: BodyMemo | None) -> Conversation:
-    split = resent(memo, body, "input") if memo is not None else None
-    if split is not None:
-        try:
-            req = validate_body(split.raw, ResponsesRequest, union_tags=_TAGS)
-            assert not isinstance(req.input, str)  # the split was at an item of an array
-            items = _items(req.input, split.kept)
-        except ApiError:
-            split = None  # parsed whole below, which words the error as the body has it
-    if split is None:
-        raw = load_body(body)
-        req = validate_body(raw, ResponsesRequest, union_tags=_TAGS)
-        items = [] if isinstance(req.input, str) else _items(req.input, [])
-    if memo is not None:
-        if split is None:
-            learn(memo, body, "input", items)
-        else:
-            extend(memo, body, split, items)
+    req, items = parse_body(body, memo, "input", ResponsesRequest, _TAGS, _request_items)
     messages: list[Message] = []
     if req.instructions:
         messages.append(Message("system", [TextPart(req.instructions)]))
@@ -224,6 +199,12 @@ def _parts(content: str | list[Part], where: str, field: str = "content") -> lis
         else:
             parts.append(TextPart(part.text))
     return parts
+
+
+def _request_items(req: ResponsesRequest, kept: list[Parsed]) -> list[Parsed]:
+    """``kept`` and what each input item after them added (none for a string input, which
+    a split body never has: it is split at an item of an array)."""
+    return kept if isinstance(req.input, str) else _items(req.input, kept)
 
 
 def _items(items: list[InputItem], kept: list[Parsed]) -> list[Parsed]:
