@@ -18,9 +18,9 @@ _S = TypeVar("_S", bytes, tuple[int, ...])
 def shared_prefix(a: _S, b: _S) -> int:
     """How many leading items ``a`` and ``b`` share.
 
-    Slice comparisons run in C (``memcmp`` for bytes; an identity check first for ids, which
-    a rendering that extends its history shares with the previous prompt): one comparison
-    in the common case of ``b`` extending ``a``, a bisection over ~2n items otherwise.
+    Slice comparisons run in C (``memcmp`` for bytes; item by item, an identity check
+    first, for tuples): one comparison in the common case of ``b`` extending ``a``, a
+    bisection over ~2n items otherwise.
     """
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
