@@ -207,6 +207,10 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--learning-rate", type=float, default=4e-5, help="GRPO learning rate")
     ap.add_argument(
+        "--updates-per-step", type=int, default=1,
+        help="optimizer updates per GRPO step, each on its share of the step's samples",
+    )  # fmt: skip
+    ap.add_argument(
         "--sft-per-family",
         type=int,
         default=2,
@@ -253,6 +257,7 @@ def main() -> None:
         "max_sample_rounds": args.sample_rounds,
         "rest_steps": args.rest_steps,
         "learning_rate": args.learning_rate,
+        "updates_per_step": args.updates_per_step,
     }
     optional = {
         "sft_epochs": args.sft_epochs,

@@ -11,6 +11,7 @@ import torch
 from openforge.models.registry import resolve_model
 from openforge.traces.samples import Mode, Sample
 from openforge.training.advantages import grpo_advantages
+from openforge.training.batching import TrainItem, split_updates
 from openforge.training.config import TrainConfig
 from openforge.training.trainer import Trainer
 
@@ -151,3 +152,43 @@ def test_ratio_is_one_on_policy_under_a_sampling_temperature(tiny: Path) -> None
     result = trainer.train_step([sample, other], {"a": 1.0, "b": -1.0})
     assert result.accepted
     assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_updates_per_step_are_successive_updates_on_the_shares(tiny: Path) -> None:
+    samples = [_sample(f"r{i}", [1, 50, 51, 52 + i], [70 + i, 71, 2]) for i in range(5)]
+    adv = {"r0": 1.0, "r1": -1.0, "r2": 0.5, "r3": -0.5, "r4": 0.25}
+    split = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
+    result = split.train_step(samples, adv)
+    assert result.accepted and result.version == 1 and result.metrics["updates"] == 2
+    assert result.metrics["samples"] == 5
+    # The same two updates made one per step, on the shares split_updates deals
+    one = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3), tiny)
+    items = [TrainItem(s, adv[s.rollout_id]) for s in samples]
+    shares = split_updates(items, 2, "0:0")
+    assert sorted(len(s) for s in shares) == [2, 3]
+    assert {it.sample.rollout_id for s in shares for it in s} == set(adv)
+    assert shares[0] != items[: len(shares[0])] or shares[1] != items[len(shares[0]) :]
+    for share in shares:
+        assert one.train_step([it.sample for it in share], adv).accepted
+    for name, p in split.params.items():
+        assert torch.allclose(p, one.params[name], atol=1e-6), name
+
+
+def test_a_bad_later_update_keeps_the_earlier_ones(tiny: Path) -> None:
+    samples = [_sample(f"r{i}", [1, 50, 51], [70 + i, 2]) for i in range(2)]
+    adv = {"r0": 1.0, "r1": -1.0}
+    trainer = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
+    _on_policy(trainer, samples)  # so neither update is clipped to a zero gradient
+    shares = split_updates([TrainItem(s, adv[s.rollout_id]) for s in samples], 2, "0:0")
+    good = list(shares[0][0].sample.logprobs)
+    shares[1][0].sample.logprobs = [math.nan, 0.0]  # NaN only in the second update
+    before = {n: p.detach().clone() for n, p in trainer.params.items()}
+    result = trainer.train_step(samples, adv)
+    assert result.accepted and result.version == 1
+    assert result.metrics["updates"] == 1 and result.metrics["updates_rejected"] == 1
+    assert result.reason is not None and "non-finite" in result.reason
+    assert any(not torch.equal(before[n], p) for n, p in trainer.params.items())
+    # NaN in the first update: nothing applied, the step is rejected
+    shares[1][0].sample.logprobs, shares[0][0].sample.logprobs = good, [math.nan, 0.0]
+    fresh = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
+    assert not fresh.train_step(samples, adv).accepted and fresh.version == 0

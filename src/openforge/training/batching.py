@@ -9,6 +9,7 @@ its own: a VLM derives its 3-D (M-RoPE) positions from the row's image grids its
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,7 +18,7 @@ import torch
 
 from openforge.traces.samples import SampleImage
 
-__all__ = ["MicroBatch", "TrainItem", "TrainableSample", "make_micro_batches"]
+__all__ = ["MicroBatch", "TrainItem", "TrainableSample", "make_micro_batches", "split_updates"]
 
 
 class TrainableSample(Protocol):
@@ -116,3 +117,15 @@ def make_micro_batches(
     if current:
         batches.append(current)
     return [_collate(group, pad_id) for group in batches]
+
+
+def split_updates(items: Sequence[TrainItem], updates: int, key: str) -> list[list[TrainItem]]:
+    """A step's items shuffled (seeded by ``key``) and dealt into ``updates`` near-equal
+    shares, one per optimizer update; fewer when there are fewer items. Shuffled so no
+    update sees only one group (samples come group by group)."""
+    m = max(1, min(updates, len(items)))
+    if m == 1:
+        return [list(items)]
+    order = list(items)
+    random.Random(key).shuffle(order)
+    return [order[i::m] for i in range(m)]

@@ -74,6 +74,13 @@ class TrainConfig:
     kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
     entropy_coef: float = 0.0  # α
     sample_mode: Literal["per_call", "merged", "auto"] = "per_call"  # auto: per_call with images
+    # Optimizer updates per step: the step's samples are shuffled and split into this many
+    # mini-batches, one update each (veRL's ppo_mini_batch_size, TRL's
+    # steps_per_generation). Rollouts are the dear part on a small machine; this takes
+    # more updates from them at no extra trainer compute. Each later mini-batch is off
+    # the sampling policy by the updates before it, which the ratio against the engine's
+    # logprobs (clip, TIS) accounts for.
+    updates_per_step: int = 1
     # --- loop ---
     steps: int = 4
     tasks_per_step: int = 4  # B
@@ -127,7 +134,7 @@ class TrainConfig:
         positive = (
             "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
             "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
-            "rollout_timeout_s", "lora_rank", "max_sample_rounds",
+            "rollout_timeout_s", "lora_rank", "max_sample_rounds", "updates_per_step",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:

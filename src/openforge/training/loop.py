@@ -256,6 +256,10 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         log.warning("step %d: update rejected (%s); weights not pushed", step, result.reason)
         env.metrics.write("skip", step, {**rollout_metrics, "reason": result.reason})
         return False
+    if result.reason is not None:  # some of the step's updates were made, the rest not
+        log.warning(
+            "step %d: later updates rejected (%s); the earlier ones kept", step, result.reason
+        )
     synced = await env.sync.push(trainer, result.version)
     log.info(
         "step %d: reward %.2f over %d rollouts (%.0f s), %d groups kept, loss %.4f, "

@@ -2,9 +2,10 @@
 
 Full fine-tuning or LoRA (peft); AdamW; gradient clipping; gradient accumulation over
 micro-batches of at most ``micro_batch_tokens`` padded tokens, each normalised by the
-whole step's token (or sample) count so accumulation does not change the update. A step
-whose loss or gradient norm is NaN/inf is rejected: no optimizer step, the weight version
-does not advance, nothing is pushed.
+whole update's token (or sample) count so accumulation does not change the update; a step
+makes ``updates_per_step`` updates, each on its share of the step's shuffled samples. A
+step whose first update has a NaN/inf loss or gradient norm is rejected: no optimizer step,
+the weight version does not advance, nothing is pushed.
 
 Checkpoints are safetensors: the trainable weights, the AdamW moments, and a small JSON
 with the step and version, so a resumed run continues exactly.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import statistics
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -34,7 +36,13 @@ from safetensors.torch import load_file, save_file
 
 from openforge.conversation import ImagePart
 from openforge.rendering.vision import Vision, load_vision
-from openforge.training.batching import MicroBatch, TrainableSample, TrainItem, make_micro_batches
+from openforge.training.batching import (
+    MicroBatch,
+    TrainableSample,
+    TrainItem,
+    make_micro_batches,
+    split_updates,
+)
 from openforge.training.config import TrainConfig
 from openforge.training.losses import entropy_from_logits, policy_loss, token_logprobs
 
@@ -85,6 +93,18 @@ class StepResult:
     version: int
     metrics: dict[str, float] = field(default_factory=dict)
     reason: str | None = None
+
+
+@dataclass(slots=True)
+class _Update:
+    """One applied optimizer update of a step: what it trained and its summed statistics."""
+
+    items: list[TrainItem]
+    trained_tokens: float
+    loss: float
+    grad_norm: float
+    totals: dict[str, float]  # token-weighted sums (pg_loss: the update's own loss term)
+    micro_batches: int
 
 
 class Trainer:
@@ -254,9 +274,13 @@ class Trainer:
         advantages: Mapping[str, float],
         images: Mapping[str, bytes] | None = None,
     ) -> StepResult:
-        """One optimizer update on ``samples`` (those whose rollout has an advantage).
+        """One step on ``samples`` (those whose rollout has an advantage): ``updates_per_step``
+        optimizer updates, each on its share of the shuffled samples.
 
-        ``images`` maps each digest the samples show to the image's bytes (VLMs)."""
+        ``images`` maps each digest the samples show to the image's bytes (VLMs). An update
+        whose loss or gradient norm is not finite is not applied, nor are the ones after it;
+        the step is rejected only when no update was applied (weights unchanged), else it
+        is accepted with the updates made (``updates`` in the metrics)."""
         items = [
             TrainItem(s, float(advantages[s.rollout_id]))
             for s in samples
@@ -265,6 +289,51 @@ class Trainer:
         if not items:
             return StepResult(False, self.version, reason="no trainable samples")
         started = time.perf_counter()
+        made: list[_Update] = []
+        reason = None
+        key = f"{self.config.seed}:{self.step_count}"  # a resumed run splits alike
+        parts = split_updates(items, self.config.updates_per_step, key)
+        for part in parts:
+            update = self._update(part, images or {})
+            if isinstance(update, str):
+                reason = update
+                break
+            made.append(update)
+        if not made:
+            return StepResult(False, self.version, reason=reason)
+        self.step_count += 1
+        self.version += 1
+        elapsed = time.perf_counter() - started
+        n_tokens = sum(u.trained_tokens for u in made)
+        total_tokens = sum(it.length for u in made for it in u.items)
+        totals: dict[str, float] = {}
+        for u in made:
+            for k, v in u.totals.items():
+                totals[k] = totals.get(k, 0.0) + v
+        metrics = {
+            "loss": statistics.fmean(u.loss for u in made),
+            "pg_loss": totals["pg_loss"] / len(made),
+            "grad_norm": statistics.fmean(u.grad_norm for u in made),
+            "samples": float(sum(len(u.items) for u in made)),
+            "trained_tokens": n_tokens,
+            "tokens": float(total_tokens),
+            "micro_batches": float(sum(u.micro_batches for u in made)),
+            "updates": float(len(made)),
+            "train_s": elapsed,
+            "train_tokens_per_s": total_tokens / elapsed if elapsed > 0 else 0.0,
+        }
+        for k in ("clip_fraction", "tis_fraction", "kl", "entropy", "ratio_mean"):
+            metrics[k] = totals[k] / max(n_tokens, 1.0)
+        if self.ref_model is None:  # no reference (kl_coef 0): a 0 here would read as "no drift"
+            del metrics["kl"]
+        metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
+        if len(made) < len(parts):
+            metrics["updates_rejected"] = float(len(parts) - len(made))
+        return StepResult(True, self.version, metrics, reason=reason)
+
+    def _update(self, items: list[TrainItem], images: Mapping[str, bytes]) -> _Update | str:
+        """One optimizer update on ``items`` (gradient accumulated over micro-batches, each
+        normalised by the update's whole token count), or why it was not applied."""
         n_tokens = float(sum(sum(it.sample.loss_mask) for it in items))
         n_seqs = float(len(items))
         batches = make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id)
@@ -272,10 +341,10 @@ class Trainer:
         totals: dict[str, float] = {}
         loss_sum = 0.0
         for mb in batches:
-            loss, stats = self._micro_step(mb, n_tokens, n_seqs, images or {})
+            loss, stats = self._micro_step(mb, n_tokens, n_seqs, images)
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
-                return StepResult(False, self.version, reason="non-finite loss")
+                return "non-finite loss"
             loss.backward()  # type: ignore[no-untyped-call]
             loss_sum += float(loss.item())
             for k, v in stats.items():
@@ -285,30 +354,10 @@ class Trainer:
         )
         if not math.isfinite(float(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
-            return StepResult(False, self.version, reason="non-finite gradient norm")
+            return "non-finite gradient norm"
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.step_count += 1
-        self.version += 1
-        elapsed = time.perf_counter() - started
-        total_tokens = sum(it.length for it in items)
-        metrics = {
-            "loss": loss_sum,
-            "pg_loss": totals["pg_loss"],
-            "grad_norm": float(grad_norm),
-            "samples": n_seqs,
-            "trained_tokens": n_tokens,
-            "tokens": float(total_tokens),
-            "micro_batches": float(len(batches)),
-            "train_s": elapsed,
-            "train_tokens_per_s": total_tokens / elapsed if elapsed > 0 else 0.0,
-        }
-        for k in ("clip_fraction", "tis_fraction", "kl", "entropy", "ratio_mean"):
-            metrics[k] = totals[k] / max(n_tokens, 1.0)
-        if self.ref_model is None:  # no reference (kl_coef 0): a 0 here would read as "no drift"
-            del metrics["kl"]
-        metrics["mismatch_abs_logprob"] = totals["abs_logprob_diff"] / max(n_tokens, 1.0)
-        return StepResult(True, self.version, metrics)
+        return _Update(items, n_tokens, loss_sum, float(grad_norm), totals, len(batches))
 
     def sft_step(
         self,
