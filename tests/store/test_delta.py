@@ -241,10 +241,17 @@ def test_shared_ends_and_splice(base: bytes, new: bytes, common: bytes) -> None:
         assert splice(a, (p, s), b[p : len(b) - s], "c") == b
 
 
-@given(st.lists(st.integers(0, 9), max_size=60), st.lists(st.integers(0, 9), max_size=60))
-def test_shared_prefix_of_ids(a: list[int], b: list[int]) -> None:
-    n = shared_prefix(tuple(a), tuple(b))
-    assert a[:n] == b[:n] and (n == min(len(a), len(b)) or a[n] != b[n])
+@given(st.integers(1, 5000), st.data())
+def test_shared_ends_of_long_strings_differing_in_one_byte(size: int, data: st.DataObject) -> None:
+    a = bytes(i * 7 % 251 for i in range(size))
+    at = data.draw(st.integers(0, size - 1))
+    tail = data.draw(st.binary(max_size=3))
+    b = a[:at] + bytes([a[at] ^ 1]) + a[at + 1 :] + tail
+    assert shared_prefix(a, b) == shared_prefix(b, a) == at
+    assert shared_prefix(a, a + tail) == size
+    if not tail:
+        assert shared_suffix(a, b, size) == size - at - 1
+        assert shared_suffix(a, b, 3) == min(3, size - at - 1)
 
 
 @settings(max_examples=400, deadline=None)
