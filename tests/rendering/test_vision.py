@@ -96,6 +96,29 @@ def test_history_reuses_segments_and_dropped_screenshots_fork() -> None:
     assert "1 image(s) dropped from history" in p3.fork_reason
 
 
+def test_a_resumed_render_keeps_the_screenshots_in_order() -> None:
+    """The segments a render takes from the last one (LastRender) bring their images
+    along: the prompt and its images equal a render from scratch, call after call."""
+    renderer, twin = renderer_for("tiny-qwen2.5-vl"), renderer_for("tiny-qwen2.5-vl")
+    resumed, scratch = renderer.new_history(), twin.new_history()
+    msgs = [Message("user", [TextPart("Task: buy milk."), screenshot(20)])]
+    for call in range(5):
+        scratch.last_render = None
+        a = renderer.render(Conversation(msgs), resumed)
+        b = twin.render(Conversation(msgs), scratch)
+        assert a.ids == b.ids and a.ids_json == b.ids_json and not a.fork
+        assert [p.sha256 for p in a.image_parts] == [p.sha256 for p in b.image_parts]
+        assert len(a.image_parts) == call + 1 and a.reused_tokens == b.reused_tokens
+        reply = renderer.encode_reply(f"click {call}")
+        resumed.record(a, reply, Message("assistant", [TextPart(f"click {call}")]))
+        scratch.record(b, reply, Message("assistant", [TextPart(f"click {call}")]))
+        msgs += [
+            Message("assistant", [TextPart(f"click {call}")]),
+            Message("user", [TextPart("Now:"), screenshot(21 + call)]),
+        ]
+    assert resumed.last_render is not None and not resumed.last_render.unsure
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 async def test_local_engine_generates_with_pixel_values(name: str) -> None:
     renderer = renderer_for(name)

@@ -20,7 +20,7 @@ from openforge.rendering.toolformat import canonical_arguments, content_text
 if TYPE_CHECKING:
     from openforge.rendering.renderer import Renderer
 
-__all__ = ["DriftPoint", "RenderedPrompt", "RolloutHistory", "Segment", "Turn"]
+__all__ = ["DriftPoint", "LastRender", "RenderedPrompt", "RolloutHistory", "Segment", "Turn"]
 
 TurnKey = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -60,6 +60,26 @@ class RenderedPrompt:
     # ``ids`` as a JSON array, made from each segment's JSON (see RolloutHistory.ids_json);
     # None when rendered without a history
     ids_json: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class LastRender:
+    """A rollout's last render, per segment, for the next render to take its leading
+    segments from (``Renderer.render``): lists aligned with ``segments`` (a trailing
+    prefill is left out)."""
+
+    segments: list[Segment]
+    hashes: list[int]  # path hash after each segment
+    ends: list[int]  # message index after each segment
+    images: list[int]  # ``RenderedPrompt.images`` after each segment
+    parts: list[int]  # ``len(RenderedPrompt.image_parts)`` after each segment
+    drift: list[DriftPoint]
+    image_parts: list[ImagePart]
+    task: int  # leading segments before the first reply (the task, alike across a group)
+    calls: int  # turns recorded when it was made
+    # Re-sent assistant messages whose segment a turn recorded since could change (see
+    # RolloutHistory.lookup_turn): segment index, match key and canonical match key.
+    unsure: list[tuple[int, TurnKey, TurnKey]]
 
 
 # A history lives as long as its rollout and grows by a Turn per call, so everything a
@@ -138,15 +158,16 @@ class _TurnIndex:
         if reasoning:
             by[(key, reasoning, "r")] = by[(key, path_hash, reasoning)] = index
 
-    def find(self, key: TurnKey, path_hash: int, reasoning: str) -> int | None:
+    def find(self, key: TurnKey, path_hash: int, reasoning: str) -> tuple[int | None, bool]:
         """The latest turn of ``key`` (with ``reasoning``, when given) sampled at
-        ``path_hash``, else the latest one of them; None when there is none."""
+        ``path_hash``, else the latest one of them (None when there is none); and whether
+        it was found at ``path_hash``."""
         by = self._by
         if reasoning:
             found = by.get((key, path_hash, reasoning))
-            return by.get((key, reasoning, "r")) if found is None else found
+            return (by.get((key, reasoning, "r")), False) if found is None else (found, True)
         found = by.get((key, path_hash))
-        return by.get((key,)) if found is None else found
+        return (by.get((key,)), False) if found is None else (found, True)
 
 
 def _dropped_images(before: Hashable, now: Hashable) -> int:
@@ -178,6 +199,7 @@ class RolloutHistory:
         # Renderer._unit_text): tuples of an int, a str and an int, which the GC untracks.
         self.text_messages: list[Message] = []
         self.texts: dict[int, tuple[int, str, int]] = {}
+        self.last_render: LastRender | None = None
         # segment key -> (its ids object, those ids as JSON without brackets); see ids_json
         self._json: dict[Hashable, tuple[Sequence[int], bytes]] = {}
 
@@ -246,12 +268,34 @@ class RolloutHistory:
         latest one sampled at ``path_hash``, else the latest one. Its text and calls are
         matched as sent, or, when no turn matches so, with arguments compared as JSON.
         """
+        return self.lookup_turn(message, path_hash)[0]
+
+    def lookup_turn(self, message: Message, path_hash: int) -> tuple[Turn | None, bool]:
+        """:meth:`find_turn`, and whether the answer is settled: found as sent at
+        ``path_hash``. Only a turn recorded at that very path could change a settled
+        answer; any other answer may change with the next recorded turn."""
         index = self._fast
         key = fast_key(message)
-        if key not in index:
+        settled = key in index
+        if not settled:
             index, key = self._canon, canonical_key(message)
-        found = index.find(key, path_hash, (message.reasoning or "").strip())
-        return None if found is None else self.calls[found]
+        found, at_path = index.find(key, path_hash, (message.reasoning or "").strip())
+        return (None, False) if found is None else (self.calls[found], settled and at_path)
+
+    def changed_since(self, last: LastRender) -> int:
+        """How many of ``last``'s leading segments the turns recorded since it leave as
+        they were: up to its first unsure reply whose match key a new turn has."""
+        new = self.calls[last.calls :]
+        if not new or not last.unsure:
+            return len(last.hashes)
+        fast = {(t.text.strip(), tuple((n, a.strip()) for n, a in t.calls)) for t in new}
+        canon = {
+            (t.text.strip(), tuple((n, canonical_arguments(a)) for n, a in t.calls)) for t in new
+        }
+        for at, fast_key_, canon_key in last.unsure:
+            if fast_key_ in fast or canon_key in canon:
+                return at
+        return len(last.hashes)
 
     def parent_of(self, hashes: list[int]) -> int | None:
         """The call whose prompt + reply is the longest prefix of a path, if any."""

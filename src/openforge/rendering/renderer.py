@@ -24,7 +24,16 @@ import orjson
 from openforge.conversation import Conversation, ImagePart, Message, ToolCall
 from openforge.rendering.chat_template import render_chat_template
 from openforge.rendering.hf_template import TemplateRenderer
-from openforge.rendering.history import DriftPoint, RenderedPrompt, RolloutHistory, Segment
+from openforge.rendering.history import (
+    DriftPoint,
+    LastRender,
+    RenderedPrompt,
+    RolloutHistory,
+    Segment,
+    TurnKey,
+    canonical_key,
+    fast_key,
+)
 from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
 from openforge.rendering.tokenizer import Tokenizer, TokenizerError
 from openforge.rendering.toolformat import (
@@ -165,6 +174,30 @@ class Renderer:
         task = True
         h = hash(segs[0].key) if segs else 0
         hashes = [h] if segs else []
+        # Per segment, for the next render to resume from (LastRender)
+        ends, images, parts = [start] * len(segs), [out.images] * len(segs), [0] * len(segs)
+        last = history.last_render if history is not None else None
+        k = 0
+        if last is not None and history is not None:
+            k = _resume_point(last, history, segs, same)
+        reply_at: int | None = None  # the first reply's segment
+        unsure: list[tuple[int, TurnKey, TurnKey]] = []
+        if last is not None and k:
+            # The leading segments of the last render, as they are: their messages are the
+            # very objects, and each was settled (a new turn cannot change it).
+            i, h, task = last.ends[k - 1], last.hashes[k - 1], k <= last.task
+            reply_at = None if task else last.task
+            for s in last.segments[len(segs) : k]:
+                if s.fresh:  # tokenized last call, cached since (record keeps a tuple)
+                    s = Segment(s.key, cache.get(s.key, s.ids), s.message_index, s.kind, False)
+                segs.append(s)
+            hashes, ends = last.hashes[:k], last.ends[:k]
+            images, parts = last.images[:k], last.parts[:k]
+            out.images = images[-1]
+            out.image_parts = last.image_parts[: parts[-1]]
+            out.drift = [d for d in last.drift if d.message_index < i]
+            unsure = [u for u in last.unsure if u[0] < k]
+            made.update((at, text) for at, text in texts.items() if at < i)
         while i < len(msgs):
             m = msgs[i]
             if m.role == "tool":
@@ -180,7 +213,12 @@ class Renderer:
                 if i == len(msgs) - 1:
                     segs.append(self._prefill(m, i))
                     break
-                segs.append(self._assistant(m, i, h, history, cache, out))
+                seg, settled = self._assistant(m, i, h, history, cache, out)
+                if not settled:
+                    unsure.append((len(segs), fast_key(m), canonical_key(m)))
+                if reply_at is None:
+                    reply_at = len(segs)
+                segs.append(seg)
                 task = False
                 i += 1
             else:
@@ -188,15 +226,21 @@ class Renderer:
                 out.images += n if self.vision is None else 0
                 segs.append(self._text_segment(text, cache, i, m.role, task, [m], out))
                 i += 1
-            if segs[-1].kind != "prefill":
-                h = hash((h, segs[-1].key))
-                hashes.append(h)
+            h = hash((h, segs[-1].key))
+            hashes.append(h)
+            ends.append(i)
+            images.append(out.images)
+            parts.append(len(out.image_parts))
         out.path_hash = h
         if not segs or segs[-1].kind != "prefill":
             segs.append(Segment(("generation",), self.generation_ids, -1, "generation", False))
         self._assemble(out, hashes, history)
         if history is not None and history.calls:  # a first prompt may be the only one
             history.text_messages, history.texts = list(msgs), made
+            history.last_render = LastRender(
+                segs[: len(hashes)], hashes, ends, images, parts, out.drift, out.image_parts,
+                len(hashes) if reply_at is None else reply_at, len(history.calls), unsure,
+            )  # fmt: skip
         return out
 
     def _unit_text(
@@ -349,19 +393,21 @@ class Renderer:
         history: RolloutHistory | None,
         cache: dict[Hashable, Sequence[int]],
         out: RenderedPrompt,
-    ) -> Segment:
-        turn = history.find_turn(m, path_hash) if history is not None else None
+    ) -> tuple[Segment, bool]:
+        """The segment of a re-sent assistant message, and whether it is settled (see
+        RolloutHistory.lookup_turn): the recorded turn's own ids when one matches."""
+        turn, settled = history.lookup_turn(m, path_hash) if history is not None else (None, False)
         if turn is not None:
             drift_at = turn.drift_at(self)
             if drift_at is not None:
                 at = sum(len(s.ids) for s in out.segments) + len(self.generation_ids)
                 out.drift.append(DriftPoint(index, at + drift_at))
-            return Segment(("turn", turn.index), turn.segment_ids, index, "reply", False)
+            return Segment(("turn", turn.index), turn.segment_ids, index, "reply", False), settled
         body = reply_body(content_text(m.content)[0], m.reasoning, m.tool_calls)
         key = ("assistant", body)
         ids = cache.get(key)
         if ids is not None:
-            return Segment(key, ids, index, "assistant", False)
+            return Segment(key, ids, index, "assistant", False), False
         ids = [
             *self.generation_ids,
             *self.tokenizer.encode(body),
@@ -369,7 +415,7 @@ class Renderer:
             *self.turn_separator_ids,
         ]
         cache[key] = ids
-        return Segment(key, ids, index, "assistant", True)
+        return Segment(key, ids, index, "assistant", True), False
 
     def _prefill(self, m: Message, index: int) -> Segment:
         """A trailing assistant message is a prefill: the reply continues it, turn left open."""
@@ -397,3 +443,19 @@ class Renderer:
         if out.parent is None:
             out.fork = True
             out.fork_reason = history.fork_reason(out.segments)
+
+
+def _resume_point(last: LastRender, history: RolloutHistory, segs: list[Segment], same: int) -> int:
+    """How many leading segments of ``last`` a render may take as they are: those whose
+    messages all lie within the ``same`` leading message objects, up to the first reply a
+    turn recorded since could change, after the same system segment (``segs`` holds this
+    render's), and at least one past it; else 0."""
+    old = last.segments
+    if len(segs) > len(old) or any(
+        a.ids is not b.ids or a.key != b.key for a, b in zip(segs, old, strict=False)
+    ):
+        return 0
+    k = history.changed_since(last)
+    while k > len(segs) and last.ends[k - 1] > same:
+        k -= 1
+    return k if k > len(segs) else 0
