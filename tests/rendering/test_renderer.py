@@ -87,19 +87,41 @@ def _harness_copy(msg: Message, rng: random.Random, turn: int) -> Message:
     return Message("assistant", [TextPart(msg.text)], tool_calls=calls, reasoning=reasoning)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), turns=st.integers(1, 20))
-def test_each_call_extends_previous_prompt_and_output(
-    renderer: Renderer, seed: int, turns: int
-) -> None:
-    rng = random.Random(seed)
-    conv = Conversation(
+def _task(rng: random.Random) -> Conversation:
+    return Conversation(
         messages=[
             Message("system", [TextPart("You are a coder.")]),
             Message("user", [TextPart(_text(rng))]),
         ],
         tools=TOOLS,
     )
+
+
+def _results(msg: Message, rng: random.Random, turn: int) -> list[Message]:
+    """What the harness sends after ``msg``: its tools' results, else the user's next word."""
+    if not msg.tool_calls:
+        return [Message("user", [TextPart(_text(rng))])]
+    return [
+        Message("tool", [TextPart(_text(rng))], tool_call_id=f"toolu_{turn}_{i}")
+        for i in range(len(msg.tool_calls))
+    ]
+
+
+def _reply(renderer: Renderer, rng: random.Random) -> tuple[list[int], Message]:
+    """Sampled output ids and the message they parse to."""
+    out, _style = _sample(renderer, rng)
+    parsed = renderer.parse(out)
+    calls, reasoning = parsed.tool_calls, parsed.reasoning
+    return out, Message("assistant", [TextPart(parsed.text)], tool_calls=calls, reasoning=reasoning)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), turns=st.integers(1, 20))
+def test_each_call_extends_previous_prompt_and_output(
+    renderer: Renderer, seed: int, turns: int
+) -> None:
+    rng = random.Random(seed)
+    conv = _task(rng)
     history = renderer.new_history()
     prev: list[int] | None = None
     for turn in range(turns):
@@ -109,24 +131,11 @@ def test_each_call_extends_previous_prompt_and_output(
             assert prompt.ids[: len(prev)] == prev
             assert not prompt.fork, prompt.fork_reason
             assert prompt.parent == turn - 1
-        out, _style = _sample(renderer, rng)
-        parsed = renderer.parse(out)
-        msg = Message(
-            "assistant",
-            [TextPart(parsed.text)],
-            tool_calls=parsed.tool_calls,
-            reasoning=parsed.reasoning,
-        )
+        out, msg = _reply(renderer, rng)
         history.record(prompt, out, msg)
         prev = prompt.ids + out
         conv.messages.append(_harness_copy(msg, rng, turn))
-        if msg.tool_calls:
-            conv.messages += [
-                Message("tool", [TextPart(_text(rng))], tool_call_id=f"toolu_{turn}_{i}")
-                for i in range(len(msg.tool_calls))
-            ]
-        else:
-            conv.messages.append(Message("user", [TextPart(_text(rng))]))
+        conv.messages += _results(msg, rng, turn)
     assert history.fork_count == 0
 
 
@@ -350,13 +359,7 @@ def test_resumed_render_equals_a_render_from_scratch(
     messages, images, prefills, unrecorded calls, replies that re-send a reply from another
     turn, and a changed system prompt; a twin history that never resumes renders alongside."""
     rng = random.Random(seed)
-    conv = Conversation(
-        messages=[
-            Message("system", [TextPart("You are a coder.")]),
-            Message("user", [TextPart(_text(rng))]),
-        ],
-        tools=TOOLS,
-    )
+    conv = _task(rng)
     # Two renderers of their own: their group-shared segment caches then see the same
     # renders, so "fresh" and reused counts compare too.
     renderer, twin = _twin_renderers(renderer)
@@ -374,12 +377,7 @@ def test_resumed_render_equals_a_render_from_scratch(
         )
         if conv.messages[-1].role == "assistant":  # a prefill: answer it, then go on
             conv.messages.pop()
-        out, _style = _sample(renderer, rng)
-        parsed = renderer.parse(out)
-        msg = Message(
-            "assistant", [TextPart(parsed.text)], tool_calls=parsed.tool_calls,
-            reasoning=parsed.reasoning,
-        )  # fmt: skip
+        out, msg = _reply(renderer, rng)
         if rng.random() < 0.85:  # else the call failed: nothing recorded
             resumed.record(a, out, msg)
             scratch.record(b, out, msg)
@@ -402,13 +400,8 @@ def test_resumed_render_equals_a_render_from_scratch(
             conv.messages.append(
                 Message("user", [TextPart("See:"), ImagePart("data:image/png;base64,AAAA")])
             )
-        elif msg.tool_calls:
-            conv.messages += [
-                Message("tool", [TextPart(_text(rng))], tool_call_id=f"toolu_{turn}_{i}")
-                for i in range(len(msg.tool_calls))
-            ]
         else:
-            conv.messages.append(Message("user", [TextPart(_text(rng))]))
+            conv.messages += _results(msg, rng, turn)
         if op == "prefill":
             conv.messages.append(Message("assistant", [TextPart(_text(rng, 3))]))
     _RESUMED.append(took)
