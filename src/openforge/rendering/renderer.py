@@ -184,7 +184,7 @@ class Renderer:
         unsure: list[tuple[int, TurnKey, TurnKey]] = []
         if last is not None and k:
             # The leading segments of the last render, as they are: their messages are the
-            # very objects, and each was settled (a new turn cannot change it).
+            # very objects, and no turn recorded since changes any of them.
             i, h, task = last.ends[k - 1], last.hashes[k - 1], k <= last.task
             reply_at = None if task else last.task
             for s in last.segments[len(segs) : k]:
