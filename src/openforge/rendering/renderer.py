@@ -160,9 +160,14 @@ class Renderer:
         # texts are kept (a rollout's parser hands back every message a body resends).
         same, texts = 0, {}
         if history is not None:
-            before, texts = history.text_messages, history.texts
-            while same < len(before) and same < len(conv.messages):
-                if before[same] is not conv.messages[same]:
+            before, texts, msgs = history.text_messages, history.texts, conv.messages
+            # A system message made anew from a body's own field each call (Anthropic's
+            # `system`) counts as the same when it is equal.
+            if before and msgs and before[0] is not msgs[0] and _equal_system(before[0], msgs[0]):
+                before = [msgs[0], *before[1:]]
+                history.text_messages = before
+            while same < len(before) and same < len(msgs):
+                if before[same] is not msgs[same]:
                     break
                 same += 1
         made: _Texts = {}
@@ -459,3 +464,7 @@ def _resume_point(last: LastRender, history: RolloutHistory, segs: list[Segment]
     while k > len(segs) and last.ends[k - 1] > same:
         k -= 1
     return k if k > len(segs) else 0
+
+
+def _equal_system(a: Message, b: Message) -> bool:
+    return a.role == b.role and a.role in ("system", "developer") and a == b
