@@ -8,7 +8,7 @@ path hash over the keys tells which earlier call a new prompt extends.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -122,19 +122,22 @@ class Turn:
         return self._drift_at
 
 
-def _text_of(message: Message) -> str:
-    return content_text(message.content)[0].strip()
+def _match_key(text: str, calls: Iterable[tuple[str, str]], args: Callable[[str], str]) -> TurnKey:
+    """A reply's match key from its text and (name, arguments) calls, arguments through
+    ``args``; a recorded Turn keeps exactly these, so its keys are made the same way."""
+    return text.strip(), tuple((name, args(arguments)) for name, arguments in calls)
 
 
 def fast_key(message: Message) -> TurnKey:
     """Match key on text and calls as sent; ids never appear in tokens, so they are left out."""
-    return _text_of(message), tuple((c.name, c.arguments.strip()) for c in message.tool_calls)
+    calls = ((c.name, c.arguments) for c in message.tool_calls)
+    return _match_key(content_text(message.content)[0], calls, str.strip)
 
 
 def canonical_key(message: Message) -> TurnKey:
     """Like :func:`fast_key` with arguments compared as parsed JSON (harnesses re-serialize)."""
-    calls = tuple((c.name, canonical_arguments(c.arguments)) for c in message.tool_calls)
-    return _text_of(message), calls
+    calls = ((c.name, c.arguments) for c in message.tool_calls)
+    return _match_key(content_text(message.content)[0], calls, canonical_arguments)
 
 
 class _TurnIndex:
@@ -288,10 +291,8 @@ class RolloutHistory:
         new = self.calls[last.calls :]
         if not new or not last.unsure:
             return len(last.hashes)
-        fast = {(t.text.strip(), tuple((n, a.strip()) for n, a in t.calls)) for t in new}
-        canon = {
-            (t.text.strip(), tuple((n, canonical_arguments(a)) for n, a in t.calls)) for t in new
-        }
+        fast = {_match_key(t.text, t.calls, str.strip) for t in new}
+        canon = {_match_key(t.text, t.calls, canonical_arguments) for t in new}
         for at, fast_key_, canon_key in last.unsure:
             if fast_key_ in fast or canon_key in canon:
                 return at

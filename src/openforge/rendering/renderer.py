@@ -165,7 +165,6 @@ class Renderer:
             # `system`) counts as the same when it is equal.
             if before and msgs and before[0] is not msgs[0] and _equal_system(before[0], msgs[0]):
                 before = [msgs[0], *before[1:]]
-                history.text_messages = before
             while same < len(before) and same < len(msgs):
                 if before[same] is not msgs[same]:
                     break
@@ -176,7 +175,6 @@ class Renderer:
         start = self._system(conv, segs, out)
         msgs = conv.messages
         i = start
-        task = True
         h = hash(segs[0].key) if segs else 0
         hashes = [h] if segs else []
         # Per segment, for the next render to resume from (LastRender)
@@ -185,13 +183,13 @@ class Renderer:
         k = 0
         if last is not None and history is not None:
             k = _resume_point(last, history, segs, same)
-        reply_at: int | None = None  # the first reply's segment
+        reply_at: int | None = None  # the first reply's segment; before it, the task
         unsure: list[tuple[int, TurnKey, TurnKey]] = []
         if last is not None and k:
             # The leading segments of the last render, as they are: their messages are the
             # very objects, and no turn recorded since changes any of them.
-            i, h, task = last.ends[k - 1], last.hashes[k - 1], k <= last.task
-            reply_at = None if task else last.task
+            i, h = last.ends[k - 1], last.hashes[k - 1]
+            reply_at = None if k <= last.task else last.task
             for s in last.segments[len(segs) : k]:
                 if s.fresh:  # tokenized last call, cached since (record keeps a tuple)
                     s = Segment(s.key, cache.get(s.key, s.ids), s.message_index, s.kind, False)
@@ -210,7 +208,7 @@ class Renderer:
                 while j < len(msgs) and msgs[j].role == "tool":
                     j += 1
                 text, n = self._unit_text(msgs, i, j, same, texts, made)
-                seg = self._text_segment(text, cache, i, "tool", task, msgs[i:j], out)
+                seg = self._text_segment(text, cache, i, "tool", reply_at is None, msgs[i:j], out)
                 out.images += n if self.vision is None else 0
                 segs.append(seg)
                 i = j
@@ -224,12 +222,12 @@ class Renderer:
                 if reply_at is None:
                     reply_at = len(segs)
                 segs.append(seg)
-                task = False
                 i += 1
             else:
                 text, n = self._unit_text(msgs, i, i + 1, same, texts, made)
                 out.images += n if self.vision is None else 0
-                segs.append(self._text_segment(text, cache, i, m.role, task, [m], out))
+                seg = self._text_segment(text, cache, i, m.role, reply_at is None, [m], out)
+                segs.append(seg)
                 i += 1
             h = hash((h, segs[-1].key))
             hashes.append(h)
@@ -467,4 +465,4 @@ def _resume_point(last: LastRender, history: RolloutHistory, segs: list[Segment]
 
 
 def _equal_system(a: Message, b: Message) -> bool:
-    return a.role == b.role and a.role in ("system", "developer") and a == b
+    return a.role in ("system", "developer") and a == b
