@@ -180,7 +180,7 @@ def test_a_bad_later_update_keeps_the_earlier_ones(tiny: Path) -> None:
     trainer = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
     _on_policy(trainer, samples)  # so neither update is clipped to a zero gradient
     shares = split_updates([TrainItem(s, adv[s.rollout_id]) for s in samples], 2, "0:0")
-    good = list(shares[0][0].sample.logprobs)
+    on_policy = [list(share[0].sample.logprobs) for share in shares]
     shares[1][0].sample.logprobs = [math.nan, 0.0]  # NaN only in the second update
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
     result = trainer.train_step(samples, adv)
@@ -189,6 +189,6 @@ def test_a_bad_later_update_keeps_the_earlier_ones(tiny: Path) -> None:
     assert result.reason is not None and "non-finite" in result.reason
     assert any(not torch.equal(before[n], p) for n, p in trainer.params.items())
     # NaN in the first update: nothing applied, the step is rejected
-    shares[1][0].sample.logprobs, shares[0][0].sample.logprobs = good, [math.nan, 0.0]
+    shares[1][0].sample.logprobs, shares[0][0].sample.logprobs = on_policy[1], [math.nan, 0.0]
     fresh = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
     assert not fresh.train_step(samples, adv).accepted and fresh.version == 0
