@@ -11,7 +11,7 @@ import torch
 from openforge.models.registry import resolve_model
 from openforge.traces.samples import Mode, Sample
 from openforge.training.advantages import grpo_advantages
-from openforge.training.batching import TrainItem, split_updates
+from openforge.training.batching import TrainItem, make_micro_batches, split_updates
 from openforge.training.config import TrainConfig
 from openforge.training.trainer import Trainer
 
@@ -91,6 +91,51 @@ def test_accumulation_matches_one_batch(tiny: Path) -> None:
         assert result.metrics["micro_batches"] == (1 if budget > 8 else 4)
         grads.append(torch.cat([p.grad.flatten() for p in trainer.params.values()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"lora": True, "lora_rank": 4},
+        {"kl_coef": 0.1},
+        {"train_layers": 1},
+        {"gradient_checkpointing": True},  # shares nothing: the layers would drop the cache
+    ],
+    ids=["full", "lora", "reference", "top-layer", "checkpointing"],
+)
+def test_a_shared_prefix_gives_the_gradient_of_whole_rows(
+    tiny: Path, options: dict[str, object]
+) -> None:
+    # Rows that start with the same 40 ids run them once (batching.make_micro_batches);
+    # the same micro-batch with every row whole must give the same update.
+    system = list(range(300, 340))
+    samples = [
+        _sample(f"r{i}", [*system, 50 + i, *([60 + i] * i)], [70 + i, 71, 2][: 1 + i % 3])
+        for i in range(5)
+    ]
+    adv = {"r0": 1.0, "r1": -1.0, "r2": 0.5, "r3": -0.5, "r4": 0.25}
+    items = [TrainItem(s, adv[s.rollout_id]) for s in samples]
+    (shared,) = make_micro_batches(items, 1 << 20, 0)
+    assert shared.shared == 40
+    grads, metrics = [], []
+    for share in (True, False):
+        cfg = TrainConfig(model=str(tiny), share_prefix=share, **options)  # type: ignore[arg-type]
+        trainer = Trainer(cfg, tiny, device="cpu")
+        if share:  # ratios near 1, so the gradient is not clipped to almost nothing
+            _on_policy(trainer, samples)
+        trainer.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        trainer.optimizer.zero_grad = lambda *a, **k: None  # type: ignore[method-assign]
+        result = trainer.train_step(samples, adv)
+        assert result.metrics["micro_batches"] == 1
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.params.values()]))
+        metrics.append(result.metrics)
+    scale = float(grads[1].abs().max())
+    assert scale > 1e-3  # the update is not trivially zero
+    # Only the order of float32 sums differs (attention over cached keys).
+    assert torch.allclose(grads[0], grads[1], atol=1e-5 * scale, rtol=1e-3)
+    for key in ("loss", "ratio_mean", "entropy", "mismatch_abs_logprob"):
+        assert metrics[0][key] == pytest.approx(metrics[1][key], rel=1e-4, abs=1e-6), key
 
 
 def test_nan_loss_rejects_the_step(tiny: Path) -> None:

@@ -5,6 +5,11 @@ only has to project the last ``R_max + 1`` hidden states to the vocabulary
 (``logits_to_keep``), not the (usually much longer) prompts. Position ids are given
 explicitly so padding does not shift them. A sample that shows images goes in a batch of
 its own: a VLM derives its 3-D (M-RoPE) positions from the row's image grids itself.
+
+Rows that begin with the same ids share them: a harness sends the same system prompt and
+tools at the start of every rollout (464 of claw's ~485 prompt tokens), so a batch's common
+prefix is run once, as one row, and each row only from where the rows differ, attending to
+the prefix's keys and values. The budget counts the prefix once.
 """
 
 from __future__ import annotations
@@ -44,13 +49,19 @@ class TrainItem:
         return len(self.sample.prompt_ids) + len(self.sample.response_ids)
 
 
+_MIN_SHARED = 16  # a shorter common prefix is not worth a forward pass of its own
+
+
 @dataclass(slots=True)
 class MicroBatch:
-    """``input_ids``/``attention_mask``/``position_ids`` are ``[B, T]``; the rest ``[B, R]``.
+    """``prefix_ids`` is ``[P]``, the ids every row starts with (``P`` may be 0);
+    ``input_ids``/``position_ids`` are ``[B, T]``, each row's ids after the prefix;
+    ``attention_mask`` is ``[B, P + T]``; the rest ``[B, R]``.
 
     Column ``j`` of the ``[B, R]`` tensors is the token at input position ``T − R + j``.
     """
 
+    prefix_ids: torch.Tensor
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     position_ids: torch.Tensor
@@ -65,12 +76,29 @@ class MicroBatch:
         return int(self.targets.shape[1])
 
     @property
+    def shared(self) -> int:
+        """How many leading ids every row shares (run once)."""
+        return int(self.prefix_ids.numel())
+
+    @property
     def padded_tokens(self) -> int:
-        return int(self.input_ids.numel())
+        """The positions one forward pass runs: the prefix once, then every row's rest."""
+        return self.shared + int(self.input_ids.numel())
 
 
-def _collate(items: list[TrainItem], pad_id: int) -> MicroBatch:
-    width = max(it.length for it in items)
+def _shared_length(a: list[int], b: list[int], limit: int) -> int:
+    """How many leading ids ``a`` and ``b`` have in common, at most ``limit``."""
+    limit = min(limit, len(a), len(b))
+    if a[:limit] == b[:limit]:  # the usual case, compared in C
+        return limit
+    n = 0
+    while a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _collate(items: list[TrainItem], pad_id: int, shared: int) -> MicroBatch:
+    width = max(it.length for it in items) - shared
     resp = max(len(it.sample.response_ids) for it in items)
     b = len(items)
     ids = torch.full((b, width), pad_id, dtype=torch.long)
@@ -79,17 +107,18 @@ def _collate(items: list[TrainItem], pad_id: int) -> MicroBatch:
     old = torch.zeros((b, resp), dtype=torch.float32)
     for row, it in enumerate(items):
         s = it.sample
-        seq = s.prompt_ids + s.response_ids
+        seq = (s.prompt_ids + s.response_ids)[shared:]
         ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
         attn[row, width - len(seq) :] = 1
         r = len(s.response_ids)
         if r:
             mask[row, resp - r :] = torch.tensor(s.loss_mask, dtype=torch.float32)
             old[row, resp - r :] = torch.tensor(s.logprobs, dtype=torch.float32)
-    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    positions = shared + (attn.cumsum(-1) - 1).clamp(min=0)
     return MicroBatch(
+        prefix_ids=torch.tensor(items[0].sample.prompt_ids[:shared], dtype=torch.long),
         input_ids=ids,
-        attention_mask=attn,
+        attention_mask=torch.cat([attn.new_ones((b, shared)), attn], dim=1),
         position_ids=positions,
         targets=ids[:, width - resp :],
         loss_mask=mask,
@@ -100,23 +129,41 @@ def _collate(items: list[TrainItem], pad_id: int) -> MicroBatch:
 
 
 def make_micro_batches(
-    items: Sequence[TrainItem], token_budget: int, pad_id: int
+    items: Sequence[TrainItem], token_budget: int, pad_id: int, share_prefix: bool = True
 ) -> list[MicroBatch]:
     """Group items (sorted by length, so padding is small) into batches of ≤ ``token_budget``
-    padded tokens; an item longer than the budget, or with images, goes alone."""
+    positions (a common prefix counted once); an item longer than the budget, or with
+    images, goes alone.
+
+    With ``share_prefix``, a batch's rows run their common prefix once (at least
+    ``_MIN_SHARED`` ids, and short of every row's last prompt id, whose logits predict the
+    first response token). Off where the model cannot take a cache: gradient
+    checkpointing drops it, and a VLM derives positions itself."""
     ordered = sorted(items, key=lambda it: it.length)
-    batches: list[list[TrainItem]] = [[it] for it in ordered if it.sample.images]
+    batches: list[tuple[list[TrainItem], int]] = [([it], 0) for it in ordered if it.sample.images]
     ordered = [it for it in ordered if not it.sample.images]
     current: list[TrainItem] = []
+    reach = 0  # ids every row of ``current`` starts with (capped as above)
+
+    def kept(reach: int, rows: int) -> int:
+        return reach if share_prefix and rows > 1 and reach >= _MIN_SHARED else 0
+
     for it in ordered:
-        # Sorted ascending, so the newest item is the widest row of the batch.
-        if current and it.length * (len(current) + 1) > token_budget:
-            batches.append(current)
-            current = []
-        current.append(it)
+        prompt = it.sample.prompt_ids
+        if current:
+            first = current[0].sample.prompt_ids
+            common = min(_shared_length(first, prompt, reach), len(prompt) - 1)
+            shared = kept(common, len(current) + 1)
+            # Sorted ascending, so the newest item is the widest row of the batch.
+            if shared + (it.length - shared) * (len(current) + 1) <= token_budget:
+                current.append(it)
+                reach = common
+                continue
+            batches.append((current, kept(reach, len(current))))
+        current, reach = [it], len(prompt) - 1
     if current:
-        batches.append(current)
-    return [_collate(group, pad_id) for group in batches]
+        batches.append((current, kept(reach, len(current))))
+    return [_collate(group, pad_id, shared) for group, shared in batches]
 
 
 def split_updates(items: Sequence[TrainItem], updates: int, key: str) -> list[list[TrainItem]]:

@@ -52,6 +52,10 @@ class TrainConfig:
     micro_batch_tokens: int = (
         4096  # gradient accumulation: at most this many padded tokens per pass
     )
+    # Run a micro-batch's common prompt prefix (a harness's system prompt and tools) once,
+    # not once per row; the gradient is the same (training/batching.py). Off only to measure
+    # it or rule it out. Gradient checkpointing and VLMs never share.
+    share_prefix: bool = True
     gradient_checkpointing: bool = False
     # torch threads for the trainer and for the local engine of a gateway the run starts;
     # 0: torch's default (every core). On a small CPU machine give each 1: they run side by

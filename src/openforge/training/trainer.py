@@ -152,7 +152,7 @@ class Trainer:
         if config.train_layers and not config.lora:
             freeze_below(base, config.train_layers)
         if config.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+            self.model.activation_checkpointing_enable()
         self.model.train()
         self.params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
         self.optimizer = torch.optim.AdamW(
@@ -209,11 +209,13 @@ class Trainer:
         inputs: dict[str, Any] = {"position_ids": mb.position_ids.to(self.device)}
         if mb.items[0].sample.images:  # alone in its batch (make_micro_batches)
             inputs = self._vision_inputs(mb, images or {})
+        if mb.shared:
+            inputs["cache"] = self._prefix_cache(model, mb.prefix_ids, len(mb.items))
         out = model(
             input_ids=mb.input_ids.to(self.device),
             attention_mask=mb.attention_mask.to(self.device),
             logits_to_keep=r + 1,
-            use_cache=False,
+            use_cache=bool(mb.shared),
             **inputs,
         )
         logits = out.logits[:, :-1, :]  # position k predicts token k + 1
@@ -224,6 +226,23 @@ class Trainer:
         logp = token_logprobs(logits, targets)
         ent = entropy_from_logits(logits.detach()) if want_entropy else None
         return logp, ent
+
+    def _prefix_cache(self, model: Any, prefix: torch.Tensor, rows: int) -> Any:
+        """The keys and values of a batch's common ``prefix``, run as one row and broadcast
+        to ``rows`` rows. ``expand`` makes no copy, and its backward sums the rows'
+        gradients, so the update is the one a forward pass over every whole row gives."""
+        positions = torch.arange(len(prefix), device=self.device)[None]
+        out = model(
+            input_ids=prefix[None].to(self.device),
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,  # the prefix's logits are not needed (0 would keep them all)
+        )
+        cache = out.cache
+        for layer in cache.layers:
+            layer.keys = layer.keys.expand(rows, -1, -1, -1)
+            layer.values = layer.values.expand(rows, -1, -1, -1)
+        return cache
 
     def _micro_step(
         self, mb: MicroBatch, n_tokens: float, n_seqs: float, images: Mapping[str, bytes]
@@ -331,12 +350,19 @@ class Trainer:
             metrics["updates_rejected"] = float(len(parts) - len(made))
         return StepResult(True, self.version, metrics, reason=reason)
 
+    def _micro_batches(self, items: list[TrainItem]) -> list[MicroBatch]:
+        # Gradient checkpointing drops a cache passed to the layers, and a VLM derives its
+        # positions from the whole row: neither can run a shared prefix once.
+        cfg = self.config
+        share = cfg.share_prefix and self.vision is None and not cfg.gradient_checkpointing
+        return make_micro_batches(items, cfg.micro_batch_tokens, self.pad_id, share)
+
     def _update(self, items: list[TrainItem], images: Mapping[str, bytes]) -> _Update | str:
         """One optimizer update on ``items`` (gradient accumulated over micro-batches, each
         normalised by the update's whole token count), or why it was not applied."""
         n_tokens = float(sum(sum(it.sample.loss_mask) for it in items))
         n_seqs = float(len(items))
-        batches = make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id)
+        batches = self._micro_batches(items)
         self.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, float] = {}
         loss_sum = 0.0
@@ -377,7 +403,7 @@ class Trainer:
         n_tokens = float(sum(sum(it.sample.loss_mask) for it in items))
         self.optimizer.zero_grad(set_to_none=True)
         nll = 0.0
-        for mb in make_micro_batches(items, self.config.micro_batch_tokens, self.pad_id):
+        for mb in self._micro_batches(items):
             mask = mb.loss_mask.to(self.device)
             logp, _ = self._forward(self.model, mb, False, images=images)
             loss = -(torch.where(mask > 0, logp, torch.zeros_like(logp)) * mask).sum() / n_tokens
