@@ -10,6 +10,7 @@ import torch
 
 from openforge.models.registry import resolve_model
 from openforge.traces.samples import Mode, Sample
+from openforge.training import trainer as trainer_module
 from openforge.training.advantages import grpo_advantages
 from openforge.training.batching import TrainItem, make_micro_batches, split_updates
 from openforge.training.config import TrainConfig
@@ -133,6 +134,38 @@ def test_a_shared_prefix_gives_the_gradient_of_whole_rows(
     scale = float(grads[1].abs().max())
     assert scale > 1e-3  # the update is not trivially zero
     # Only the order of float32 sums differs (attention over cached keys).
+    assert torch.allclose(grads[0], grads[1], atol=1e-5 * scale, rtol=1e-3)
+    for key in ("loss", "ratio_mean", "entropy", "mismatch_abs_logprob"):
+        assert metrics[0][key] == pytest.approx(metrics[1][key], rel=1e-4, abs=1e-6), key
+
+
+@pytest.mark.parametrize("options", [{}, {"lora": True, "lora_rank": 4}], ids=["full", "lora"])
+def test_projecting_only_trained_positions_gives_the_models_own_update(
+    tiny: Path, options: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A llama-family model's LM head runs on the loss mask's positions only; the model's
+    # own forward (every response position projected) must give the same update. The
+    # masks have holes, as a merged rollout's tool results do.
+    samples = [
+        _sample(f"r{i}", [1, 40 + i, 41, 42][: 2 + i % 3], [50 + i, 51, 52, 53, 2][: 3 + i % 3])
+        for i in range(4)
+    ]
+    for i, s in enumerate(samples):
+        s.loss_mask = [1, 0, 1, 1, 1][: len(s.response_ids)] if i % 2 else [1] * len(s.response_ids)
+    adv = {"r0": 1.0, "r1": -1.0, "r2": 0.5, "r3": -0.5}
+    grads, metrics = [], []
+    for heads in (trainer_module._PLAIN_HEADS, frozenset()):
+        monkeypatch.setattr(trainer_module, "_PLAIN_HEADS", heads)
+        cfg = TrainConfig(model=str(tiny), temperature=0.7, **options)  # type: ignore[arg-type]
+        trainer = Trainer(cfg, tiny, device="cpu")
+        if heads:
+            _on_policy(trainer, samples)
+        trainer.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        trainer.optimizer.zero_grad = lambda *a, **k: None  # type: ignore[method-assign]
+        metrics.append(trainer.train_step(samples, adv).metrics)
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.params.values()]))
+    scale = float(grads[1].abs().max())
+    assert scale > 1e-3
     assert torch.allclose(grads[0], grads[1], atol=1e-5 * scale, rtol=1e-3)
     for key in ("loss", "ratio_mean", "entropy", "mismatch_abs_logprob"):
         assert metrics[0][key] == pytest.approx(metrics[1][key], rel=1e-4, abs=1e-6), key

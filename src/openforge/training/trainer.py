@@ -51,6 +51,10 @@ __all__ = ["StepResult", "Trainer", "freeze_below", "pick_dtype"]
 _STATE = "trainer_state.json"
 _WEIGHTS = "trainable.safetensors"
 _OPTIM = "optimizer.safetensors"
+# Causal LMs whose logits are the LM head applied to the decoder's last hidden state and
+# nothing more (no soft-capping or scaling): the trainer projects only the trained
+# positions of these; any other model goes through its own forward.
+_PLAIN_HEADS = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 
 
 def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
@@ -205,15 +209,36 @@ class Trainer:
         temperature: float = 1.0,
         images: Mapping[str, bytes] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each response position's logprob of its token (and entropy), ``[B, R]``; only
+        positions the loss mask keeps are meaningful (the rest may be 0)."""
         r = mb.response_width
         inputs: dict[str, Any] = {"position_ids": mb.position_ids.to(self.device)}
         if mb.items[0].sample.images:  # alone in its batch (make_micro_batches)
             inputs = self._vision_inputs(mb, images or {})
         if mb.shared:
             inputs["cache"] = self._prefix_cache(model, mb.prefix_ids, len(mb.items))
+        ids = mb.input_ids.to(self.device)
+        attention = mb.attention_mask.to(self.device)
+        targets = mb.targets.to(self.device)
+        if model.config.model_type in _PLAIN_HEADS:
+            # The LM head and the softmax over the vocabulary are a third of a claw step
+            # when every response position is projected; only the trained ones need it.
+            out = model.get_decoder()(
+                input_ids=ids, attention_mask=attention, use_cache=bool(mb.shared), **inputs
+            )
+            keep = mb.loss_mask.to(self.device) > 0
+            hidden = out.last_hidden_state[:, -(r + 1) : -1]  # position k predicts token k + 1
+            logits = model.get_output_embeddings()(hidden[keep])[None]  # [1, N, V]
+            if temperature > 0 and temperature != 1.0:
+                logits = logits / temperature  # the engine's logprobs are of this
+            zeros = torch.zeros(keep.shape, device=self.device)
+            logp = zeros.masked_scatter(keep, token_logprobs(logits, targets[keep][None]))
+            if not want_entropy:
+                return logp, None
+            return logp, zeros.masked_scatter(keep, entropy_from_logits(logits.detach()))
         out = model(
-            input_ids=mb.input_ids.to(self.device),
-            attention_mask=mb.attention_mask.to(self.device),
+            input_ids=ids,
+            attention_mask=attention,
             logits_to_keep=r + 1,
             use_cache=bool(mb.shared),
             **inputs,
@@ -222,7 +247,6 @@ class Trainer:
         if temperature > 0 and temperature != 1.0:
             # The engine reports logprobs of the tempered distribution it sampled from.
             logits = logits / temperature
-        targets = mb.targets.to(self.device)
         logp = token_logprobs(logits, targets)
         ent = entropy_from_logits(logits.detach()) if want_entropy else None
         return logp, ent
