@@ -1,6 +1,7 @@
-"""Tokens/s of the local engine at 1, 4 and 8 concurrent streams, against plain generate.
+"""Tokens/s of the local engine at 1, 4, 8 and 16 concurrent streams, against plain generate.
 
-Run: ``.venv/bin/python bench/engine_local.py [--quick] [--model smollm2-135m]``.
+Run: ``.venv/bin/python bench/engine_local.py [--quick] [--model smollm2-135m]
+[--streams 1 4 8 16]``.
 
 Baselines measured in the same run on the same prompts: ``model.generate`` one prompt at a
 time (greedy, KV cache), and the memory-bandwidth ceiling: each decode step reads every
@@ -36,7 +37,9 @@ def prompts(engine: LocalEngine, count: int) -> list[list[int]]:
     """Chat-template prompts asking for long answers, so no stream stops early."""
     out = []
     for i in range(count):
-        messages = [{"role": "user", "content": f"Write a long essay about {TOPICS[i % 8]}."}]
+        part = f", part {i // len(TOPICS) + 1}" if i >= len(TOPICS) else ""
+        ask = f"Write a long essay about {TOPICS[i % len(TOPICS)]}{part}."
+        messages = [{"role": "user", "content": ask}]
         ids = engine.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=True, return_dict=False
         )
@@ -91,11 +94,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--quick", action="store_true", help="fewer tokens per stream")
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 4, 8, 16])
     args = parser.parse_args()
+    counts = sorted(set([1, *args.streams]))  # x single needs the single stream
     max_tokens = 24 if args.quick else 64
     repeats = 2 if args.quick else 3
     engine = LocalEngine(args.model)
-    all_prompts = prompts(engine, 8)
+    all_prompts = prompts(engine, max(counts))
     await engine_rate(engine, all_prompts[:2], 4)  # warm-up
     param_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     bound = copy_bandwidth() / param_bytes
@@ -110,14 +115,14 @@ async def main() -> None:
     for _ in range(repeats):
         rate = generate_rate(engine, all_prompts[:1], max_tokens)
         best["generate"] = max(best.get("generate", 0.0), rate)
-        for streams in (1, 4, 8):
+        for streams in counts:
             rate = await engine_rate(engine, all_prompts[:streams], max_tokens)
             best[str(streams)] = max(best.get(str(streams), 0.0), rate)
     print(
         f"{'streams':>8} {'engine tok/s':>13} {'x single':>9} {'generate tok/s':>15} "
         f"{'bandwidth bound':>16}"
     )
-    for streams in (1, 4, 8):
+    for streams in counts:
         rate = best[str(streams)]
         print(
             f"{streams:>8} {rate:>13.1f} {rate / best['1']:>9.2f} {best['generate']:>15.1f} "
