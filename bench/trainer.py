@@ -12,8 +12,9 @@ prompts: B claw-drill training tasks × G samples, each prompt the claw agent's 
 prompt, tools and task rendered by the gateway's renderer (~485 tokens, ~465 of them the
 same in every prompt), each response the length of a two-turn rollout (a reply, a tool
 result the loss masks, a reply). The trainer runs each micro-batch's common prefix once
-(``training/batching.py``); ``same, prefix not shared`` is the trainer without that, the
-baseline for what it buys.
+(``training/batching.py``) and projects only trained positions to the vocabulary;
+``prefix not shared`` is the trainer without the first, and the textbook step (rows
+whole, every response position projected) the baseline for both.
 
     .venv/bin/python bench/trainer.py [--quick] [--model smollm2-135m] [--workload random|claw]
 """
@@ -156,7 +157,8 @@ def main() -> None:
     n, prompt, response, rounds = (4, 256, 64, 3) if args.quick else (8, 512, 96, 4)
     path = resolve_model(args.model)
     if args.workload == "claw":
-        claw(path, args.model, 2 if args.quick else 4, 2 if args.quick else 3)
+        layers = [10] if args.quick else [0, 10]  # 10: the quickstart's train_layers
+        claw(path, args.model, 2 if args.quick else 4, 2 if args.quick else 3, layers)
         return
     cfg = TrainConfig(model=str(path), learning_rate=1e-7, micro_batch_tokens=1 << 20)
     trainer = Trainer(cfg, path, device="cpu")
@@ -187,8 +189,10 @@ def main() -> None:
         print(f"overhead vs {name}: {100 * (ours / best[name] - 1):+.1f}% (target <= +10%)")
 
 
-def claw(path: Path, model: str, tasks: int, rounds: int) -> None:
-    """The trainer on a GRPO step of claw rollouts, with and without the shared prefix."""
+def claw(path: Path, model: str, tasks: int, rounds: int, layer_counts: list[int]) -> None:
+    """The trainer on a GRPO step of claw rollouts, with and without the shared prefix,
+    beside the textbook step (every row whole, every response position projected: what
+    the trainer did before either change, minus its loss terms)."""
     vocab = int(AutoConfig.from_pretrained(path).vocab_size)
     samples = claw_samples(str(path), tasks, 8, vocab)
     adv = {s.rollout_id: (1.0 if s.reward else -1.0) for s in samples}
@@ -197,13 +201,18 @@ def claw(path: Path, model: str, tasks: int, rounds: int) -> None:
         [batching.TrainItem(s, 0.0) for s in samples], 4096, 0
     )  # the quickstart's micro_batch_tokens
     sides: dict[str, Callable[[], object]] = {}
-    for layers in (0, 10):
+    for layers in layer_counts:
         suffix = f", train_layers={layers}" if layers else ""
         for share in (False, True):
             cfg = TrainConfig(
                 model=str(path), learning_rate=1e-7, train_layers=layers, share_prefix=share
             )
             trainer = Trainer(cfg, path, device="cpu")
+            if not share:
+                opt = torch.optim.AdamW(list(trainer.params.values()), lr=1e-7)
+                sides[f"textbook step{suffix}"] = functools.partial(
+                    plain_kept_step, trainer.model, opt, samples, adv
+                )
             name = f"trainer, prefix {'shared' if share else 'not shared'}{suffix}"
             sides[name] = functools.partial(trainer.train_step, samples, adv)
     best = _interleaved(sides, rounds)
@@ -214,12 +223,12 @@ def claw(path: Path, model: str, tasks: int, rounds: int) -> None:
     print(f"{'':42}{'tokens/s':>10}{'step s':>9}")
     for name, secs in best.items():
         print(f"{name:42}{tokens / secs:>10.0f}{secs:>9.2f}")
-    for suffix in ("", ", train_layers=10"):
-        before, after = (
-            best[f"trainer, prefix not shared{suffix}"],
-            best[f"trainer, prefix shared{suffix}"],
-        )
-        print(f"prefix shared{suffix}: x{before / after:.2f} tokens/s")
+    for layers in layer_counts:
+        suffix = f", train_layers={layers}" if layers else ""
+        textbook = best[f"textbook step{suffix}"]
+        for side in ("not shared", "shared"):
+            ours = best[f"trainer, prefix {side}{suffix}"]
+            print(f"trainer, prefix {side}{suffix}: x{textbook / ours:.2f} the textbook step")
 
 
 def _interleaved(sides: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
