@@ -53,7 +53,9 @@ def profile_table(raw: str, top: int = 40) -> None:
     incl: Counter[str] = Counter()
     total = 0
     for line in filter(None, raw.splitlines()):
-        stack, n = line.rsplit(" ", 1)
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():  # a thread name with a space splits its line: no count on it
+            continue
         frames = stack.split(";")
         total += int(n)
         own[frames[-1]] += int(n)
