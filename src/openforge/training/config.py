@@ -49,9 +49,9 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     max_grad_norm: float = 1.0
-    micro_batch_tokens: int = (
-        4096  # gradient accumulation: at most this many padded tokens per pass
-    )
+    # Gradient accumulation: at most this many positions per forward pass, padding
+    # included and a common prompt prefix counted once (training/batching.py).
+    micro_batch_tokens: int = 4096
     # Run a micro-batch's common prompt prefix (a harness's system prompt and tools) once,
     # not once per row; the gradient is the same (training/batching.py). Off only to measure
     # it or rule it out. Gradient checkpointing and VLMs never share.
