@@ -205,6 +205,10 @@ def main() -> None:
         "--rest-steps", type=int, default=2,
         help="a task whose group was uniform is not drawn for this many steps (0: off)",
     )  # fmt: skip
+    ap.add_argument(
+        "--skill-rest-after", type=int, default=0,
+        help="a skill whose last N groups were uniform rests as a whole for --rest-steps (0: off)",
+    )  # fmt: skip
     ap.add_argument("--learning-rate", type=float, default=4e-5, help="GRPO learning rate")
     ap.add_argument(
         "--updates-per-step", type=int, default=1,
@@ -256,6 +260,7 @@ def main() -> None:
         "tasks_per_step": args.tasks_per_step,
         "max_sample_rounds": args.sample_rounds,
         "rest_steps": args.rest_steps,
+        "skill_rest_after": args.skill_rest_after,
         "learning_rate": args.learning_rate,
         "updates_per_step": args.updates_per_step,
     }

@@ -200,7 +200,7 @@ async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
         (d / "workspace").mkdir()
         (d / "task.toml").write_text(
             f'id = "{name}"\ninstruction = "Say anything."\ntimeout = 120\n'
-            'split = "train"\nnetwork = "gateway"\n'
+            'split = "train"\nnetwork = "gateway"\ntags = ["easy"]\n'
         )
         (d / "verify" / "verify.py").write_text("print('{\"reward\": 1.0}')\n")
     model = resolve_model("tiny")
@@ -208,7 +208,7 @@ async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
     cfg = TrainConfig(
         model=str(model), steps=2, tasks_per_step=2, group_size=5, learning_rate=1e-3,
         tasks=str(suite), harness="shell", max_sample_rounds=4, rest_steps=1,
-        rollout_options={"harness_options": {"command": AGENT}}, concurrency=5,
+        skill_rest_after=2, rollout_options={"harness_options": {"command": AGENT}}, concurrency=5,
         run_dir=str(tmp_path / "run"),
     )  # fmt: skip
     store_path = tmp_path / "store.db"
@@ -245,7 +245,10 @@ async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
         {"sample_rounds": 3, "groups_drawn": 4, "groups_kept": 2, "groups_zero_variance": 2},
         {"sample_rounds": 1, "groups_drawn": 2, "groups_kept": 2, "groups_zero_variance": 0},
     ]
+    # the two easy tasks are one skill (their tag): its second uniform group rested it
+    assert [r["skills_resting"] for r in steps] == [1, 1]
     ckpt = latest_checkpoint(cfg.run_dir)
     assert ckpt is not None
     state = json.loads((ckpt / "trainer_state.json").read_text())
     assert state["extra"]["sampler"]["cursor"] == 7  # 4 draws in step 0, 3 looked at in step 1
+    assert state["extra"]["sampler"]["skills_resting"] == {"easy": 0}

@@ -96,6 +96,10 @@ class TrainConfig:
     # A task whose last group was uniform (all passed or all failed) is not drawn for this
     # many steps: its rollouts go to tasks the current policy sometimes solves. 0: never.
     rest_steps: int = 0
+    # A skill (training/metrics.py ``skills``: claw-drill's family, a suite's category)
+    # whose last this-many groups, over any of its tasks, were all uniform rests as a
+    # whole for rest_steps steps. 0: never (tasks rest one by one).
+    skill_rest_after: int = 0
     max_staleness: int = 1  # async: drop samples more than this many versions old
     eval_every: int = 0  # K; 0 evaluates only before and after training
     eval_samples: int = 1  # rollouts per held-out task in evaluation
@@ -146,6 +150,7 @@ class TrainConfig:
         nonneg = (
             "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
             "train_layers", "sft_epochs", "sft_learning_rate", "threads", "rest_steps",
+            "skill_rest_after",
         )  # fmt: skip
         for name in nonneg:
             if getattr(self, name) < 0:

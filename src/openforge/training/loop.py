@@ -198,6 +198,7 @@ async def _gather_step(
         "sample_rounds": float(rounds),
         "groups_drawn": float(drawn),
         "tasks_resting": float(sampler.resting_now(step)),
+        "skills_resting": float(sampler.skills_resting_now(step)),
     }
     return batch
 
@@ -380,7 +381,12 @@ async def run_loop(
     warmed = bool(extra.get("warmed_up", start > 0))
     summary = RunSummary(steps_done=start, version=env.trainer.version)
     sampler = TaskSampler(
-        env.train_tasks, cfg.seed, cfg.rest_steps, cursor=start * cfg.tasks_per_step
+        env.train_tasks,
+        cfg.seed,
+        cfg.rest_steps,
+        cursor=start * cfg.tasks_per_step,
+        skill_of=skills(env.train_tasks),
+        skill_rest_after=cfg.skill_rest_after,
     )
     if isinstance(extra.get("sampler"), dict):
         sampler.load(extra["sampler"])
