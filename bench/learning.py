@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -171,6 +172,39 @@ def task_means(eval_dir: Path) -> dict[str, float]:
     return {t: statistics.fmean(v) for t, v in task_rewards(eval_dir).items()}
 
 
+def _weights_digest(checkpoint: Path) -> str:
+    """The sha256 of a checkpoint's trained weights (which checkpoint an evaluation saw)."""
+    digest = hashlib.sha256()
+    with (checkpoint / "trainable.safetensors").open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pooled_sft_evals(root: Path, earlier: list[Path]) -> dict[str, Any]:
+    """This run's SFT evaluation (``ROOT/sft-eval``) pooled with earlier bench runs'
+    evaluations of the same checkpoint: every sample per held-out task, and each
+    evaluation's own mean. An evaluation of another checkpoint is refused by name."""
+    mine = root / "sft-eval"
+    digest = _weights_digest(mine / "checkpoints" / "step-000000")
+    by_task: dict[str, list[float]] = {}
+    means: list[float] = []
+    for run in [root, *earlier]:
+        checkpoint = run / "sft-eval" / "checkpoints" / "step-000000"
+        if not (checkpoint / "trainable.safetensors").is_file():
+            raise SystemExit(f"{checkpoint}: no SFT checkpoint evaluated there (--sft-evals-from)")
+        if run != root and _weights_digest(checkpoint) != digest:
+            raise SystemExit(
+                f"{checkpoint}: another checkpoint than {mine / 'checkpoints'} (--sft-evals-from)"
+            )
+        rewards = task_rewards(run / "sft-eval" / "rollouts" / "eval-sft")
+        means.append(statistics.fmean([x for v in rewards.values() for x in v]))
+        for task, values in rewards.items():
+            by_task.setdefault(task, []).extend(values)
+    every = [x for v in by_task.values() for x in v]
+    return {"sft": statistics.fmean(every), "by_task": by_task, "evaluations": means}
+
+
 def run_seed(
     seed: int,
     steps: int,
@@ -241,6 +275,17 @@ def main() -> None:
         help="with --from-sft: samples per held-out task of the shared SFT checkpoint's "
         "evaluation, run once for all seeds (0: --eval-samples)",
     )  # fmt: skip
+    ap.add_argument(
+        "--sft-evals-from", type=Path, nargs="+", default=[], metavar="RUN_DIR",
+        help="with --from-sft: earlier runs of this bench from the same SFT checkpoint; their "
+        "SFT evaluations are pooled with this run's (a single evaluation's mean moves by "
+        "several points from run to run)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--report-only", action="store_true",
+        help="run nothing: print the figures of the finished run in --run-dir (its bench.json) "
+        "again, e.g. with --sft-evals-from",
+    )  # fmt: skip
     ap.add_argument("--run-dir", default="runs/bench-learning")
     ap.add_argument("--jobs", type=int, default=1, help="seeds run side by side")
     ap.add_argument(
@@ -253,6 +298,11 @@ def main() -> None:
         help="the agent trained: the built-in claw, or mini-swe-agent unmodified",
     )  # fmt: skip
     args = ap.parse_args()
+    if args.report_only:
+        report_again(Path(args.run_dir), args.sft_evals_from)
+        return
+    if args.sft_evals_from and args.from_sft is None:
+        raise SystemExit("--sft-evals-from pools evaluations of the --from-sft checkpoint")
     seeds, steps, k = (1, 2, 1) if args.quick else (args.seeds, args.steps, args.eval_samples)
     changes: dict[str, Any] = {
         "eval_samples": k,
@@ -313,12 +363,55 @@ def main() -> None:
         ]
         runs = [f.result() for f in futures]
         sft_shared = shared.result() if shared is not None else None
-    sft_se = 0.0
+    wall = time.perf_counter() - started
+    if sft_shared is not None and args.sft_evals_from:
+        sft_shared = pooled_sft_evals(root, args.sft_evals_from)
+    record: dict[str, Any] = {
+        "settings": changes, "steps": steps, "runs": runs, "wall_s": wall,
+        "load_start": load_start, "harness": args.harness, "sft_only": args.sft_only,
+        "eval_samples": k, "sft_eval_samples": sft_samples,
+    }  # fmt: skip
+    if sft_shared is not None:
+        record["sft_shared"] = {"reward": sft_shared["sft"]}
+    report(record, sft_shared)
+    root.mkdir(parents=True, exist_ok=True)
+    if sft_shared is not None:
+        record["sft_shared"]["se"] = fixed_tasks_se(sft_shared["by_task"])
+        record["sft_shared"]["evaluations"] = sft_shared.get("evaluations", [sft_shared["sft"]])
+    (root / "bench.json").write_text(json.dumps(record, indent=1))
+
+
+def report_again(root: Path, earlier: list[Path]) -> None:
+    """``--report-only``: the figures of the finished run in ``root`` (its ``bench.json``),
+    with its SFT evaluation pooled with ``earlier`` runs' when given."""
+    path = root / "bench.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: no finished run there (--report-only)")
+    record = json.loads(path.read_text())
+    sft_shared = None
+    if "sft_shared" in record:
+        sft_shared = pooled_sft_evals(root, earlier)
+    elif earlier:
+        raise SystemExit(f"{path}: not a --from-sft run; nothing to pool (--sft-evals-from)")
+    report(record, sft_shared)
+
+
+def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
+    """Print a run's figures: held-out reward before, after SFT and after GRPO with 95%
+    intervals over seeds, the GRPO-only gain, and each seed's gain paired over tasks."""
+    runs, steps, changes = record["runs"], record["steps"], record["settings"]
+    sft_half = 0.0  # the SFT figure's own 95% half-width
+    evaluations: list[float] = []
     if sft_shared is not None:
         for r in runs:
             r["sft"] = sft_shared["sft"]
             r["sft_by_task"] = {t: statistics.fmean(v) for t, v in sft_shared["by_task"].items()}
-        sft_se = fixed_tasks_se(sft_shared["by_task"])
+        sft_half = 1.96 * fixed_tasks_se(sft_shared["by_task"])
+        evaluations = sft_shared.get("evaluations", [sft_shared["sft"]])
+        if len(evaluations) > 1:
+            # Evaluations of one checkpoint have differed by more than each one's sample
+            # noise says (15.7 against 20.1-20.6): the larger of the two counts.
+            sft_half = max(sft_half, ci95(evaluations)[1])
     rows = [
         ("before (baseline)", [r["before"] for r in runs]),
         ("after SFT", [r["sft"] for r in runs]),
@@ -326,43 +419,50 @@ def main() -> None:
         ("gain (total)", [r["after"] - r["before"] for r in runs]),
         ("gain (GRPO only)", [r["after"] - r["sft"] for r in runs]),
     ]
-    if args.sft_only:  # no GRPO ran: "after" is the SFT figure
+    sft_only = bool(record.get("sft_only", False))
+    if sft_only:  # no GRPO ran: "after" is the SFT figure
         rows = rows[:2]
-    samples = f"{k} samples each" + (
-        f" ({sft_samples} for the shared SFT checkpoint)" if sft_shared is not None else ""
-    )
-    print(f"harness: {args.harness}; held-out: the {QUICKSTART_SUITE} test instances (names "
+    k = record.get("eval_samples", changes.get("eval_samples"))
+    samples = f"{k} samples each"
+    if sft_shared is not None:
+        widest = max(len(v) for v in sft_shared["by_task"].values())
+        per_eval = record.get("sft_eval_samples", widest // len(evaluations))
+        samples += f" ({per_eval} per evaluation of the shared SFT checkpoint)"
+    harness = record.get("harness", changes.get("harness", "claw"))
+    print(f"harness: {harness}; held-out: the {QUICKSTART_SUITE} test instances (names "
           f"and words no train instance uses), {samples}")  # fmt: skip
     for name, values in rows:
         mean, half = ci95(values)
         if name == "gain (GRPO only)" and sft_shared is not None:
             # One SFT figure for every seed: its own evaluation noise is added to the
             # interval over seeds (independent errors add in quadrature).
-            half = math.sqrt(half**2 + (1.96 * sft_se) ** 2)
+            half = math.sqrt(half**2 + sft_half**2)
         print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "
               f"(seeds: {', '.join(f'{100 * v:.0f}' for v in values)})")  # fmt: skip
     if sft_shared is not None:
-        print(f"(the SFT checkpoint, evaluated once for all seeds: {100 * sft_shared['sft']:.1f}"
-              f" ± {100 * 1.96 * sft_se:.1f} points, its evaluation noise)")  # fmt: skip
+        each = ", ".join(f"{100 * m:.1f}" for m in evaluations)
+        which = (
+            "evaluated once for all seeds"
+            if len(evaluations) == 1
+            else f"{len(evaluations)} evaluations pooled ({each}; this run's first)"
+        )
+        print(f"(the SFT checkpoint, {which}: {100 * sft_shared['sft']:.1f}"
+              f" ± {100 * sft_half:.1f} points, its evaluation noise)")  # fmt: skip
     # The GRPO-only difference paired per held-out task within each seed: an interval over
     # tasks that says whether this seed's change exceeds its evaluation noise.
-    for seed, r in enumerate([] if args.sft_only else runs):
+    for seed, r in enumerate([] if sft_only else runs):
         sft_by, after_by = r["sft_by_task"], r["after_by_task"]
         diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
         mean, half = ci95(diffs)
         print(f"seed {seed}: GRPO only, paired over {len(diffs)} held-out tasks: "
               f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
-    wall = time.perf_counter() - started
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
-    trained = "SFT only" if args.sft_only else f"SFT + {steps} GRPO steps"
-    print(f"{seeds} seeds x ({trained}) in {wall / 60:.1f} min, load average "
-          f"(1 min) {load_start:.1f} at the start, {loads} at each seed's end")  # fmt: skip
+    trained = "SFT only" if sft_only else f"SFT + {steps} GRPO steps"
+    start = record.get("load_start")
+    at_start = f"{start:.1f} at the start, " if start is not None else ""
+    print(f"{len(runs)} seeds x ({trained}) in {record['wall_s'] / 60:.1f} min, load average "
+          f"(1 min) {at_start}{loads} at each seed's end")  # fmt: skip
     print(f"settings: {changes} (target: GRPO-only gain >= 10 points, interval above 0)")
-    root.mkdir(parents=True, exist_ok=True)
-    record = {"settings": changes, "steps": steps, "runs": runs, "wall_s": wall}
-    if sft_shared is not None:
-        record["sft_shared"] = {"reward": sft_shared["sft"], "se": sft_se}
-    (root / "bench.json").write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
