@@ -33,6 +33,8 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("engine: vllm\n", "gateway_url", "gateway_url"),
         ("gateway_url: http://x:1\n", "store", "SQLite store"),
         ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
+        ("skill_rest_after: 2\n", "skill_rest_after", "rest_steps > 0"),
+        ("skill_rest_after: -1\n", "skill_rest_after", ">= 0"),
         ("- a\n- b\n", "-", "mapping"),
     ],
 )

@@ -171,6 +171,12 @@ class TrainConfig:
             raise ConfigError("temperature", "must be in [0, 2]", self.source)
         if self.eval_temperature is not None and not 0 <= self.eval_temperature <= 2:
             raise ConfigError("eval_temperature", "must be in [0, 2] or null", self.source)
+        if self.skill_rest_after and not self.rest_steps:
+            raise ConfigError(
+                "skill_rest_after",
+                "rests a skill for rest_steps steps: set rest_steps > 0 too",
+                self.source,
+            )
         if self.lora and self.train_layers:
             raise ConfigError(
                 "train_layers",

@@ -16,8 +16,8 @@ rolled out for nothing too. On claw-drill after the warm-up, five of 17 skills t
 about 31% of GRPO's rollouts while giving 6 of ~120 groups with a spread (docs/training.md).
 One group with a spread, from any of its tasks, ends a skill's rest.
 
-The sampler's state (cursor and resting tasks) is a small JSON-able dict, saved with each
-checkpoint, so a resumed run draws the same tasks again.
+The sampler's state (cursor, resting tasks, the skills' uniform runs and rests) is a small
+JSON-able dict, saved with each checkpoint, so a resumed run draws the same tasks again.
 """
 
 from __future__ import annotations
