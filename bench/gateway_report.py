@@ -79,6 +79,7 @@ class Report:
         _line(
             f"{'mode':<7}{'conc':>5} {'target':<10}{'calls/s':>8}{'p50 ms':>9}{'p99 ms':>9}",
             f"{'add p50':>9}{'add p99':>9}{'cpu ms':>8}{'×rllm':>7}{'load':>6}{'err':>5}",
+            f"{'add p99 w/ start':>17}{'wave s':>7}",
         )
         for stream in modes:
             for conc in concs:
@@ -88,10 +89,11 @@ class Report:
                     r = rows.get((name, stream, conc))
                     if r is None:
                         continue
-                    add50 = add99 = ratio = ""
+                    add50 = add99 = add99_start = ratio = ""
                     if name != "engine":
                         add50 = f"{r['p50_ms'] - base['p50_ms']:+.2f}"
                         add99 = f"{r['p99_ms'] - base['p99_ms']:+.1f}"
+                        add99_start = f"{r['p99_with_start_ms'] - base['p99_with_start_ms']:+.1f}"
                     if peer and name != "engine" and name != "rllm":
                         ratio = f"{r['rps'] / max(peer['rps'], 1e-9):.2f}"
                     _line(
@@ -99,8 +101,14 @@ class Report:
                         f"{r['rps']:>8.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.1f}",
                         f"{add50:>9}{add99:>9}{r['cpu_ms']:>8.2f}{ratio:>7}",
                         f"{r['load']:>6.1f}{r['errors']:>5}",
+                        f"{add99_start:>17}{r['first_wave_s']:>7.2f}",
                     )
         _errors(rows)
+        print(
+            "p99 over calls started once every connection had its first answer; "
+            "'w/ start': over calls done after 0.5 s, the first wave (every connection's "
+            "first call at once, 'wave s' long) included"
+        )
 
     def paired(
         self, pairs: dict[tuple[bool, int], list[tuple[dict[str, Any], ...]]], case: str = "rollout"
