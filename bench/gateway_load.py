@@ -92,9 +92,10 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     The measured window opens once every connection has had its first answer (and no
     sooner than 0.5 s in): the first wave is every connection's first call at once, each
     a rollout's first for keys new to this run, and its queue is a start-up transient, not
-    the steady state a closed loop measures. It lasts ``first_wave_s``; what calls done
-    after 0.5 s measure with it counted in is ``p99_with_start_ms``. A call counts if it
-    started in the window, however late it ends, so the slowest are not cut off."""
+    the steady state a closed loop measures. It lasts ``first_wave_s``; the p99 over calls
+    answered from 0.5 s on, the wave included (what this bench reported before), is
+    ``p99_with_start_ms``. A call counts if it started in the window, however late it
+    ends, so the slowest are not cut off."""
     template = wl.Template(spec["workload"], spec["stream"])
     text = wl.corpus()
     fresh = spec["case"] == "fresh"
