@@ -66,11 +66,13 @@ class TaskSampler:
     def is_resting(self, task_id: str, step: int) -> bool:
         """A task rests for ``rest_steps`` steps after the step its group had no spread,
         or after the step its skill's ``skill_rest_after``-th uniform group in a row."""
-        since = self.resting.get(task_id)
-        if since is not None and step - since <= self.rest_steps:
+        if self._rests(self.resting.get(task_id), step):
             return True
         skill = self.skill_of.get(task_id)
-        since = self.skills_resting.get(skill) if skill is not None else None
+        return skill is not None and self._rests(self.skills_resting.get(skill), step)
+
+    def _rests(self, since: int | None, step: int) -> bool:
+        """Whether a rest that began at step ``since`` (None: none began) lasts to ``step``."""
         return since is not None and step - since <= self.rest_steps
 
     def draw(self, k: int, step: int) -> list[Task]:
@@ -125,7 +127,7 @@ class TaskSampler:
 
     def skills_resting_now(self, step: int) -> int:
         """How many skills rest as a whole at ``step``."""
-        return sum(1 for since in self.skills_resting.values() if step - since <= self.rest_steps)
+        return sum(1 for since in self.skills_resting.values() if self._rests(since, step))
 
     def state(self) -> dict[str, object]:
         """The cursor, the resting tasks and the skills' runs and rests, for a checkpoint."""
