@@ -7,8 +7,12 @@ token ids; engines never see any of it. Plain dataclasses keep the hot path chea
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 __all__ = [
     "Completion",
@@ -31,6 +35,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "assistant_message",
+    "tools_json",
 ]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -145,7 +150,9 @@ class SamplingParams:
 @dataclass(slots=True)
 class Conversation:
     messages: list[Message]
-    tools: list[ToolSpec] = field(default_factory=list)
+    # A tuple from the dialects' parsers: the same one for every call that sent the same
+    # tools, so what is made of it can be kept by identity (see tools_json).
+    tools: Sequence[ToolSpec] = field(default_factory=list)
     tool_choice: ToolChoice = field(default_factory=ToolChoice)
     parallel_tool_calls: bool = True
     params: SamplingParams = field(default_factory=SamplingParams)
@@ -230,3 +237,29 @@ class ToolCallArgumentsDelta:
 
 
 CompletionDelta = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgumentsDelta
+
+
+_TOOLS_JSON_SIZE = 64
+_tools_json: dict[int, tuple[tuple[ToolSpec, ...], bytes]] = {}
+_tools_json_lock = threading.Lock()
+
+
+def tools_json(tools: Sequence[ToolSpec]) -> bytes:
+    """``orjson.dumps(tools)``; kept for a tuple, by identity.
+
+    The dialects' parsers hand every call that sent the same tools bytes the same tuple
+    (``dialects/prefix.py``, ``KnownMember``), and an agent's tools are 10-60 KB of JSON
+    schemas that the renderer (its cache key) and the store (the call's conversation)
+    would otherwise serialise again on every call. A list may change after it was seen,
+    so it is serialised every time."""
+    if type(tools) is not tuple:
+        return orjson.dumps(tools)
+    kept = _tools_json.get(id(tools))
+    if kept is not None and kept[0] is tools:
+        return kept[1]
+    made = orjson.dumps(tools)
+    with _tools_json_lock:
+        if len(_tools_json) >= _TOOLS_JSON_SIZE:
+            _tools_json.clear()
+        _tools_json[id(tools)] = (tools, made)  # the tuple kept alive: its id stays its own
+    return made

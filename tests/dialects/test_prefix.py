@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openforge.conversation import Conversation
+from openforge.conversation import Conversation, tools_json
 from openforge.dialects.anthropic.parse import parse_request as parse_anthropic
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.parse import parse_request
 from openforge.dialects.openai_responses.parse import parse_request as parse_responses
-from openforge.dialects.prefix import BodyMemo, value_end
+from openforge.dialects.prefix import BodyMemo, forget_known_members, value_end
 
 Parse = Callable[..., Conversation]
 
@@ -33,6 +33,7 @@ TOOLS = [
 
 
 def _whole(body: bytes, parse: Parse = parse_request) -> Conversation | tuple[str, str | None]:
+    forget_known_members()  # no tools known from earlier bodies: this one parsed whole
     try:
         return parse(body)
     except ApiError as err:
@@ -343,3 +344,131 @@ def test_codex_calls_keep_every_closed_turn(harness_body: Callable[[str], bytes]
              "arguments": json.dumps({"command": ["ls", f"src/{turn}"]})},
             {"type": "function_call_output", "call_id": f"call_{turn}", "output": "a.py\nb.py"},
         ]  # fmt: skip
+
+
+CHAT_TOOLS = [
+    TOOLS,
+    [*TOOLS, {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}],
+    [{"type": "custom", "name": "apply_patch"}, *TOOLS],
+    [{"type": "function", "function": {"description": "no name"}}],  # invalid: tools[0]
+    [{"type": "function", "function": {"name": "x", "parameters": "not a schema"}}],  # invalid
+    [],
+]
+ANTHROPIC_TOOLS = [
+    [{"name": "bash", "input_schema": {"type": "object"}}],
+    [
+        {"name": "bash", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"},
+    ],
+    [{"input_schema": {"type": "object"}}],  # invalid: no name
+]
+RESPONSES_TOOLS = [
+    [{"type": "function", "name": "shell", "parameters": {}}],
+    [
+        {
+            "type": "namespace",
+            "name": "mcp__t",
+            "tools": [
+                {"type": "function", "name": "a", "parameters": {}},
+                {"type": "function", "name": "b"},
+            ],
+        }
+    ],
+    [{"type": "function", "name": "a"}, {"type": "function", "name": "a"}],  # a duplicate
+]
+
+
+POOLS = {"chat": CHAT_TOOLS, "anthropic": ANTHROPIC_TOOLS, "responses": RESPONSES_TOOLS}
+PARSERS: dict[str, Parse] = {
+    "chat": parse_request,
+    "anthropic": parse_anthropic,
+    "responses": parse_responses,
+}
+
+
+def _known_tools_body(rng: random.Random, dialect: str, style: int = 0) -> bytes:
+    """A body whose tools are drawn from a few lists (all seen before), at the top level
+    or nested under another member, spelled by orjson or not; sometimes with a second
+    ``tools`` member, its name escaped, or cut short."""
+    tools = rng.choice(POOLS[dialect])
+    body: dict[str, object] = {"model": "m"}
+    where = rng.choice(["before", "after", "before", "after", "nested", "both"])
+    if where == "before" or where == "both":
+        body["tools"] = tools
+    if dialect == "chat":
+        body["messages"] = [{"role": "user", "content": _text(rng)}]
+    elif dialect == "anthropic":
+        body["messages"] = [{"role": "user", "content": _text(rng)}]
+        body["max_tokens"] = 100
+    else:
+        body["input"] = [{"type": "message", "role": "user", "content": _text(rng)}]
+    if where in ("nested", "both"):  # the same bytes, but not the request's tools
+        body["metadata"] = {"tools": rng.choice(POOLS[dialect])}
+    if where == "after":
+        body["tools"] = tools
+    raw = _serialise(body, style)
+    if rng.random() < 0.1:  # a second member of the name: the last one wins
+        other = orjson.dumps(rng.choice(POOLS[dialect]))
+        raw = raw.rstrip()[:-1] + b',"t\\u006fols":' + other + b"}"
+    if rng.random() < 0.05:
+        raw = raw[: rng.randrange(len(raw))]
+    return raw
+
+
+def _teach() -> None:
+    """Every pool's tools list seen once, at the top level, as orjson spells it."""
+    user = [{"role": "user", "content": "x"}]
+    bodies = {
+        "chat": {"model": "m", "messages": user},
+        "anthropic": {"model": "m", "max_tokens": 9, "messages": user},
+        "responses": {"model": "m", "input": "x"},
+    }
+    for dialect, pool in POOLS.items():
+        for tools in pool:
+            _whole_warm(orjson.dumps({**bodies[dialect], "tools": tools}), PARSERS[dialect])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_known_tools_parse_equals_whole_parse(seed: int) -> None:
+    """Tools an earlier body sent are not parsed again, and every body still parses to
+    what it parses to with nothing known (or fails with the same error), whether its
+    tools were seen, nested elsewhere, spelled otherwise, duplicated or broken."""
+    rng = random.Random(seed)
+    memos = {name: BodyMemo() for name in PARSERS}
+    for _call in range(8):
+        dialect = rng.choice(list(PARSERS))
+        parse = PARSERS[dialect]
+        raw = _known_tools_body(rng, dialect, rng.choice([0, 0, 0, 1, 2]))
+        _teach()
+        warm = _memo(raw, memos[dialect], parse) if rng.random() < 0.5 else _whole_warm(raw, parse)
+        assert warm == _whole(raw, parse)
+
+
+def _whole_warm(body: bytes, parse: Parse) -> Conversation | tuple[str, str | None]:
+    try:
+        return parse(body)
+    except ApiError as err:
+        return err.message, err.param
+
+
+def test_tools_sent_again_are_the_same_tuple() -> None:
+    """The second body with the same tools (spelled as orjson spells them) gets the
+    first one's tools: the very tuple, whose JSON the renderer and the store keep."""
+    forget_known_members()
+    body = _body([{"role": "user", "content": "one"}])
+    first = parse_request(body)
+    second = parse_request(_body([{"role": "user", "content": "two"}]))
+    assert isinstance(first.tools, tuple) and second.tools is first.tools
+    assert tools_json(second.tools) is tools_json(first.tools)
+    assert orjson.loads(tools_json(first.tools)) == orjson.loads(orjson.dumps(first.tools))
+    # Spelled another way (Python's json: spaces), the bytes differ: parsed anew, equal.
+    spaced = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                         "tools": TOOLS}).encode()  # fmt: skip
+    again = parse_request(spaced)
+    assert again.tools == first.tools and again.tools is not first.tools
+    # The same bytes nested elsewhere are not the request's tools.
+    nested = orjson.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "metadata": {"tools": TOOLS}}
+    )
+    assert parse_request(nested).tools == ()

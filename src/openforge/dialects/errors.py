@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 import orjson
@@ -180,13 +181,22 @@ def load_body(body: bytes) -> dict[str, Any]:
 
 
 def validate_body(
-    raw: dict[str, Any], model: type[M], *, union_tags: frozenset[str] = frozenset()
+    raw: dict[str, Any],
+    model: type[M],
+    *,
+    union_tags: frozenset[str] = frozenset(),
+    members: Mapping[str, object] | None = None,
 ) -> M:
-    """A parsed body validated as ``model``; ``ApiError`` as :func:`decode_body` words it."""
+    """A parsed body validated as ``model``; ``ApiError`` as :func:`decode_body` words it.
+
+    ``members``: top-level members already validated (as ``model`` holds them), put into
+    ``raw`` after its depth check; a model instance in them is taken as it is."""
     if _too_deep(raw):
         raise ApiError(
             "invalid_request", f"The request body nests JSON deeper than {MAX_DEPTH} levels."
         )
+    if members:
+        raw.update(members)
     try:
         request = model.model_validate(raw)
     except ValidationError as exc:

@@ -25,16 +25,26 @@ What keeps this exact:
   its third.
 * Whatever the short way cannot vouch for (no shared message, an invalid tail, a body
   another thread is reading the memo for) is parsed whole, which also words every error.
+
+A harness also sends its tools alike on every call (10-60 KB of JSON schemas: half the
+agent body of the gateway bench), in every rollout. A :class:`KnownMember` keeps, for the
+whole process, the values of such a top-level member that earlier bodies spelled exactly
+as ``orjson`` writes them, validated and converted once: a body holding one of those byte
+strings at that member is parsed with a marker in its place, and the marker must come
+back as the member of the parsed top-level object (a value nested elsewhere under the
+same name does not), else the body is parsed whole.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import threading
+import weakref
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 from pydantic import BaseModel
@@ -45,9 +55,11 @@ from openforge.overlap import shared_prefix
 
 __all__ = [
     "BodyMemo",
+    "KnownMember",
     "Parsed",
     "Resent",
     "extend",
+    "forget_known_members",
     "learn",
     "messages_of",
     "parse_body",
@@ -56,6 +68,7 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 _STRUCT = re.compile(rb'["\[\]{}]')
 _SPACE = b" \t\n\r"
@@ -239,6 +252,117 @@ def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Parsed]) -> N
     memo.body, memo.ends, memo.items = body, memo.ends[:kept], items
 
 
+@dataclass(frozen=True, slots=True)
+class _Known(Generic[T]):
+    raw: bytes  # the member's value, as orjson writes it and the body spelled it
+    value: object  # validated, as the request model holds it
+    derived: T  # what the dialect made of it
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut(Generic[T]):
+    body: bytes  # the body with a marker for the member's value
+    known: _Known[T]
+
+
+class KnownMember(Generic[M, T]):
+    """The values of a body's top-level member ``name`` (``tools``) that harnesses send
+    alike on every call, validated and converted once and found again by their bytes.
+
+    ``value`` reads the validated member from a request; ``derive`` makes the dialect's
+    form of it (read-only, shared by every call that sends those bytes). At most ``size``
+    values are kept, each at most ``max_bytes`` long."""
+
+    def __init__(
+        self,
+        name: str,
+        value: Callable[[M], object],
+        derive: Callable[[M], T],
+        *,
+        size: int = 64,
+        max_bytes: int = 1 << 18,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.derive = derive
+        self.size = size
+        self.max_bytes = max_bytes
+        self._key = name.encode()
+        # Unguessable, so no body can spell it: it stands for the member while the rest
+        # of the body parses, and finding it back is what says the member was top-level.
+        self._marker = "openforge:" + secrets.token_hex(16)
+        self._marker_json = orjson.dumps(self._marker)
+        self._by_head: dict[bytes, list[_Known[T]]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        _known_members.add(self)
+
+    def forget(self) -> None:
+        """Drop every kept value."""
+        with self._lock:
+            self._by_head.clear()
+            self._count = 0
+
+    def cut(self, body: bytes) -> _Cut[T] | None:
+        """``body`` with a marker in place of a known value of the member; None when it
+        holds none (or spells the member's name more than once)."""
+        at = _member_value(body, self._key)
+        if at is None:
+            return None
+        for known in self._by_head.get(body[at : at + _HEAD], ()):
+            end = at + len(known.raw)
+            if body.startswith(known.raw, at) and _member_ends(body, end):
+                return _Cut(body[:at] + self._marker_json + body[end:], known)
+        return None
+
+    def found(self, raw: dict[str, Any]) -> bool:
+        """Whether the marker came back as the parsed body's own member."""
+        marker = raw.get(self.name)
+        return isinstance(marker, str) and marker == self._marker
+
+    def learn(self, body: bytes, raw: dict[str, Any], request: M) -> T:
+        """The dialect's form of ``request``'s member, kept when ``body`` (which parsed as
+        ``raw`` and validated as ``request``) spells it as orjson writes it."""
+        derived = self.derive(request)
+        value = raw.get(self.name)
+        at = _member_value(body, self._key) if isinstance(value, list) and value else None
+        if at is None:
+            return derived
+        spelled = orjson.dumps(value)
+        end = at + len(spelled)
+        if len(spelled) > self.max_bytes or not body.startswith(spelled, at):
+            return derived
+        if not _member_ends(body, end):
+            return derived
+        known = _Known(spelled, self.value(request), derived)
+        with self._lock:
+            if self._count >= self.size:  # a harness sends a handful; anything else churns
+                self._by_head.clear()
+                self._count = 0
+            same = self._by_head.setdefault(spelled[:_HEAD], [])
+            if all(k.raw != spelled for k in same):
+                same.append(known)
+                self._count += 1
+        return derived
+
+
+_HEAD = 64  # leading bytes of a known value that index it
+_known_members: weakref.WeakSet[KnownMember[Any, Any]] = weakref.WeakSet()
+
+
+def forget_known_members() -> None:
+    """Drop the values every :class:`KnownMember` keeps, so the next body of each is
+    parsed whole (what a test compares the short ways with)."""
+    for known in list(_known_members):
+        known.forget()
+
+
+def _member_ends(body: bytes, at: int) -> bool:
+    """Whether an object's member ends at ``at``: a ``,`` or ``}`` follows."""
+    pos = _skip_space(body, at)
+    return body[pos : pos + 1] in (b",", b"}")
+
+
 def parse_body(
     body: bytes,
     memo: BodyMemo | None,
@@ -246,31 +370,78 @@ def parse_body(
     model: type[M],
     union_tags: frozenset[str],
     convert: Callable[[M, list[Parsed]], list[Parsed]],
-) -> tuple[M, list[Parsed]]:
-    """``body`` validated as ``model``, and what each element of its ``key`` array became:
-    ``convert(request, kept)`` turns the request's array, whose elements follow the
-    ``kept`` ones, into ``kept`` plus one :class:`Parsed` each. Through ``memo`` (a
-    rollout's, updated) only the elements after those a resent body shares are parsed;
-    without it, or when another thread holds it, or whatever the short way cannot vouch
-    for, the body is parsed whole, which also words its errors."""
+    known: KnownMember[M, T],
+) -> tuple[M, list[Parsed], T]:
+    """``body`` validated as ``model``, what each element of its ``key`` array became,
+    and ``known``'s form of its member: ``convert(request, kept)`` turns the request's
+    array, whose elements follow the ``kept`` ones, into ``kept`` plus one
+    :class:`Parsed` each. Through ``memo`` (a rollout's, updated) only the elements
+    after those a resent body shares are parsed, and a member value ``known`` has seen
+    is not parsed again; without them, or when another thread holds the memo, or
+    whatever the short way cannot vouch for, the body is parsed whole, which also words
+    its errors."""
     held = memo if memo is not None and memo.lock.acquire(blocking=False) else None
     try:
+        cut = known.cut(body)
+        if cut is not None:
+            short = _parse_cut(cut, held, key, model, union_tags, convert, known)
+            if short is not None:
+                return short[0], short[1], cut.known.derived
         split = resent(held, body, key) if held is not None else None
         if split is not None:
             try:
-                req = validate_body(split.raw, model, union_tags=union_tags)
+                raw = split.raw
+                req = validate_body(raw, model, union_tags=union_tags)
                 items = convert(req, split.kept)
             except ApiError:
                 split = None  # parsed whole below, which words the error as the body has it
         if split is None:
-            req = validate_body(load_body(body), model, union_tags=union_tags)
+            raw = load_body(body)
+            req = validate_body(raw, model, union_tags=union_tags)
             items = convert(req, [])
         if held is not None:
             if split is None:
                 learn(held, body, key, items)
             else:
                 extend(held, body, split, items)
-        return req, items
+        return req, items, known.learn(body, raw, req)
     finally:
         if held is not None:
             held.lock.release()
+
+
+def _parse_cut(
+    cut: _Cut[T],
+    memo: BodyMemo | None,
+    key: str,
+    model: type[M],
+    union_tags: frozenset[str],
+    convert: Callable[[M, list[Parsed]], list[Parsed]],
+    known: KnownMember[M, T],
+) -> tuple[M, list[Parsed]] | None:
+    """:func:`parse_body` of a body whose member ``known`` cut out (the memo held, when
+    given): None when the marker is not the parsed body's member or anything fails."""
+    members = {known.name: cut.known.value}
+    text = cut.body
+    split = resent(memo, text, key) if memo is not None else None
+    if split is not None and known.found(split.raw):
+        try:
+            req = validate_body(split.raw, model, union_tags=union_tags, members=members)
+            items = convert(req, split.kept)
+        except ApiError:
+            pass
+        else:
+            if memo is not None:
+                extend(memo, text, split, items)
+            return req, items
+    try:
+        raw = orjson.loads(text)
+        if not isinstance(raw, dict) or not known.found(raw):
+            return None
+        req = validate_body(raw, model, union_tags=union_tags, members=members)
+        items = convert(req, [])
+    except (orjson.JSONDecodeError, ApiError):
+        return None
+    if memo is not None:
+        learn(memo, text, key, items)
+    return req, items

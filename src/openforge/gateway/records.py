@@ -27,6 +27,7 @@ from openforge.conversation import (
     ToolChoice,
     ToolSpec,
     assistant_message,
+    tools_json,
 )
 
 __all__ = ["ConversationJson", "answer_message", "conversation_from_json", "message_from_json"]
@@ -69,6 +70,7 @@ class ConversationJson:
         self._seen = True
         out = {name: getattr(conversation, name) for name in _FIELDS}
         out["messages"] = pieces
+        out["tools"] = orjson.Fragment(tools_json(conversation.tools))
         return out
 
 
@@ -120,14 +122,14 @@ def conversation_from_json(d: dict[str, Any]) -> Conversation:
     params["response_format"] = _response_format(params.get("response_format"))
     return Conversation(
         messages=[message_from_json(m) for m in d.get("messages") or []],
-        tools=[
+        tools=tuple(
             ToolSpec(
                 name=t["name"],
                 description=t.get("description", ""),
                 parameters=t.get("parameters") or {"type": "object", "properties": {}},
             )
             for t in d.get("tools") or []
-        ],
+        ),
         tool_choice=ToolChoice(mode=choice.get("mode", "auto"), name=choice.get("name")),
         parallel_tool_calls=bool(d.get("parallel_tool_calls", True)),
         params=SamplingParams(**params),

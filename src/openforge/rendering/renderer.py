@@ -19,9 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
-import orjson
-
-from openforge.conversation import Conversation, ImagePart, Message, ToolCall
+from openforge.conversation import Conversation, ImagePart, Message, ToolCall, tools_json
 from openforge.rendering.chat_template import render_chat_template
 from openforge.rendering.hf_template import TemplateRenderer
 from openforge.rendering.history import (
@@ -116,7 +114,7 @@ class Renderer:
         self.vision = vision
         self._image_text = vision.marker if vision is not None else IMAGE_PLACEHOLDER
         self._shared = _LRU(cache_size)
-        self._tools_text: OrderedDict[bytes, str] = OrderedDict()
+        self._tools_text: OrderedDict[tuple[bytes, str, str | None], str] = OrderedDict()
         if use_model_template is None:
             use_model_template = tokenizer.template_handles_tools
         self._model_template = TemplateRenderer(tokenizer) if use_model_template else None
@@ -355,7 +353,8 @@ class Renderer:
         return Segment(key, ids, index, kind, True)
 
     def _tools(self, conv: Conversation) -> str:
-        key = orjson.dumps([conv.tools, conv.tool_choice])
+        # The same bytes object for the same tools tuple: its hash is computed once.
+        key = (tools_json(conv.tools), conv.tool_choice.mode, conv.tool_choice.name)
         text = self._tools_text.get(key)
         if text is None:
             text = tools_section(conv.tools, conv.tool_choice)

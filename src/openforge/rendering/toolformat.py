@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from openforge.conversation import ContentPart, Message, TextPart, ToolCall, ToolChoice, ToolSpec
@@ -67,7 +68,7 @@ def content_text(parts: list[ContentPart], image_text: str = IMAGE_PLACEHOLDER) 
     return "\n".join(pieces), images
 
 
-def tools_section(tools: list[ToolSpec], choice: ToolChoice) -> str:
+def tools_section(tools: Sequence[ToolSpec], choice: ToolChoice) -> str:
     """The system-turn block that declares the tools and how to call them."""
     lines = [
         json.dumps(

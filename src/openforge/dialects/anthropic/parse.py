@@ -33,7 +33,7 @@ from openforge.dialects.anthropic.protocol import (
 )
 from openforge.dialects.errors import decode_body
 from openforge.dialects.images import image_from_base64, image_from_url
-from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
@@ -54,8 +54,8 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     messages this body may resend; only what follows them is parsed, and the memo is
     updated.
     """
-    req, items = parse_body(body, memo, "messages", MessagesRequest, _TAGS, _items)
-    conv = _conversation(req, items)
+    req, items, tools = parse_body(body, memo, "messages", MessagesRequest, _TAGS, _items, _TOOLS)
+    conv = _conversation(req, items, tools)
     conv.params = SamplingParams(
         max_tokens=req.max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
@@ -72,7 +72,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
 def parse_count_tokens_request(body: bytes) -> Conversation:
     """Parse a ``POST /v1/messages/count_tokens`` body (no ``max_tokens``)."""
     req = decode_body(body, CountTokensRequest, union_tags=_TAGS)
-    return _conversation(req, [_element(m, i) for i, m in enumerate(req.messages)])
+    return _conversation(req, [_element(m, i) for i, m in enumerate(req.messages)], _tools(req))
 
 
 def _items(req: MessagesRequest, kept: list[Parsed]) -> list[Parsed]:
@@ -88,7 +88,29 @@ def _element(msg: MessageParam, index: int) -> Parsed:
     return Parsed(tuple(out), tuple((k, v) for k, v in counts.items() if v))
 
 
-def _conversation(req: CountTokensRequest, items: list[Parsed]) -> Conversation:
+def _tools(req: CountTokensRequest) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+    """The custom (client) tools served, and the names of the others (ignored)."""
+    tools: list[ToolSpec] = []
+    ignored: list[str] = []
+    for tool in req.tools or []:
+        if isinstance(tool, CustomTool):
+            tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
+        else:
+            ignored.append(tool.name or tool.type)
+    return tuple(tools), tuple(ignored)
+
+
+# Harnesses send the same tools on every call: validated and converted once per process.
+_TOOLS: KnownMember[MessagesRequest, tuple[tuple[ToolSpec, ...], tuple[str, ...]]] = KnownMember(
+    "tools", lambda req: req.tools, _tools
+)
+
+
+def _conversation(
+    req: CountTokensRequest,
+    items: list[Parsed],
+    tools: tuple[tuple[ToolSpec, ...], tuple[str, ...]],
+) -> Conversation:
     messages: list[Message] = []
     if req.system:
         system = [req.system] if isinstance(req.system, str) else [b.text for b in req.system]
@@ -98,25 +120,18 @@ def _conversation(req: CountTokensRequest, items: list[Parsed]) -> Conversation:
     for item in items:
         for name, n in item.counts:
             counts[name] += n
-    tools: list[ToolSpec] = []
-    ignored: list[str] = []
-    for tool in req.tools or []:
-        if isinstance(tool, CustomTool):
-            tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
-        else:
-            ignored.append(tool.name or tool.type)
     metadata: dict[str, object] = {k: v for k, v in counts.items() if v}
     if req.thinking is not None:
         metadata["thinking"] = req.thinking.model_dump(exclude_none=True)
     choice, parallel = _tool_choice(req.tool_choice)
     return Conversation(
         messages=messages,
-        tools=tools,
+        tools=tools[0],
         tool_choice=choice,
         parallel_tool_calls=parallel,
         model=req.model,
         reasoning=req.thinking is not None and req.thinking.type != "disabled",
-        ignored_tools=ignored,
+        ignored_tools=list(tools[1]),
         metadata=metadata,
     )
 

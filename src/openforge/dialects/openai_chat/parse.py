@@ -30,7 +30,7 @@ from openforge.dialects.openai_chat.protocol import (
     ToolMessage,
     UserMessage,
 )
-from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
 
 __all__ = ["parse_request"]
 
@@ -48,20 +48,14 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     last body (see :mod:`openforge.dialects.prefix`), whose messages this body may
     resend; only what follows them is parsed, and the memo is updated.
     """
-    req, items = parse_body(body, memo, "messages", ChatCompletionRequest, _TAGS, _items)
+    req, items, (tools, ignored) = parse_body(
+        body, memo, "messages", ChatCompletionRequest, _TAGS, _items, _TOOLS
+    )
     messages = messages_of(items)
     if req.n is not None and req.n != 1:
         raise ApiError("invalid_request", "Only n=1 is supported.", "n")
     if not messages:
         raise ApiError("invalid_request", "'messages' must not be empty.", "messages")
-    tools: list[ToolSpec] = []
-    ignored: list[str] = []
-    for tool in req.tools or []:
-        if isinstance(tool, FunctionTool):
-            fn = tool.function
-            tools.append(ToolSpec(fn.name, fn.description or "", _schema(fn.parameters)))
-        else:
-            ignored.append(_name_of(tool.model_extra, tool.type))
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     params = SamplingParams(
         max_tokens=req.max_completion_tokens or req.max_tokens,
@@ -90,9 +84,26 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         model=req.model,
         stream=bool(req.stream),
         reasoning=req.reasoning_effort not in (None, "none", "minimal"),
-        ignored_tools=ignored,
+        ignored_tools=list(ignored),
         metadata=metadata,
     )
+
+
+def _tools(req: ChatCompletionRequest) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+    """The function tools served, and the names of the other tools (ignored)."""
+    tools: list[ToolSpec] = []
+    ignored: list[str] = []
+    for tool in req.tools or []:
+        if isinstance(tool, FunctionTool):
+            fn = tool.function
+            tools.append(ToolSpec(fn.name, fn.description or "", _schema(fn.parameters)))
+        else:
+            ignored.append(_name_of(tool.model_extra, tool.type))
+    return tuple(tools), tuple(ignored)
+
+
+# Harnesses send the same tools on every call: validated and converted once per process.
+_TOOLS = KnownMember("tools", lambda req: req.tools, _tools)
 
 
 def _items(req: ChatCompletionRequest, kept: list[Parsed]) -> list[Parsed]:

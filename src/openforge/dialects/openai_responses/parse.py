@@ -35,7 +35,7 @@ from openforge.dialects.openai_responses.protocol import (
     ResponsesRequest,
     TextConfig,
 )
-from openforge.dialects.prefix import BodyMemo, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
 
 __all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
 
@@ -64,7 +64,9 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     follows them is parsed (never after an item a later one may still join), and the
     memo is updated.
     """
-    req, items = parse_body(body, memo, "input", ResponsesRequest, _TAGS, _request_items)
+    req, items, (tools, ignored, namespaced) = parse_body(
+        body, memo, "input", ResponsesRequest, _TAGS, _request_items, _TOOLS
+    )
     messages: list[Message] = []
     if req.instructions:
         messages.append(Message("system", [TextPart(req.instructions)]))
@@ -72,12 +74,11 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         messages.append(Message("user", [TextPart(req.input)]))
     messages += messages_of(items)
     ignored_items = sum(n for item in items for _, n in item.counts)
-    tools, ignored, namespaced = _tools(req)
     metadata: dict[str, Any] = {
         k: getattr(req, k) for k in _EXTRAS + _MORE_EXTRAS if getattr(req, k) is not None
     }
     if namespaced:
-        metadata["tool_namespaces"] = namespaced
+        metadata["tool_namespaces"] = {flat: list(pair) for flat, pair in namespaced}
     if req.reasoning is not None:
         metadata["reasoning"] = req.reasoning.model_dump(exclude_none=True)
     if ignored_items:
@@ -101,7 +102,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         model=req.model,
         stream=bool(req.stream),
         reasoning=req.reasoning is not None and req.reasoning.effort not in ("none", "minimal"),
-        ignored_tools=ignored,
+        ignored_tools=list(ignored),
         metadata=metadata,
     )
 
@@ -126,15 +127,19 @@ def flat_tool_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
 
 
-def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], dict[str, list[str]]]:
-    """Function tools, the names of ignored ones, and ``{flat name: [namespace, name]}``.
+_Tools = tuple[tuple[ToolSpec, ...], tuple[str, ...], tuple[tuple[str, tuple[str, str]], ...]]
+
+
+def _tools(req: ResponsesRequest) -> _Tools:
+    """Function tools, the names of ignored ones, and ``(flat name, (namespace, name))``
+    of each namespaced one.
 
     A flat name that collides with another tool's name is a 400 naming the field: the
     answer could not say which of the two was called.
     """
     tools: list[ToolSpec] = []
     ignored: list[str] = []
-    namespaced: dict[str, list[str]] = {}
+    namespaced: list[tuple[str, tuple[str, str]]] = []
     seen: dict[str, str] = {}
 
     def add(name: str, where: str, description: str | None, parameters: Any) -> None:
@@ -156,12 +161,16 @@ def _tools(req: ResponsesRequest) -> tuple[list[ToolSpec], list[str], dict[str, 
                 if isinstance(inner, FunctionTool):
                     flat = flat_tool_name(tool.name, inner.name)
                     add(flat, f"tools[{i}].tools[{j}]", inner.description, inner.parameters)
-                    namespaced[flat] = [tool.name, inner.name]
+                    namespaced.append((flat, (tool.name, inner.name)))
                 else:
                     ignored.append(f"{tool.name}/{inner.name or inner.type}")
         else:
             ignored.append(tool.name or tool.type)
-    return tools, ignored, namespaced
+    return tuple(tools), tuple(ignored), tuple(namespaced)
+
+
+# Harnesses send the same tools on every call: validated and converted once per process.
+_TOOLS = KnownMember("tools", lambda req: req.tools, _tools)
 
 
 def _spec(name: str, description: Any, parameters: Any) -> ToolSpec:
