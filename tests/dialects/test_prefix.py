@@ -295,7 +295,9 @@ def test_claude_code_calls_share_all_but_the_moved_cache_marker(
     for turn in range(5):
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         conv = parse_anthropic(raw, memo)
-        assert conv == parse_anthropic(raw)
+        # Its 24 tools (64 KB) are found again by their bytes: the very tuple.
+        assert parse_anthropic(raw).tools is conv.tools and len(conv.tools) == 24
+        assert conv == _whole(raw, parse_anthropic)
         if prev is not None and turn >= 2:  # the system prompt is made anew each call
             shared = 0
             while conv.messages[1 + shared] is prev.messages[1 + shared]:
@@ -333,7 +335,9 @@ def test_codex_calls_keep_every_closed_turn(harness_body: Callable[[str], bytes]
     for turn in range(4):
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         conv = parse_responses(raw, memo)
-        assert conv == parse_responses(raw)
+        # Its tools are found again, namespaced ones (a "tools" member within) too.
+        assert parse_responses(raw).tools is conv.tools and len(conv.tools) == 12
+        assert conv == _whole(raw, parse_responses)
         if prev is not None and turn >= 2:  # all the last call sent (from the third call)
             assert all(a is b for a, b in zip(conv.messages, prev.messages, strict=False))
         prev = conv

@@ -30,9 +30,10 @@ A harness also sends its tools alike on every call (10-60 KB of JSON schemas: ha
 agent body of the gateway bench), in every rollout. A :class:`KnownMember` keeps, for the
 whole process, the values of such a top-level member that earlier bodies spelled exactly
 as ``orjson`` writes them, validated and converted once: a body holding one of those byte
-strings at that member is parsed with a marker in its place, and the marker must come
-back as the member of the parsed top-level object (a value nested elsewhere under the
-same name does not), else the body is parsed whole.
+strings as the value of a member of that name is parsed with a marker in its place, and
+the marker must come back as the member of the parsed top-level object (a value nested
+elsewhere under the same name, or a later duplicate, does not), else the body is parsed
+whole.
 """
 
 from __future__ import annotations
@@ -214,10 +215,30 @@ def _member_value(body: bytes, key: bytes) -> int | None:
     at = body.find(quoted)
     if at < 0 or body.find(quoted, at + 1) >= 0:
         return None
+    return _value_after_name(body, at, len(quoted))
+
+
+def _member_values(body: bytes, key: bytes) -> list[int]:
+    """Where the value of each member named ``key`` (spelled plainly) starts, at any
+    depth: a namespaced tool of Codex's has a ``tools`` member of its own."""
+    quoted = b'"' + key + b'"'
+    found = []
+    at = body.find(quoted)
+    while at >= 0:
+        value = _value_after_name(body, at, len(quoted))
+        if value is not None:
+            found.append(value)
+        at = body.find(quoted, at + len(quoted))
+    return found
+
+
+def _value_after_name(body: bytes, at: int, length: int) -> int | None:
+    """Where the value starts of the member whose quoted name (``length`` bytes) is at
+    ``at``; None when those bytes are not a member's name."""
     before = at - 1
     while before >= 0 and body[before] in _SPACE:
         before -= 1
-    colon = _skip_space(body, at + len(quoted))
+    colon = _skip_space(body, at + length)
     if before < 0 or body[before] not in b"{," or body[colon : colon + 1] != b":":
         return None
     return _skip_space(body, colon + 1)
@@ -304,15 +325,14 @@ class KnownMember(Generic[M, T]):
             self._count = 0
 
     def cut(self, body: bytes) -> _Cut[T] | None:
-        """``body`` with a marker in place of a known value of the member; None when it
-        holds none (or spells the member's name more than once)."""
-        at = _member_value(body, self._key)
-        if at is None:
-            return None
-        for known in self._by_head.get(body[at : at + _HEAD], ()):
-            end = at + len(known.raw)
-            if body.startswith(known.raw, at) and _member_ends(body, end):
-                return _Cut(body[:at] + self._marker_json + body[end:], known)
+        """``body`` with a marker in place of the first known value of a member of the
+        name, at any depth (:meth:`found` tells whether it was the top-level one); None
+        when it holds none."""
+        for at in _member_values(body, self._key):
+            for known in self._by_head.get(body[at : at + _HEAD], ()):
+                end = at + len(known.raw)
+                if body.startswith(known.raw, at) and _member_ends(body, end):
+                    return _Cut(body[:at] + self._marker_json + body[end:], known)
         return None
 
     def found(self, raw: dict[str, Any]) -> bool:
@@ -325,14 +345,13 @@ class KnownMember(Generic[M, T]):
         ``raw`` and validated as ``request``) spells it as orjson writes it."""
         derived = self.derive(request)
         value = raw.get(self.name)
-        at = _member_value(body, self._key) if isinstance(value, list) and value else None
-        if at is None:
+        if not isinstance(value, list) or not value:
             return derived
         spelled = orjson.dumps(value)
-        end = at + len(spelled)
-        if len(spelled) > self.max_bytes or not body.startswith(spelled, at):
-            return derived
-        if not _member_ends(body, end):
+        if len(spelled) > self.max_bytes or not any(
+            body.startswith(spelled, at) and _member_ends(body, at + len(spelled))
+            for at in _member_values(body, self._key)
+        ):
             return derived
         known = _Known(spelled, self.value(request), derived)
         with self._lock:
