@@ -403,7 +403,12 @@ def parse_body(
     try:
         cut = known.cut(body)
         if cut is not None:
-            short = _parse_cut(cut, held, key, model, union_tags, convert, known)
+            members = {known.name: cut.known.value}
+
+            def validate(raw: dict[str, Any]) -> M:
+                return validate_body(raw, model, union_tags=union_tags, members=members)
+
+            short = _parse_cut(cut.body, held, key, known, validate, convert)
             if short is not None:
                 return short[0], short[1], cut.known.derived
         split = resent(held, body, key) if held is not None else None
@@ -430,22 +435,20 @@ def parse_body(
 
 
 def _parse_cut(
-    cut: _Cut[T],
+    text: bytes,
     memo: BodyMemo | None,
     key: str,
-    model: type[M],
-    union_tags: frozenset[str],
-    convert: Callable[[M, list[Parsed]], list[Parsed]],
     known: KnownMember[M, T],
+    validate: Callable[[dict[str, Any]], M],
+    convert: Callable[[M, list[Parsed]], list[Parsed]],
 ) -> tuple[M, list[Parsed]] | None:
-    """:func:`parse_body` of a body whose member ``known`` cut out (the memo held, when
-    given): None when the marker is not the parsed body's member or anything fails."""
-    members = {known.name: cut.known.value}
-    text = cut.body
+    """:func:`parse_body` of ``text``, a body whose member ``known`` cut out (the memo
+    held, when given), through ``validate`` (which puts the member back): None when the
+    marker is not the parsed body's own member or anything fails."""
     split = resent(memo, text, key) if memo is not None else None
     if split is not None and known.found(split.raw):
         try:
-            req = validate_body(split.raw, model, union_tags=union_tags, members=members)
+            req = validate(split.raw)
             items = convert(req, split.kept)
         except ApiError:
             pass
@@ -457,7 +460,7 @@ def _parse_cut(
         raw = orjson.loads(text)
         if not isinstance(raw, dict) or not known.found(raw):
             return None
-        req = validate_body(raw, model, union_tags=union_tags, members=members)
+        req = validate(raw)
         items = convert(req, [])
     except (orjson.JSONDecodeError, ApiError):
         return None
