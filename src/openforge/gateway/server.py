@@ -55,7 +55,8 @@ __all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
 # call): 13 % of the gateway's CPU. Calls' objects die by reference counting; the GC only
 # has to find rare cycles (docs/gateway.md, "The cyclic GC"). What a young collection walks
 # is what is in flight (at 256 agent calls, ~1.1M ids: 20-45 ms), however often it runs, so
-# the threshold sets the GC's share of the CPU: 10,000 made it ~10 % there, 100,000 a tenth.
+# the threshold sets the GC's share of the CPU: ~10 % there at 10,000; 100,000 runs it a
+# tenth as often.
 GC_YOUNG_THRESHOLD = 100_000
 
 
