@@ -405,65 +405,60 @@ def parse_body(
         if cut is not None:
             members = {known.name: cut.known.value}
 
-            def validate(raw: dict[str, Any]) -> M:
+            def with_member(raw: dict[str, Any]) -> M:
                 return validate_body(raw, model, union_tags=union_tags, members=members)
 
-            short = _parse_cut(cut.body, held, key, known, validate, convert)
+            try:
+                short = _parse(cut.body, held, key, with_member, convert, known.found)
+            except ApiError:
+                short = None  # parsed as sent below, which words the error as the body has it
             if short is not None:
                 return short[0], short[1], cut.known.derived
-        split = resent(held, body, key) if held is not None else None
-        if split is not None:
-            try:
-                raw = split.raw
-                req = validate_body(raw, model, union_tags=union_tags)
-                items = convert(req, split.kept)
-            except ApiError:
-                split = None  # parsed whole below, which words the error as the body has it
-        if split is None:
-            raw = load_body(body)
-            req = validate_body(raw, model, union_tags=union_tags)
-            items = convert(req, [])
-        if held is not None:
-            if split is None:
-                learn(held, body, key, items)
-            else:
-                extend(held, body, split, items)
+
+        def plain(raw: dict[str, Any]) -> M:
+            return validate_body(raw, model, union_tags=union_tags)
+
+        whole = _parse(body, held, key, plain, convert, lambda raw: True)
+        assert whole is not None  # every parsed body is accepted
+        req, items, raw = whole
         return req, items, known.learn(body, raw, req)
     finally:
         if held is not None:
             held.lock.release()
 
 
-def _parse_cut(
+def _parse(
     text: bytes,
     memo: BodyMemo | None,
     key: str,
-    known: KnownMember[M, T],
     validate: Callable[[dict[str, Any]], M],
     convert: Callable[[M, list[Parsed]], list[Parsed]],
-) -> tuple[M, list[Parsed]] | None:
-    """:func:`parse_body` of ``text``, a body whose member ``known`` cut out (the memo
-    held, when given), through ``validate`` (which puts the member back): None when the
-    marker is not the parsed body's own member or anything fails."""
+    accept: Callable[[dict[str, Any]], bool],
+) -> tuple[M, list[Parsed], dict[str, Any]] | None:
+    """``text`` validated and converted, and the object it parsed to: through ``memo``
+    (held, when given; updated) when the body shares elements with its last one and
+    the rest validates, else whole. None when ``accept`` refuses the parsed object
+    (the short way's marker was not its member); a whole parse's error is raised."""
     split = resent(memo, text, key) if memo is not None else None
-    if split is not None and known.found(split.raw):
+    if split is not None and accept(split.raw):
         try:
             req = validate(split.raw)
             items = convert(req, split.kept)
         except ApiError:
-            pass
-        else:
-            if memo is not None:
-                extend(memo, text, split, items)
-            return req, items
-    try:
-        raw = orjson.loads(text)
-        if not isinstance(raw, dict) or not known.found(raw):
+            split = None  # parsed whole below, which words the error as the body has it
+    else:
+        split = None
+    if split is None:
+        raw = load_body(text)
+        if not accept(raw):
             return None
         req = validate(raw)
         items = convert(req, [])
-    except (orjson.JSONDecodeError, ApiError):
-        return None
+    else:
+        raw = split.raw
     if memo is not None:
-        learn(memo, text, key, items)
-    return req, items
+        if split is None:
+            learn(memo, text, key, items)
+        else:
+            extend(memo, text, split, items)
+    return req, items, raw
