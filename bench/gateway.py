@@ -285,7 +285,7 @@ def main() -> None:
         "--paired-case",
         choices=("rollout", "fresh"),
         default="rollout",
-        help="paired section: one rollout per connection, or a fresh rollout per call",
+        help="paired section and --profile: a rollout per connection, or a fresh one per call",
     )
     ap.add_argument(
         "--profile",
@@ -320,9 +320,15 @@ def main() -> None:
         grow = bool(a.profile) and a.only == ["history"]
         # Growing rollouts, one after another: the warm-up's conc[0] keys, then about two
         # 48-turn rollouts per profiled second.
-        of.keys = mint(of, a.conc[0] + int(a.profile) * 2 + 8 if grow else max(a.conc))
+        fresh = bool(a.profile) and a.paired_case == "fresh" and not grow
+        n = max(a.conc)
+        if grow:
+            n = a.conc[0] + int(a.profile) * 2 + 8
+        elif fresh:  # a key per call: as many as ~1,000 calls a second would use
+            n = a.conc[0] + int(1000 * (a.profile + 3))
+        of.keys = mint(of, n)
         if a.profile:
-            profile(of, tmp, modes[-1], a.conc[0], a.profile, grow)
+            profile(of, tmp, modes[-1], a.conc[0], a.profile, "grow" if grow else a.paired_case)
             return
         peer = None if a.no_peer else start_peer(procs, tmp, engine_url)
         before = None
@@ -350,19 +356,20 @@ def main() -> None:
 
 
 def profile(
-    of: Target, tmp: Path, stream: bool, conc: int, seconds: float, grow: bool = False
+    of: Target, tmp: Path, stream: bool, conc: int, seconds: float, case: str = "rollout"
 ) -> None:
-    """py-spy samples of the gateway while it serves the headline load (``grow``: rollouts
-    growing turn by turn, as the history section sends them); the top frames."""
+    """py-spy samples of the gateway while it serves the headline load, one rollout per
+    connection (``case`` "rollout"), a fresh rollout per call ("fresh") or rollouts growing
+    turn by turn as the history section sends them ("grow"); the top frames."""
     from gateway_report import profile_table
 
     keys, of.keys = of.keys, of.keys[:conc]
     run_load(of, tmp, stream=stream, conc=conc, seconds=2)  # warm: imports, shared caches
     spec = {"url": of.url, "kind": "openforge", "workload": "agent", "stream": stream,
-            "conc": conc, "seconds": seconds + 2, "case": "grow" if grow else "rollout",
+            "conc": conc, "seconds": seconds + 2, "case": case,
             "size": 3000, "turns": 48, "pids": of.pids,
             "keys": str(tmp / "keys.txt")}  # fmt: skip
-    (tmp / "keys.txt").write_text("\n".join(keys[conc:] if grow else keys))
+    (tmp / "keys.txt").write_text("\n".join(keys if case == "rollout" else keys[conc:]))
     args = ["taskset", "-c", "1", sys.executable, __file__, "--load", json.dumps(spec)]
     load = subprocess.Popen(args, stdout=subprocess.PIPE)
     out = tmp / "profile.txt"
