@@ -154,12 +154,17 @@ async def test_a_finished_rollouts_late_call_and_concurrent_calls(location: str)
     await store.finish_rollout(r.id, RolloutStatus.COMPLETED, 1.0)
     late = calls[6]
     late.status = CallStatus.LATE
-    await store.record_call(late)  # its base was forgotten with the finish: stored whole
+    # Its base was forgotten with the finish; an earlier whole call (calls recorded at
+    # once may all be) is a root it is stored against.
+    await store.record_call(late)
     try:
         assert await store.calls(r.id) == calls[:7]
     finally:
         await store.close()
-    assert _rows(location, r.id)[6][1] is None
+    rows = _rows(location, r.id)
+    assert rows[6][1] is not None
+    base = orjson.loads(rows[6][1])["base"]
+    assert base in [c.id for c in calls[:6]] and rows[int(base.rsplit("-", 1)[1])][1] is None
 
 
 async def test_request_columns_prepared_before_the_answer(location: str) -> None:
@@ -201,6 +206,66 @@ async def test_request_columns_prepared_before_the_answer(location: str) -> None
     assert [d["base"] for d in deltas[1:] if d is not None] == [
         calls[0].id, calls[0].id, calls[1].id, calls[3].id
     ]  # fmt: skip
+
+
+async def test_first_calls_are_stored_against_a_root_of_other_rollouts(location: str) -> None:
+    """A rollout's first call has no base of its own; rollouts of one harness start alike,
+    so it is stored against a whole call of another rollout (a root), the one sharing
+    the longest start of its prompt, and reads back exactly through a store that never
+    saw it written, with and without ids."""
+    store: Store = open_store(location)
+    a, b, c = [await store.create_rollout() for _ in range(3)]
+    first = Agent(a.id, tag="a")
+    a_calls = [first.call(i) for i in range(3)]
+    for call in a_calls:
+        await store.record_call(call)
+    # Another harness (other system prompt and tools: other ids, other body), newer.
+    other = Agent(c.id, tag="c")
+    other.ids = [6000 + i for i in range(900)]
+    other_call = other.call(0)
+    other_call.raw_request = orjson.dumps({"other": "harness", "pad": "z" * 9000})
+    await store.record_call(other_call)
+    second = Agent(b.id, tag="b")
+    b_calls = [second.call(i) for i in range(3)]
+    for call in b_calls:
+        await store.record_call(call)
+    await store.close()
+    store = open_store(location)
+    try:
+        assert await store.calls(b.id) == b_calls
+        assert await store.call_by_response_id(b.id, "msg_b1") == b_calls[1]
+        without_ids = await store.calls(b.id, tokens=False)
+        assert [x.raw_request for x in without_ids] == [x.raw_request for x in b_calls]
+        assert [x.conversation for x in without_ids] == [x.conversation for x in b_calls]
+        assert await store.calls(a.id) == a_calls
+        assert await store.calls(c.id) == [other_call]
+    finally:
+        await store.close()
+    rows = _rows(location, b.id)
+    deltas = [orjson.loads(d) if d is not None else None for _, d in rows]
+    assert deltas[0] is not None and deltas[0]["base"] == a_calls[0].id
+    assert [d["base"] for d in deltas[1:] if d is not None] == [b_calls[0].id, b_calls[1].id]
+    assert _rows(location, c.id)[0][1] is None  # shares too little with a's: whole
+    whole = 4 * len(b_calls[0].prompt_ids) + len(b_calls[0].raw_request)
+    assert rows[0][0] < whole / 4
+
+
+async def test_a_missing_root_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    store: Store = open_store(path)
+    a, b = await store.create_rollout(), await store.create_rollout()
+    root = Agent(a.id, tag="a").call(0)
+    await store.record_call(root)
+    await store.record_call(Agent(b.id, tag="b").call(0))
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM calls WHERE id = ?", (root.id,))
+    store = open_store(path)
+    try:
+        with pytest.raises(StoreError, match=f"base call {root.id} is not stored"):
+            await store.calls(b.id)
+    finally:
+        await store.close()
 
 
 async def test_a_missing_base_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -14,11 +14,19 @@ and role this store recorded — a row keeps only:
   the suffix they share with the base's (the new messages; tools and settings that follow
   the messages in a body are in the shared suffix).
 
+A call with no base of its own (a rollout's first call, a new sub-agent's) is stored
+against a *root* when one shares enough: one of the last whole rows of its role, whichever
+shares the longest start of its prompt ids. Rollouts of one harness start alike (its
+system prompt and tools, and in a group the task too), so most first calls then keep
+only what follows. A root is whole, so a row is never more than one step from another
+rollout's.
+
 The ``delta`` column says which base and how much of each is shared; a row without it is
 whole. Nothing about the wire format is assumed: any bytes or ids are reconstructed
 exactly (``base[:prefix] + middle + base[len(base) - suffix:]``), and a base that shares
 little (a fork, a judge's first call) is simply not used. Reading a rollout's calls
-resolves the chain in one pass; reading one call resolves its ancestors.
+resolves the chain in one pass (with the roots its rows name, read by id); reading one
+call resolves its ancestors.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ __all__ = [
     "Delta",
     "StoredBase",
     "base_ids",
+    "best_root",
     "choose_delta",
     "ids_text",
     "joined_text",
@@ -67,6 +76,8 @@ class StoredBase:
     ids_count: int  # how many ids ids_text holds (prompt + output)
     raw: bytes
     conversation: bytes  # the canonical conversation's JSON as stored
+    # Stored whole, with a prompt: a root other rollouts' first calls may be stored against.
+    root: bool = False
 
 
 def ids_text(ids: Sequence[int]) -> bytes:
@@ -161,6 +172,17 @@ def choose_delta(
     return Delta(base.id, ids, raw_ends, conv_ends)
 
 
+def best_root(roots: Sequence[StoredBase], prompt: bytes) -> StoredBase | None:
+    """The root whose ids share the longest start with ``prompt`` (a call's ids as
+    :func:`ids_text`), None when none shares any. One ``memcmp`` bisection per root."""
+    best, shared = None, 0
+    for root in roots:
+        n = shared_prefix(root.ids_text, prompt)
+        if n > shared:
+            best, shared = root, n
+    return best
+
+
 def base_ids(ids: list[int], n: int, call_id: str) -> list[int]:
     """The first ``n`` of a base's ``prompt_ids + output_ids`` (``ids``)."""
     if n > len(ids):
@@ -173,21 +195,33 @@ class Bases:
     delta. Entries are put once a call is committed (a base is always durable), dropped
     when the rollout finishes, and the least recently used go past ``limit``."""
 
-    def __init__(self, limit: int = 1024) -> None:
+    def __init__(self, limit: int = 1024, roots: int = 8) -> None:
         self.limit = limit
+        self.roots_limit = roots
         self._by: OrderedDict[tuple[str, str], StoredBase] = OrderedDict()
+        # Per role, the last whole rows put, newest first. A row is whole only when no
+        # root shared enough, so a workload's roots stay put once it has them; eight per
+        # role hold several harnesses' (or prompt variants') at a few hundred KB each.
+        self._roots: dict[str, tuple[StoredBase, ...]] = {}
 
     def get(self, rollout_id: str, role: str) -> StoredBase | None:
         """The base for the next call of ``rollout_id`` in ``role``, if one is held."""
         return self._by.get((rollout_id, role))
 
+    def roots(self, role: str) -> tuple[StoredBase, ...]:
+        """Whole rows of ``role`` a call without a base of its own may be stored against."""
+        return self._roots.get(role, ())
+
     def put(self, rollout_id: str, role: str, base: StoredBase) -> None:
-        """Hold ``base`` as the next call's (the newest commit wins)."""
+        """Hold ``base`` as the next call's (the newest commit wins), and as a root of its
+        role when it may be one."""
         key = (rollout_id, role)
         self._by[key] = base
         self._by.move_to_end(key)
         while len(self._by) > self.limit:
             self._by.popitem(last=False)
+        if base.root and self.roots_limit:
+            self._roots[role] = (base, *self._roots.get(role, ()))[: self.roots_limit]
 
     def drop(self, rollout_id: str) -> None:
         """Forget a finished rollout's bases."""

@@ -44,6 +44,7 @@ from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.delta import Bases
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
+    BASE_HOPS,
     CALL_COLUMNS,
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
@@ -51,6 +52,7 @@ from openforge.store.rows import (
     RequestColumns,
     call_row,
     calls_from_rows,
+    foreign_bases,
     mint_rollout,
     request_columns,
     role_key_row,
@@ -402,18 +404,19 @@ class PostgresStore:
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
         """The request-side columns of ``call``, against its rollout's current base."""
-        base = self._bases.get(call.rollout_id, str(call.role))
+        role = str(call.role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
-            return request_columns(call, self._compressor, base)
+            return request_columns(call, self._compressor, base, roots)
 
     async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.name} is closed")
         role = str(call.role)
-        base = self._bases.get(call.rollout_id, role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
-            row, stored = call_row(call, self._compressor, base, request)
+            row, stored = call_row(call, self._compressor, base, request, roots)
         # Statuses only move forward: a rollout this store allocated for or marked needs
         # no update (one statement less per group).
         mark = None if call.rollout_id in self._running else call.rollout_id
@@ -432,7 +435,13 @@ class PostgresStore:
         rows = await self._read(
             f"SELECT {columns} FROM calls WHERE rollout_id = %s ORDER BY seq", (rollout_id,)
         )
-        return calls_from_rows(rows, tokens, self._decompressor)
+        bases: list[tuple[Any, ...]] = []
+        for _ in range(BASE_HOPS):  # roots are whole: one hop, unless rows were edited
+            missing = foreign_bases([*rows, *bases])
+            if not missing:
+                break
+            bases += await self._read(f"SELECT {columns} FROM calls WHERE id = ANY(%s)", (missing,))
+        return calls_from_rows(rows, tokens, self._decompressor, bases)
 
     async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
         """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""

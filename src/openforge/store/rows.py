@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from openforge.store.delta import (
     Delta,
     StoredBase,
     base_ids,
+    best_root,
     choose_delta,
     ids_text,
     joined_text,
@@ -41,6 +42,7 @@ from openforge.store.schemas import (
 )
 
 __all__ = [
+    "BASE_HOPS",
     "CALL_COLUMNS",
     "CALL_WIDTH",
     "ROLE_KEY_COLUMNS",
@@ -48,6 +50,7 @@ __all__ = [
     "RequestColumns",
     "call_row",
     "calls_from_rows",
+    "foreign_bases",
     "mint_rollout",
     "new_rollout_key",
     "request_columns",
@@ -153,16 +156,22 @@ class RequestColumns:
 
 
 def request_columns(
-    call: CallRecord, compressor: zstandard.ZstdCompressor, base: StoredBase | None = None
+    call: CallRecord,
+    compressor: zstandard.ZstdCompressor,
+    base: StoredBase | None = None,
+    roots: Sequence[StoredBase] = (),
 ) -> RequestColumns:
     """The request-side columns of ``call``, stored against ``base`` when that leaves out
-    enough (:mod:`openforge.store.delta`). Reads only the call's id, prompt ids, raw
+    enough (:mod:`openforge.store.delta`), else against the one of ``roots`` sharing the
+    longest start of its prompt when that does. Reads only the call's id, prompt ids, raw
     request and conversation."""
     conversation = orjson.dumps(call.conversation)
     prompt_text = _prompt_text(call)
-    delta = choose_delta(
-        base, call.id, prompt_text, len(call.prompt_ids), call.raw_request, conversation
-    )
+    n, raw_request = len(call.prompt_ids), call.raw_request
+    delta = choose_delta(base, call.id, prompt_text, n, raw_request, conversation)
+    if delta is None and roots:
+        root = best_root(roots, prompt_text)
+        delta = choose_delta(root, call.id, prompt_text, n, raw_request, conversation)
     prompt, raw, conv = call.prompt_ids, call.raw_request, conversation
     if delta is not None:
         prompt = prompt[delta.prompt_ids :]
@@ -211,14 +220,15 @@ def call_row(
     compressor: zstandard.ZstdCompressor,
     base: StoredBase | None = None,
     request: RequestColumns | None = None,
+    roots: Sequence[StoredBase] = (),
 ) -> tuple[tuple[Any, ...], StoredBase]:
     """The ``CALL_COLUMNS`` row of a call (ids packed, JSON encoded, request compressed),
-    stored against ``base`` when that leaves out enough (:mod:`openforge.store.delta`);
-    and the call as the base of its successor. ``request``: its request columns computed
-    earlier (against the base of that time, which is committed, so still a valid base),
-    used when they still fit the call."""
+    stored against ``base`` or one of ``roots`` when that leaves out enough
+    (:func:`request_columns`); and the call as the base of its successor. ``request``:
+    its request columns computed earlier (against a base of that time, which is
+    committed, so still a valid base), used when they still fit the call."""
     if request is None or not request.fits(call):
-        request = request_columns(call, compressor, base)
+        request = request_columns(call, compressor, base, roots)
     delta = request.delta
     row = (
         call.id,
@@ -257,18 +267,44 @@ def call_row(
         len(call.prompt_ids) + len(call.output_ids),
         request.raw,
         request.full_conversation,
+        root=delta is None and bool(call.prompt_ids),
     )
     return row, stored
 
 
+# How many rounds of reads by id a reader makes for the bases a rollout's rows name: a
+# root is whole, so one; a row edited by hand could name a delta row, which the next
+# round brings (past that, the missing base is an error naming it).
+BASE_HOPS = 4
+
+
+def foreign_bases(rows: Iterable[Sequence[Any]]) -> list[str]:
+    """The bases that delta rows among ``rows`` name and ``rows`` lack (roots: whole
+    calls of other rollouts), for the reader to fetch by id."""
+    have: set[str] = set()
+    named: set[str] = set()
+    for r in rows:
+        have.add(r[0])
+        if r[_DELTA] is not None:
+            named.add(Delta.from_json(r[_DELTA], r[0]).base)
+    return sorted(named - have)
+
+
 def calls_from_rows(
-    rows: Sequence[Sequence[Any]], tokens: bool, decompressor: zstandard.ZstdDecompressor
+    rows: Sequence[Sequence[Any]],
+    tokens: bool,
+    decompressor: zstandard.ZstdDecompressor,
+    bases: Sequence[Sequence[Any]] = (),
 ) -> list[CallRecord]:
     """The calls of ``rows`` (in their order), each delta row resolved against its base.
 
-    A base must be among ``rows`` (read a call with its rollout's earlier calls);
-    ``tokens=False``: the id columns were NULL, and the calls have no ids.
+    A base must be among ``rows`` (read a call with its rollout's earlier calls) or
+    ``bases`` (other rollouts' rows that ``rows`` name: :func:`foreign_bases`), which are
+    resolved but not returned; ``tokens=False``: the id columns were NULL, and the calls
+    have no ids.
     """
+    n = len(rows)
+    rows = [*rows, *bases] if bases else rows
     deltas = [Delta.from_json(r[_DELTA], r[0]) if r[_DELTA] is not None else None for r in rows]
     order = resolve_order([r[0] for r in rows], [d.base if d else None for d in deltas])
     # each resolved call's prompt + output ids, raw request and conversation
@@ -291,7 +327,7 @@ def calls_from_rows(
         call = _call(row, tokens, prompt, raw, conv)
         full[call.id] = (prompt + call.output_ids, raw, conv)
         out[i] = call
-    return [c for c in out if c is not None]
+    return [c for c in out[:n] if c is not None]
 
 
 def _call(

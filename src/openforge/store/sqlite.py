@@ -40,6 +40,7 @@ from openforge.store.migrations import (
     read_version,
 )
 from openforge.store.rows import (
+    BASE_HOPS,
     CALL_COLUMNS,
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
@@ -47,6 +48,7 @@ from openforge.store.rows import (
     RequestColumns,
     call_row,
     calls_from_rows,
+    foreign_bases,
     mint_rollout,
     request_columns,
     role_key_row,
@@ -125,6 +127,18 @@ CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_i
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
+
+
+def _bases(conn: sqlite3.Connection, columns: str, rows: list[Any]) -> list[Any]:
+    """Other rollouts' rows that ``rows`` are stored against (roots), read by id."""
+    bases: list[Any] = []
+    for _ in range(BASE_HOPS):  # roots are whole: one hop, unless rows were edited
+        missing = foreign_bases([*rows, *bases])
+        if not missing:
+            break
+        marks = ",".join("?" * len(missing))
+        bases += conn.execute(f"SELECT {columns} FROM calls WHERE id IN ({marks})", missing)
+    return bases
 
 
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
@@ -408,18 +422,19 @@ class SqliteStore:
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
         """The request-side columns of ``call``, against its rollout's current base."""
-        base = self._bases.get(call.rollout_id, str(call.role))
+        role = str(call.role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
-            return request_columns(call, self._compressor, base)
+            return request_columns(call, self._compressor, base, roots)
 
     async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
         role = str(call.role)
-        base = self._bases.get(call.rollout_id, role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
-            row, stored = call_row(call, self._compressor, base, request)
+            row, stored = call_row(call, self._compressor, base, request, roots)
         cached = self._by_id.get(call.rollout_id)
         # Statuses only move forward and every change goes through this store, so a cached
         # rollout past "created" needs no update (one statement less per group).
@@ -439,8 +454,8 @@ class SqliteStore:
         def select(conn: sqlite3.Connection) -> list[CallRecord]:
             rows = conn.execute(
                 f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
-            )
-            return calls_from_rows(rows.fetchall(), tokens, decompressor)
+            ).fetchall()
+            return calls_from_rows(rows, tokens, decompressor, _bases(conn, columns, rows))
 
         return await self._read(select)
 
@@ -460,7 +475,7 @@ class SqliteStore:
                 f"SELECT {CALL_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY seq",
                 (rollout_id,),
             ).fetchall()
-            calls = calls_from_rows(rows, True, decompressor)
+            calls = calls_from_rows(rows, True, decompressor, _bases(conn, CALL_COLUMNS, rows))
             return next(c for c in calls if c.response_id == response_id)
 
         return await self._read(select)
