@@ -13,8 +13,9 @@ would print it, so no two calls tokenize alike):
 
 The engine is a vLLM-shaped server on uvicorn: ``/v1/completions`` with token-id prompts
 streams one chunk per token with ``token_ids``, ``logprobs`` and, on the first chunk,
-``prompt_token_ids`` (what vLLM sends with ``return_token_ids``); ``/v1/chat/completions``
-answers the peer and the no-gateway baseline with the same text, logprobs and token ids.
+``prompt_token_ids`` (what vLLM sends with ``return_token_ids``), or answers a
+``"stream": false`` request with one ``CompletionResponse`` (the gateway's JSON calls);
+``/v1/chat/completions`` answers the peer and the no-gateway baseline with the same text, logprobs and token ids.
 """
 
 from __future__ import annotations
@@ -321,6 +322,30 @@ def serve_engine(port: int, ids: list[int], pieces: list[str]) -> None:
 async def _send_completions(
     send: Any, req: dict[str, Any], ids: list[int], pieces: list[str]
 ) -> None:
+    if not req.get("stream"):  # vLLM's CompletionResponse: the whole output in one choice
+        choice = {
+            "index": 0,
+            "text": "".join(pieces),
+            "logprobs": {
+                "text_offset": [0] * len(ids),
+                "token_logprobs": [-0.01 * (i + 1) for i in range(len(ids))],
+                "tokens": pieces,
+                "top_logprobs": None,
+            },
+            "finish_reason": "stop",
+            "stop_reason": None,
+            "token_ids": ids,
+            "prompt_logprobs": None,
+            "prompt_token_ids": req["prompt"],
+        }
+        n = len(req["prompt"])
+        usage = {"prompt_tokens": n, "total_tokens": n + len(ids), "completion_tokens": len(ids)}
+        answer = {"id": "cmpl-x", "object": "text_completion", "created": 0, "model": "bench",
+                  "choices": [choice], "usage": usage}  # fmt: skip
+        head = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": orjson.dumps(answer)})
+        return
     parts = []
     for i, (tid, piece) in enumerate(zip(ids, pieces, strict=True)):
         chunk = _completion_chunk(i, tid, piece, i == len(ids) - 1)

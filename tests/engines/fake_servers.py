@@ -231,6 +231,9 @@ def vllm_app(state: FakeState) -> Starlette:
             }
             return b"data: " + orjson.dumps(event) + b"\n\n"
 
+        if not body.get("stream"):
+            return _vllm_whole(body, prompt, max_tokens, keep_stop, state)
+
         async def events() -> AsyncIterator[bytes]:
             text, sent, pending, first = "", 0, [], True
             for i in range(max_tokens):
@@ -322,6 +325,54 @@ def vllm_app(state: FakeState) -> Starlette:
     )
 
 
+def _vllm_whole(
+    body: dict[str, Any], prompt: list[int], max_tokens: int, keep_stop: bool, state: FakeState
+) -> Response:
+    """A ``"stream": false`` request's ``CompletionResponse``; a failure during generation
+    is the error answer vLLM's non-streaming route gives (a dead replica: a 500 without
+    a JSON body, as an unhandled exception gets)."""
+    text, ids = "", []
+    done: tuple[str, Any] | None = None
+    for i in range(max_tokens):
+        if state.die_after is not None and i >= state.die_after:
+            return Response("Internal Server Error", status_code=500)
+        if state.error_after is not None and i >= state.error_after:
+            error = {"message": "Internal server error", "type": "InternalServerError",
+                     "param": None, "code": 500}  # fmt: skip
+            return JSONResponse({"error": error}, status_code=500)
+        token = _token_at(prompt, i, state)
+        text += "" if token == FAKE_EOS else f"t{token} "
+        ids.append(token)
+        stops = (body.get("stop") or [], body.get("stop_token_ids") or [])
+        done = _finish(i, text, token, max_tokens, *stops)
+        if done:
+            break
+    if done and isinstance(done[1], str) and not keep_stop:
+        text = text[: text.index(done[1])]  # the text is trimmed, ids are not
+    choice = {
+        "index": 0,
+        "text": text,
+        "logprobs": {
+            "text_offset": [0] * len(ids),
+            "token_logprobs": [fake_logprob(t) for t in ids],
+            "tokens": [f"t{t} " for t in ids],
+            "top_logprobs": [{f"t{t} ": fake_logprob(t)} for t in ids],
+        },
+        "finish_reason": "length" if done and done[0] == "length" else "stop",
+        "stop_reason": done[1] if done and done[0] == "stop" else None,
+        "token_ids": ids,
+        "prompt_logprobs": None,
+        "prompt_token_ids": prompt,
+    }
+    usage = {"prompt_tokens": len(prompt), "total_tokens": len(prompt) + len(ids),
+             "completion_tokens": len(ids), "prompt_tokens_details": None}  # fmt: skip
+    answer = {"id": "cmpl-1", "object": "text_completion", "created": 0,
+              "model": body.get("model") or "served", "choices": [choice], "usage": usage,
+              "service_tier": None, "system_fingerprint": None,
+              "kv_transfer_params": None}  # fmt: skip
+    return Response(orjson.dumps(answer), media_type="application/json")
+
+
 def _sglang_finish(done: tuple[str, Any] | None, max_tokens: int) -> dict[str, Any] | None:
     if done is None:
         return None
@@ -350,6 +401,9 @@ def sglang_app(state: FakeState) -> Starlette:
             message = f"SamplingParams.__init__() got an unexpected keyword argument {unknown[0]!r}"
             return JSONResponse({"error": {"message": message}}, status_code=400)
         problem = _sglang_verify(sp)
+        if problem is not None and not body.get("stream"):
+            # Raised before the answer: the non-streaming route answers it with a 400.
+            return JSONResponse({"error": {"message": problem}}, status_code=400)
         if problem is not None:
             # SamplingParams.verify raises ValueError inside the tokenizer manager, after
             # the streaming response started: http_server streams it as an error object.
@@ -360,6 +414,7 @@ def sglang_app(state: FakeState) -> Starlette:
             return StreamingResponse(refused(), media_type="text/event-stream")
         prompt = body["input_ids"]
         max_tokens = sp.get("max_new_tokens", 128)
+        whole = not body.get("stream")
 
         async def events() -> AsyncIterator[bytes]:
             text, ids, triples = "", [], []
@@ -391,6 +446,12 @@ def sglang_app(state: FakeState) -> Starlette:
                     "output_token_logprobs_length": len(triples),
                 }
                 event: dict[str, Any]
+                if whole and done:  # a whole answer: the last object, with all of it
+                    meta["output_token_logprobs"] = list(triples)
+                    yield orjson.dumps({"text": text, "output_ids": ids, "meta_info": meta})
+                    return
+                if whole:
+                    continue
                 if state.incremental:
                     event = {"text": piece, "output_ids": ids[-1:], "meta_info": meta}
                 else:
@@ -405,6 +466,12 @@ def sglang_app(state: FakeState) -> Starlette:
                     break
             yield b"data: [DONE]\n\n"
 
+        if whole:
+            try:
+                answer = b"".join([part async for part in events()])
+            except ConnectionResetError:
+                return Response("Internal Server Error", status_code=500)
+            return Response(answer, media_type="application/json")
         return StreamingResponse(events(), media_type="text/event-stream")
 
     async def update_weights(request: Request) -> Response:

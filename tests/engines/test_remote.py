@@ -34,22 +34,33 @@ PROMPT = [1, 2, 3, 40, 500]
 async def collect(
     engine: Engine, request: EngineRequest
 ) -> tuple[list[int], list[float], TokenChunk]:
+    return await _collect(engine, request, [])
+
+
+async def _collect(
+    engine: Engine, request: EngineRequest, counts: list[int]
+) -> tuple[list[int], list[float], TokenChunk]:
+    """All ids and logprobs, and the last chunk; how many chunks came goes to ``counts``."""
     ids: list[int] = []
     logprobs: list[float] = []
     last = TokenChunk()
+    n = 0
     async for chunk in engine.generate(request):
         ids += chunk.ids
         logprobs += chunk.logprobs
         last = chunk
+        n += 1
+    counts.append(n)
     return ids, logprobs, last
 
 
-def req(rollout: str | None = None, **params: object) -> EngineRequest:
+def req(rollout: str | None = None, stream: bool = True, **params: object) -> EngineRequest:
     return EngineRequest(
         prompt_ids=PROMPT,
         params=SamplingParams(**params),  # type: ignore[arg-type]
         rollout_id=rollout,
         request_id="req-1" if rollout is None else f"req-{rollout}",  # where it went
+        stream=stream,
     )
 
 
@@ -71,8 +82,10 @@ def make(kind: str, **state_options: object) -> tuple[FakeState, Any, type[Remot
     return state, sglang_app(state), SGLangEngine
 
 
+@pytest.mark.parametrize("whole", [False, True], ids=["streamed", "whole"])
 @pytest.mark.parametrize("kind", ["vllm", "vllm-interval", "sglang", "sglang-incremental"])
-async def test_tokens_logprobs_and_finish(kind: str) -> None:
+async def test_tokens_logprobs_and_finish(kind: str, whole: bool) -> None:
+    """Streamed, and answered whole (a request that is not streamed: one chunk)."""
     state, app, cls = make(
         kind,
         incremental=kind.endswith("incremental"),
@@ -83,6 +96,13 @@ async def test_tokens_logprobs_and_finish(kind: str) -> None:
     )
     async with Served(app) as served:
         engine = cls(served.url, model="m", context_length=64)
+        chunks: list[int] = []
+
+        async def collect(engine: Engine, request: EngineRequest) -> Any:
+            request.stream = not whole
+            ids, logprobs, last = await _collect(engine, request, chunks)
+            return ids, logprobs, last
+
         try:
             ids, logprobs, last = await collect(engine, req(max_tokens=6, temperature=0.7, seed=3))
             assert (ids, logprobs) == expected(6) and last.finish_reason == "length"
@@ -104,9 +124,11 @@ async def test_tokens_logprobs_and_finish(kind: str) -> None:
             assert last.finish_reason == "stop" and last.stop_text is None
         finally:
             await engine.close()
+    assert all(n == 1 for n in chunks) if whole else any(n > 1 for n in chunks)
     first = state.requests[0]
+    assert first["stream"] is not whole
     if kind.startswith("vllm"):
-        assert first["prompt"] == PROMPT and first["stream"] is True
+        assert first["prompt"] == PROMPT
         assert first["return_token_ids"] is True and first["logprobs"] == 0
         assert first["include_stop_str_in_output"] is True and first["max_tokens"] == 6
         assert first["seed"] == 3 and first["temperature"] == 0.7
@@ -123,7 +145,7 @@ async def test_tokens_logprobs_and_finish(kind: str) -> None:
         }
     else:
         assert first["input_ids"] == PROMPT and first["return_logprob"] is True
-        assert first["stream"] is True and first["rid"] == "req-1"
+        assert first["rid"] == "req-1"
         assert first["logprob_start_len"] == -1
         sp = first["sampling_params"]
         assert sp["max_new_tokens"] == 6 and sp["no_stop_trim"] is True and sp["top_k"] == -1
@@ -164,14 +186,15 @@ async def test_a_rendered_prompt_json_is_sent_as_the_prompt(kind: str) -> None:
     assert state.requests[0][field] == PROMPT
 
 
-async def test_bad_request_is_an_engine_error_naming_the_field() -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_bad_request_is_an_engine_error_naming_the_field(stream: bool) -> None:
     async with Served(vllm_app(FakeState())) as v, Served(sglang_app(FakeState())) as s:
         vllm, sglang = VLLMEngine(v.url), SGLangEngine(s.url)
         try:
             with pytest.raises(EngineError, match="top_p must be in"):
-                await collect(vllm, req(max_tokens=2, top_p=0.0))
+                await collect(vllm, req(stream=stream, max_tokens=2, top_p=0.0))
             with pytest.raises(EngineError, match="top_p must be in"):
-                await collect(sglang, req(max_tokens=2, top_p=0.0))
+                await collect(sglang, req(stream=stream, max_tokens=2, top_p=0.0))
         finally:
             await vllm.close()
             await sglang.close()
@@ -261,6 +284,31 @@ async def test_death_mid_stream_fails_the_call_without_retrying() -> None:
                     got += chunk.ids
             assert got == expected(3)[0]
             assert other.requests == []  # never continued elsewhere
+            assert replicas.alive() == [b.url]
+        finally:
+            await replicas.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "failure"),
+    [("vllm", "die_after"), ("vllm", "error_after"), ("sglang", "die_after")],
+)
+async def test_a_whole_answer_that_fails_is_served_by_another_replica(
+    kind: str, failure: str
+) -> None:
+    """Nothing of a whole answer reached anyone before it failed (the server died, or
+    answered its internal error): another replica serves the request, and the failed
+    one is taken out."""
+    failing, app, cls = make(kind, **{failure: 2})
+    other, other_app, _ = make(kind)
+    async with Served(app) as a, Served(other_app) as b:
+        replicas = ReplicaSet([cls(a.url), cls(b.url)])
+        names = (f"ro_{i}" for i in range(100))  # a rollout routed to the failing server
+        rollout = next(r for r in names if affinity(r, a.url) > affinity(r, b.url))
+        try:
+            ids, _, last = await collect(replicas, req(rollout, stream=False, max_tokens=5))
+            assert ids == expected(5)[0] and last.finish_reason == "length"
+            assert len(failing.requests) == 1 and len(other.requests) == 1
             assert replicas.alive() == [b.url]
         finally:
             await replicas.close()
@@ -357,5 +405,13 @@ async def test_against_a_real_server(kind: str) -> None:
         )
         assert "Paris" in tok.decode(ids) and len(logprobs) == len(ids)
         assert last.finish_reason in ("stop", "length")
+        # Answered whole (a client that does not stream): the same greedy answer, one chunk.
+        counts: list[int] = []
+        whole = EngineRequest(
+            prompt_ids=prompt,
+            params=SamplingParams(max_tokens=24, temperature=0.0),
+            stream=False,
+        )
+        assert (await _collect(engine, whole, counts))[0] == ids and counts == [1]
     finally:
         await engine.close()

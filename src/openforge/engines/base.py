@@ -74,6 +74,11 @@ class EngineRequest:
     # (``RenderedPrompt.ids_json``): an HTTP engine sends it as is instead of serialising
     # a rollout's whole prompt again on every call. It must encode exactly ``prompt_ids``.
     prompt_json: bytes | None = None
+    # Whether the caller uses tokens as they come (a streamed answer). When it does not,
+    # an HTTP engine may ask its server for the whole answer at once: one chunk, with the
+    # finish reason (the server then serializes and sends one answer, not one event per
+    # token, and nothing reached a client before an error, so any error may be retried).
+    stream: bool = True
 
     def prompt(self) -> list[int] | orjson.Fragment:
         """The prompt ids for a JSON body: the ready JSON when there is one."""

@@ -42,6 +42,12 @@ __all__ = [
 ]
 
 
+# The slowest decoding an answer sent whole is waited for, per token it may hold: ten
+# tokens a second, below any engine that is working (a loaded vLLM decodes tens per
+# sequence); past it, the server is taken for hung.
+_SLOWEST_TOKEN_S = 0.1
+
+
 class ReplicaDown(EngineError):
     """The replica failed before producing a token; another replica may serve the request."""
 
@@ -131,7 +137,12 @@ class RemoteEngine:
         )
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
-        """Stream the server's tokens; closing the iterator closes the connection (abort)."""
+        """Stream the server's tokens; closing the iterator closes the connection (abort).
+        A request that is not streamed (``request.stream`` false) is answered whole: one
+        chunk."""
+        if not request.stream:
+            yield await self._whole(request)
+            return
         body = orjson.dumps(self.payload(request))
         state = StreamState()
         try:
@@ -163,6 +174,44 @@ class RemoteEngine:
         if state.received == 0:
             raise ReplicaDown(f"{self.url} closed the stream without a token")
         raise StreamBroken(f"{self.url} ended the stream without a finish reason")
+
+    async def _whole(self, request: EngineRequest) -> TokenChunk:
+        """The server's answer to ``request`` in one piece (``payload`` asks for no
+        stream), parsed as one stream event. Nothing reached a client before it, so every
+        failure is a :class:`ReplicaDown` (retried elsewhere) or the server's own error."""
+        body = orjson.dumps(self.payload(request))
+        # Nothing arrives until the answer is generated: the wait allows a slow token rate
+        # on top of the stream's longest gap.
+        wait = self.transport.read_timeout_s + _SLOWEST_TOKEN_S * fit_max_tokens(
+            request, self.context_length
+        )
+        try:
+            async with self.transport.post(
+                self.generate_path, body, self._stream_headers, wait
+            ) as r:
+                data = await r.read()
+                status = r.status
+        except ConnectFailed as exc:
+            raise ReplicaDown(f"{self.url} unreachable: {exc}") from exc
+        except TransportError as exc:
+            raise ReplicaDown(f"{self.url} failed before answering: {exc}") from exc
+        if status >= 400:
+            _raise_for_status(status, data, self.url)
+        for name in self.unread_fields:
+            data = without_field(data, name)
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ReplicaDown(f"{self.url}: undecodable answer: {data[:200]!r}") from exc
+        if not isinstance(event, dict):
+            raise ReplicaDown(f"{self.url}: an answer that is not an object: {data[:200]!r}")
+        error = _stream_error(event)
+        if error is not None:
+            raise EngineError(f"{self.url}: {error}")
+        chunk = self.parse(event, StreamState())
+        if chunk is None or chunk.finish_reason is None:
+            raise ReplicaDown(f"{self.url} answered without a finish reason")
+        return chunk
 
     async def healthy(self) -> bool:
         """Whether the server answers its health endpoint with 200."""

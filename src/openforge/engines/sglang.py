@@ -8,7 +8,7 @@ manager's output processor and ``managers/logprob_ops.py``.
 
 Request (``POST /generate``)::
 
-    {"input_ids": [ids...], "stream": true, "return_logprob": true,
+    {"input_ids": [ids...], "stream": S, "return_logprob": true,
      "logprob_start_len": -1, "rid": ID, "image_data": ["data:image/png;base64,..."],
      "sampling_params": {"max_new_tokens": N, "temperature": T, "top_p": P, "top_k": K,
                          "min_p": 0.0, "repetition_penalty": 1.0,
@@ -34,6 +34,10 @@ int}`` (a stop string, or the stop/EOS token id), ``{"type": "length", "length":
 ``{"type": "abort", "message": ..., "status_code": ..., "err_type": ...}``. The ids are
 never trimmed: a stop string's tokens and the stop token are in ``output_ids`` (the
 detokenizer's ``trim_matched_stop`` cuts ``text`` only, and ``no_stop_trim`` keeps it).
+
+Whole answers (``"stream": false``, for a client that does not stream): one object,
+the last stream object's shape with the whole output (``text``, ``output_ids``,
+``meta_info`` with every ``output_token_logprobs`` triple), parsed as one chunk.
 
 Which logprobs: SGLang's sampler reports ``log(softmax(logits / temperature))`` after
 penalties and logit bias but *before* top-k, top-p and min-p renormalisation (with
@@ -109,7 +113,7 @@ class SGLangEngine(RemoteEngine):
         body: dict[str, Any] = {
             "input_ids": request.prompt(),
             "sampling_params": sampling,
-            "stream": True,
+            "stream": request.stream,
             "return_logprob": True,
             "logprob_start_len": -1,
         }

@@ -179,7 +179,7 @@ class EngineTransport:
         self._host_header = parts.netloc
         self._idle: list[_Connection] = []
         self._connect_timeout = connect_timeout_s
-        self._read_timeout = read_timeout_s
+        self.read_timeout_s = read_timeout_s
         self._max_idle = max_idle
 
     async def _connect(self) -> _Connection:
@@ -201,11 +201,17 @@ class EngineTransport:
 
     @contextlib.asynccontextmanager
     async def post(
-        self, path: str, body: bytes, headers: dict[str, str]
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        read_timeout_s: float | None = None,
     ) -> AsyncIterator[StreamResponse]:
         """POST ``body``; yields the response once its headers arrived. The connection
         returns to the pool only if the response was read to its end; leaving early
-        closes it (which is how an engine learns to abort the request)."""
+        closes it (which is how an engine learns to abort the request).
+        ``read_timeout_s``: the longest wait for more of the response (default: the
+        transport's), e.g. longer for an answer sent whole once generated."""
         request = self._request(path, body, headers)
         while True:
             reused = bool(self._idle)
@@ -213,7 +219,7 @@ class EngineTransport:
             if conn.closed:
                 continue
             conn.send(request)
-            response = StreamResponse(conn, self._read_timeout)
+            response = StreamResponse(conn, read_timeout_s or self.read_timeout_s)
             try:
                 await response._headers()
             except TransportError as exc:

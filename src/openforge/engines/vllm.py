@@ -9,7 +9,7 @@ Request (``POST /v1/completions``)::
     {"model": M, "prompt": [ids...], "max_tokens": N, "temperature": T, "top_p": P,
      "top_k": K, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
      "frequency_penalty": 0.0, "seed": S, "stop": [...], "stop_token_ids": [...],
-     "logprobs": 0, "stream": true, "return_token_ids": true,
+     "logprobs": 0, "stream": S, "return_token_ids": true,
      "include_stop_str_in_output": true, "skip_special_tokens": false, "request_id": R,
      "structured_outputs": {"json": SCHEMA} | {"json_object": true}}   (response_format only)
 
@@ -32,6 +32,15 @@ matched stop token id, or null for EOS) and, on the first chunk only,
 ``prompt_token_ids``. A stop string's tokens stay in ``token_ids`` whatever
 ``include_stop_str_in_output`` says (that flag trims ``text`` only). A failure after the
 stream started arrives as ``data: {"error": {...}}`` before ``[DONE]``.
+
+Whole answers: a call whose client does not stream (``EngineRequest.stream`` false) is
+sent with ``"stream": false`` and answered by one ``CompletionResponse`` whose
+``choices[0]`` (``CompletionResponseChoice``) has the same fields as a chunk's, for the
+whole output: ``text``, ``token_ids``, ``logprobs``, ``finish_reason``, ``stop_reason``,
+``prompt_token_ids`` (and ``prompt_logprobs``, null). It is parsed as one chunk. vLLM
+then serializes one answer, not an event per token (its API server's per-token work
+under many streams), and its non-streaming route still aborts a request whose client
+disconnected.
 
 Which logprobs: by default vLLM reports ``raw_logprobs`` -- the model's log-softmax
 before temperature, penalties, top-k and top-p. RL importance ratios need the
@@ -120,7 +129,7 @@ class VLLMEngine(RemoteEngine):
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,
             "logprobs": 0,
-            "stream": True,
+            "stream": request.stream,
             "return_token_ids": True,
             "include_stop_str_in_output": True,
             "skip_special_tokens": False,

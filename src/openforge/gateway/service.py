@@ -407,6 +407,8 @@ class CallService:
             context_length=self.context_length,
             images=self.prompting.engine_images(call.rendered) if call.rendered else [],
             prompt_json=call.rendered.prompt.ids_json if call.rendered else None,
+            # A JSON answer is sent once whole: an HTTP engine may answer it in one piece.
+            stream=conversation.stream,
         )
         assert self.token_engine is not None
         chunks = self.token_engine.generate(request)
@@ -432,7 +434,10 @@ class CallService:
                 self._prepare(call)
                 chunk = await first
                 while chunk is not None:
-                    if call.first_token_s is None:
+                    # A whole answer's arrival is not its first token's: left unknown.
+                    if call.first_token_s is None and (
+                        request.stream or chunk.finish_reason is None
+                    ):
                         call.first_token_s = time.perf_counter() - call.t0
                     call.output_ids += chunk.ids
                     call.logprobs += chunk.logprobs
