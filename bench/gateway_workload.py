@@ -15,7 +15,8 @@ The engine is a vLLM-shaped server on uvicorn: ``/v1/completions`` with token-id
 streams one chunk per token with ``token_ids``, ``logprobs`` and, on the first chunk,
 ``prompt_token_ids`` (what vLLM sends with ``return_token_ids``), or answers a
 ``"stream": false`` request with one ``CompletionResponse`` (the gateway's JSON calls);
-``/v1/chat/completions`` answers the peer and the no-gateway baseline with the same text, logprobs and token ids.
+``/v1/chat/completions`` answers the peer and the no-gateway baseline with the same text,
+logprobs and token ids.
 """
 
 from __future__ import annotations
