@@ -182,6 +182,9 @@ def start_peer(procs: list[subprocess.Popen[bytes]], tmp: Path, engine_url: str)
     return Target("rllm", f"http://127.0.0.1:{port}", [procs[-1].pid], "rllm")
 
 
+_ROLLOUT_OF: dict[str, str] = {}  # each minted key's rollout id, to finish it by
+
+
 def mint(target: Target, n: int) -> list[str]:
     """``n`` rollout keys from the gateway's admin API (before any measured run)."""
     admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
@@ -196,11 +199,42 @@ def mint(target: Target, n: int) -> list[str]:
                 async with sem:
                     r = await c.post(admin, json={})
                     r.raise_for_status()
-                    return str(r.json()["key"])
+                    made = r.json()
+                    _ROLLOUT_OF[made["key"]] = made["rollout_id"]
+                    return str(made["key"])
 
             return list(await asyncio.gather(*(one() for _ in range(n))))
 
     return asyncio.run(main())
+
+
+def finish(target: Target, keys: list[str]) -> None:
+    """Finish the rollouts of ``keys`` (after a measured run), as an orchestrator finishes
+    each graded rollout: a run's fresh rollouts (tens of thousands) must not stay live in
+    the gateway through every later run, which they slowed by half (session 16)."""
+    admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
+
+    async def main() -> None:
+        async with httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+        ) as c:
+            sem = asyncio.Semaphore(16)
+
+            async def one(key: str) -> None:
+                async with sem:
+                    url = f"{admin}/{_ROLLOUT_OF.pop(key)}/finish"
+                    r = await c.post(url, json={"status": "completed", "reward": 0.0})
+                    r.raise_for_status()
+
+            await asyncio.gather(*(one(k) for k in keys if k in _ROLLOUT_OF))
+
+    asyncio.run(main())
+
+
+def _fresh_keys(rps: float, seconds: float, conc: int) -> int:
+    """Keys for a fresh rollout per call over a run as long as ``run_load`` makes it, at
+    up to 1.3 times ``rps`` (when keys run out, calls reuse them: no longer first calls)."""
+    return int(rps * seconds * (1 + conc / 128) * 1.3) + conc + 50
 
 
 def _admin_port(target: Target) -> int:
@@ -430,15 +464,17 @@ class Run:
                 rows[("engine", stream, conc)] = run_load(self.engine, self.tmp, **kw)
                 of = rows[("openforge", stream, conc)] = run_load(self.of, self.tmp, **kw)
                 fresh = Target("of-fresh", self.of.url, self.of.pids, "openforge")
-                fresh.keys = mint(self.of, int(of["rps"] * self.seconds * 1.3) + conc + 50)
+                fresh.keys = mint(self.of, _fresh_keys(of["rps"], self.seconds, conc))
                 rows[("of-fresh", stream, conc)] = run_load(fresh, self.tmp, case="fresh", **kw)
+                finish(self.of, fresh.keys)
                 if self.peer is not None:
                     rows[("rllm", stream, conc)] = run_load(self.peer, self.tmp, **kw)
                 if self.before is not None:
                     b = rows[("before", stream, conc)] = run_load(self.before, self.tmp, **kw)
                     bf = Target("bef-fresh", self.before.url, self.before.pids, "openforge")
-                    bf.keys = mint(self.before, int(b["rps"] * self.seconds * 1.3) + conc + 50)
+                    bf.keys = mint(self.before, _fresh_keys(b["rps"], self.seconds, conc))
                     rows[("bef-fresh", stream, conc)] = run_load(bf, self.tmp, case="fresh", **kw)
+                    finish(self.before, bf.keys)
         self.report.headline(rows, self.modes, self.concs)
 
     def paired(self) -> None:
@@ -463,7 +499,9 @@ class Run:
         # A fresh rollout per call: keys for as many calls as ~1,000 a second would make.
         fresh = Target(target.name, target.url, target.pids, target.kind)
         fresh.keys = mint(target, int(1000 * self.seconds * (1 + kw["conc"] / 128)))
-        return run_load(fresh, self.tmp, case="fresh", **kw)
+        result = run_load(fresh, self.tmp, case="fresh", **kw)
+        finish(target, fresh.keys)
+        return result
 
     def recorded(self) -> None:
         """The recorded Claude Code and Codex bodies (OpenForge only: the peer is Chat-only)."""
