@@ -251,6 +251,9 @@ class SqliteStore:
             )
 
         await self._write(insert)
+        # Made here, by the file's one writer: it has no calls, and its first allocate_seq
+        # needs no MAX() read (a thread hop on every fresh rollout's first call).
+        self._next_seq[rollout.id] = 0
         return self._cache(rollout)
 
     async def get_rollout(self, rollout_id: str) -> Rollout:
@@ -441,6 +444,9 @@ class SqliteStore:
         running = cached is not None and cached.status is not RolloutStatus.CREATED
         await self._writer.insert(row, None if running else call.rollout_id)
         self._bases.put(call.rollout_id, role, stored)  # committed: a base others may name
+        counted = self._next_seq.get(call.rollout_id)
+        if counted is not None and call.seq >= counted:  # recorded without allocate_seq
+            self._next_seq[call.rollout_id] = call.seq + 1
         if cached is not None and cached.status is RolloutStatus.CREATED:
             cached.status = RolloutStatus.RUNNING
 
