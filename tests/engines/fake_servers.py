@@ -169,6 +169,16 @@ def _finish(
     return None
 
 
+def _vllm_logprobs(ids: list[int]) -> dict[str, Any]:
+    """``CompletionLogProbs`` of ``ids`` (each token's text is ``f"t{id} "``)."""
+    return {
+        "text_offset": [0] * len(ids),
+        "token_logprobs": [fake_logprob(t) for t in ids],
+        "tokens": [f"t{t} " for t in ids],
+        "top_logprobs": [{f"t{t} ": fake_logprob(t)} for t in ids],
+    }
+
+
 def _vllm_error(message: str, param: str | None = None) -> Response:
     error = {"message": message, "type": "BadRequestError", "param": param, "code": 400}
     return JSONResponse({"error": error}, status_code=400)
@@ -209,12 +219,7 @@ def vllm_app(state: FakeState) -> Starlette:
             choice: dict[str, Any] = {
                 "index": 0,
                 "text": text,
-                "logprobs": {
-                    "text_offset": [0] * len(ids),
-                    "token_logprobs": [fake_logprob(t) for t in ids],
-                    "tokens": [f"t{t} " for t in ids],
-                    "top_logprobs": [{f"t{t} ": fake_logprob(t)} for t in ids],
-                },
+                "logprobs": _vllm_logprobs(ids),
                 "finish_reason": "length"
                 if done and done[0] == "length"
                 else ("stop" if done else None),
@@ -352,12 +357,7 @@ def _vllm_whole(
     choice = {
         "index": 0,
         "text": text,
-        "logprobs": {
-            "text_offset": [0] * len(ids),
-            "token_logprobs": [fake_logprob(t) for t in ids],
-            "tokens": [f"t{t} " for t in ids],
-            "top_logprobs": [{f"t{t} ": fake_logprob(t)} for t in ids],
-        },
+        "logprobs": _vllm_logprobs(ids),
         "finish_reason": "length" if done and done[0] == "length" else "stop",
         "stop_reason": done[1] if done and done[0] == "stop" else None,
         "token_ids": ids,
