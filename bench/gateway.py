@@ -185,50 +185,42 @@ def start_peer(procs: list[subprocess.Popen[bytes]], tmp: Path, engine_url: str)
 _ROLLOUT_OF: dict[str, str] = {}  # each minted key's rollout id, to finish it by
 
 
-def mint(target: Target, n: int) -> list[str]:
-    """``n`` rollout keys from the gateway's admin API (before any measured run)."""
+def _admin_posts(target: Target, posts: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """POST each (path under ``/admin/rollouts``, body) to the gateway's admin API, 16
+    at a time; their JSON answers in order."""
     admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
 
-    async def main() -> list[str]:
+    async def main() -> list[Any]:
         async with httpx.AsyncClient(
             headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
         ) as c:
             sem = asyncio.Semaphore(16)
 
-            async def one() -> str:
+            async def one(path: str, body: dict[str, Any]) -> Any:
                 async with sem:
-                    r = await c.post(admin, json={})
+                    r = await c.post(admin + path, json=body)
                     r.raise_for_status()
-                    made = r.json()
-                    _ROLLOUT_OF[made["key"]] = made["rollout_id"]
-                    return str(made["key"])
+                    return r.json()
 
-            return list(await asyncio.gather(*(one() for _ in range(n))))
+            return list(await asyncio.gather(*(one(path, body) for path, body in posts)))
 
     return asyncio.run(main())
 
 
+def mint(target: Target, n: int) -> list[str]:
+    """``n`` rollout keys from the gateway's admin API (before any measured run)."""
+    made = _admin_posts(target, [("", {})] * n)
+    _ROLLOUT_OF.update((m["key"], m["rollout_id"]) for m in made)
+    return [str(m["key"]) for m in made]
+
+
 def finish(target: Target, keys: list[str]) -> None:
     """Finish the rollouts of ``keys`` (after a measured run), as an orchestrator finishes
-    each graded rollout: a run's fresh rollouts (tens of thousands) must not stay live in
-    the gateway through every later run, which they slowed by half (session 16)."""
-    admin = target.url.rsplit(":", 1)[0] + f":{_admin_port(target)}/admin/rollouts"
-
-    async def main() -> None:
-        async with httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
-        ) as c:
-            sem = asyncio.Semaphore(16)
-
-            async def one(key: str) -> None:
-                async with sem:
-                    url = f"{admin}/{_ROLLOUT_OF.pop(key)}/finish"
-                    r = await c.post(url, json={"status": "completed", "reward": 0.0})
-                    r.raise_for_status()
-
-            await asyncio.gather(*(one(k) for k in keys if k in _ROLLOUT_OF))
-
-    asyncio.run(main())
+    each graded rollout: a run's fresh rollouts (tens of thousands) are not left live in
+    the gateway through every later run, as no training run leaves them."""
+    done = {"status": "completed", "reward": 0.0}
+    ids = [_ROLLOUT_OF.pop(k) for k in keys if k in _ROLLOUT_OF]
+    _admin_posts(target, [(f"/{rollout}/finish", done) for rollout in ids])
 
 
 def _fresh_keys(rps: float, seconds: float, conc: int) -> int:

@@ -223,16 +223,18 @@ def growing_body(stream: bool, results: list[str], workload: str = "agent") -> b
 # ---- the instant engine server ------------------------------------------------------
 
 
-def _completion_chunk(i: int, tid: int, piece: str, last: bool) -> dict[str, Any]:
+def _completion(start: int, ids: list[int], pieces: list[str], last: bool) -> dict[str, Any]:
+    """A ``/v1/completions`` object holding the answer's tokens from ``start`` on: one
+    stream chunk (a token each) or the whole answer."""
     choice: dict[str, Any] = {
         "index": 0,
-        "text": piece,
-        "token_ids": [tid],
+        "text": "".join(pieces),
+        "token_ids": ids,
         "logprobs": {
-            "tokens": [piece],
-            "token_logprobs": [-0.01 * (i + 1)],
+            "tokens": pieces,
+            "token_logprobs": [-0.01 * (start + i + 1) for i in range(len(ids))],
             "top_logprobs": None,
-            "text_offset": [0],
+            "text_offset": [0] * len(ids),
         },
         "finish_reason": "stop" if last else None,
         "stop_reason": None,
@@ -324,32 +326,18 @@ async def _send_completions(
     send: Any, req: dict[str, Any], ids: list[int], pieces: list[str]
 ) -> None:
     if not req.get("stream"):  # vLLM's CompletionResponse: the whole output in one choice
-        choice = {
-            "index": 0,
-            "text": "".join(pieces),
-            "logprobs": {
-                "text_offset": [0] * len(ids),
-                "token_logprobs": [-0.01 * (i + 1) for i in range(len(ids))],
-                "tokens": pieces,
-                "top_logprobs": None,
-            },
-            "finish_reason": "stop",
-            "stop_reason": None,
-            "token_ids": ids,
-            "prompt_logprobs": None,
-            "prompt_token_ids": req["prompt"],
-        }
+        answer = _completion(0, ids, pieces, True)
+        answer["choices"][0].update(prompt_logprobs=None, prompt_token_ids=req["prompt"])
         n = len(req["prompt"])
-        usage = {"prompt_tokens": n, "total_tokens": n + len(ids), "completion_tokens": len(ids)}
-        answer = {"id": "cmpl-x", "object": "text_completion", "created": 0, "model": "bench",
-                  "choices": [choice], "usage": usage}  # fmt: skip
+        answer["usage"] = {"prompt_tokens": n, "total_tokens": n + len(ids),
+                           "completion_tokens": len(ids)}  # fmt: skip
         head = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": head})
         await send({"type": "http.response.body", "body": orjson.dumps(answer)})
         return
     parts = []
     for i, (tid, piece) in enumerate(zip(ids, pieces, strict=True)):
-        chunk = _completion_chunk(i, tid, piece, i == len(ids) - 1)
+        chunk = _completion(i, [tid], [piece], i == len(ids) - 1)
         if i == 0:
             chunk["choices"][0]["prompt_token_ids"] = req["prompt"]
         parts.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
