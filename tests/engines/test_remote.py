@@ -98,10 +98,11 @@ async def test_tokens_logprobs_and_finish(kind: str, whole: bool) -> None:
         engine = cls(served.url, model="m", context_length=64)
         chunks: list[int] = []
 
-        async def collect(engine: Engine, request: EngineRequest) -> Any:
+        async def collect(
+            engine: Engine, request: EngineRequest
+        ) -> tuple[list[int], list[float], TokenChunk]:
             request.stream = not whole
-            ids, logprobs, last = await _collect(engine, request, chunks)
-            return ids, logprobs, last
+            return await _collect(engine, request, chunks)
 
         try:
             ids, logprobs, last = await collect(engine, req(max_tokens=6, temperature=0.7, seed=3))

@@ -258,14 +258,7 @@ async def test_a_missing_root_is_an_error_naming_it(tmp_path: Path) -> None:
     await store.record_call(root)
     await store.record_call(Agent(b.id, tag="b").call(0))
     await store.close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM calls WHERE id = ?", (root.id,))
-    store = open_store(path)
-    try:
-        with pytest.raises(StoreError, match=f"base call {root.id} is not stored"):
-            await store.calls(b.id)
-    finally:
-        await store.close()
+    await _reading_names_the_deleted_base(path, root.id, b.id)
 
 
 async def test_a_missing_base_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -277,12 +270,17 @@ async def test_a_missing_base_is_an_error_naming_it(tmp_path: Path) -> None:
     for c in calls:
         await store.record_call(c)
     await store.close()
+    await _reading_names_the_deleted_base(path, calls[1].id, r.id)
+
+
+async def _reading_names_the_deleted_base(path: str, base_id: str, rollout_id: str) -> None:
+    """Delete call ``base_id`` by hand: reading ``rollout_id`` is the error naming it."""
     with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM calls WHERE id = ?", (calls[1].id,))
+        conn.execute("DELETE FROM calls WHERE id = ?", (base_id,))
     store = open_store(path)
     try:
-        with pytest.raises(StoreError, match=f"base call {calls[1].id} is not stored"):
-            await store.calls(r.id)
+        with pytest.raises(StoreError, match=f"base call {base_id} is not stored"):
+            await store.calls(rollout_id)
     finally:
         await store.close()
 
