@@ -9,7 +9,7 @@ import pytest
 
 from openforge.store import SchemaMismatch, SqliteStore
 from openforge.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration
-from openforge.store.schemas import CallRole
+from openforge.store.schemas import CallRole, RolloutStatus
 from openforge.traces.source import open_store
 
 # The v1 schema as released (frozen here: the code only knows the current DDL).
@@ -113,6 +113,17 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
     fresh = await store.create_rollout()
     key = await store.mint_role_key(fresh.id, CallRole.JUDGE)
     assert await store.rollout_by_role_key(key) == (fresh, CallRole.JUDGE)
+    # v6: a call's insert moves its created rollout to running, and no finished one back.
+    for call_id, rollout_id in (("c2", fresh.id), ("c3", "ro_1")):
+        await store.record_call(
+            type(calls[0])(
+                id=call_id,
+                rollout_id=rollout_id,
+                seq=5,
+                dialect="openai_chat",
+                status=calls[0].status,
+            )
+        )
     await store.close()
     assert _version(path) == SCHEMA_VERSION
     backup = tmp_path / "old.db.v1.bak"
@@ -121,6 +132,8 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
     assert conn.execute("SELECT id FROM calls").fetchall() == [("c0",)]
     conn.close()
     reopened = SqliteStore(path)  # current now: opens without another backup
+    statuses = [(await reopened.get_rollout(r)).status for r in (fresh.id, "ro_1")]
+    assert statuses == [RolloutStatus.RUNNING, RolloutStatus.COMPLETED]
     await reopened.close()
     assert not (tmp_path / "old.db.v1.bak1").exists()
 

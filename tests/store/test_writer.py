@@ -46,10 +46,17 @@ async def _writer(tmp_path: Path, inline: bool = False) -> tuple[GroupWriter, li
     )
 
 
-def _row_write(rollout_id: str, seq: int, mark: bool, id: str | None = None) -> _Write:
+def _row_write(rollout_id: str, seq: int, id: str | None = None) -> _Write:
     loop = asyncio.get_running_loop()
     row, _ = call_row(_call(rollout_id, seq, id), zstandard.ZstdCompressor())
-    return _Write(None, row, rollout_id if mark else None, loop.create_future(), loop)
+    return _Write(None, row, loop.create_future(), loop)
+
+
+def _kinds(statements: list[str]) -> list[str]:
+    """The statements run, by first word. A trigger's program is traced again under its
+    statement's text, once per row: repeats of one statement are that statement."""
+    runs = [s for i, s in enumerate(statements) if i == 0 or s != statements[i - 1]]
+    return [s.split(None, 1)[0] for s in runs]
 
 
 async def _outcomes(group: list[_Write]) -> list[Any]:
@@ -58,29 +65,29 @@ async def _outcomes(group: list[_Write]) -> list[Any]:
 
 async def test_rows_alone_are_one_statement(tmp_path: Path) -> None:
     writer, statements, rid = await _writer(tmp_path)
-    group = [_row_write(rid, seq, mark=False) for seq in range(5)]
+    group = [_row_write(rid, seq) for seq in range(5)]
     writer.run_group(group)
     assert await _outcomes(group) == [None] * 5
-    assert len(statements) == 1 and statements[0].startswith("INSERT INTO calls")
+    assert _kinds(statements) == ["INSERT"] and statements[0].startswith("INSERT INTO calls")
     count = writer.conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
     writer.close()
     assert count == 5
 
 
-async def test_a_bad_row_fails_alone_and_marks_follow_the_good_ones(tmp_path: Path) -> None:
+async def test_a_bad_row_fails_alone_and_the_good_ones_mark_the_rollout(tmp_path: Path) -> None:
     writer, statements, rid = await _writer(tmp_path)
     group = [
-        _row_write(rid, 0, mark=True),
-        _row_write(rid, 0, mark=True, id="dup-seq"),  # violates (rollout_id, seq)
-        _row_write(rid, 1, mark=True),
+        _row_write(rid, 0),
+        _row_write(rid, 0, id="dup-seq"),  # violates (rollout_id, seq)
+        _row_write(rid, 1),
     ]
     writer.run_group(group)
     results = await _outcomes(group)
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], sqlite3.IntegrityError)
-    kinds = [s.split(None, 1)[0] for s in statements]
-    # the batch, then each row alone, one update for the rollout, one commit
-    assert kinds == ["BEGIN", "INSERT", "INSERT", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    # the batch (undone whole), then each row alone in one transaction; the rows' trigger
+    # moved the rollout to running
+    assert _kinds(statements) == ["INSERT", "BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"]
     conn = writer.conn
     assert [r[0] for r in conn.execute("SELECT seq FROM calls ORDER BY seq")] == [0, 1]
     status = conn.execute("SELECT status FROM rollouts WHERE id = ?", (rid,)).fetchone()[0]
@@ -97,16 +104,15 @@ async def test_other_writes_keep_their_order_and_savepoints(tmp_path: Path) -> N
         raise ValueError("refused")
 
     group = [
-        _row_write(rid, 0, mark=False),
-        _Write(fail, None, None, loop.create_future(), loop),
-        _row_write(rid, 1, mark=False),
+        _row_write(rid, 0),
+        _Write(fail, None, loop.create_future(), loop),
+        _row_write(rid, 1),
     ]
     writer.run_group(group)
     results = await _outcomes(group)
     assert results[0] is None and results[2] is None and isinstance(results[1], ValueError)
-    kinds = [s.split(None, 1)[0] for s in statements]
     failed = ["SAVEPOINT", "UPDATE", "ROLLBACK", "RELEASE"]  # the write's, undone
-    assert kinds == ["BEGIN", "INSERT", *failed, "INSERT", "COMMIT"]
+    assert _kinds(statements) == ["BEGIN", "INSERT", *failed, "INSERT", "COMMIT"]
     reward = writer.conn.execute("SELECT reward FROM rollouts").fetchone()[0]
     writer.close()
     assert reward is None  # the failed write's update was rolled back
@@ -123,16 +129,16 @@ async def test_an_idle_writer_commits_a_row_inline_and_a_busy_one_queues_it(
 
     compressor = zstandard.ZstdCompressor()
     row, _ = call_row(_call(rollout_id, 0), compressor)
-    await writer.insert(row, rollout_id)
+    await writer.insert(row)
     assert writer.inline_rows == 1 and rows() == 1
-    # the row and its created -> running mark in one transaction
-    assert [s.split(None, 1)[0] for s in statements] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
+    # the row is its own transaction; its trigger marks the rollout running
+    assert _kinds(statements) == ["INSERT"]
     status = other.execute("SELECT status FROM rollouts").fetchone()[0]
     assert status == str(RolloutStatus.RUNNING)
 
     dup, _ = call_row(_call(rollout_id, 0, id="dup-seq"), compressor)
     try:
-        await writer.insert(dup, None)
+        await writer.insert(dup)
     except sqlite3.IntegrityError:
         pass
     else:
@@ -141,9 +147,7 @@ async def test_an_idle_writer_commits_a_row_inline_and_a_busy_one_queues_it(
 
     # A group in progress holds the connection: the next row waits its turn on the thread.
     writer._conn_lock.acquire()
-    queued = asyncio.ensure_future(
-        writer.insert(call_row(_call(rollout_id, 1), compressor)[0], None)
-    )
+    queued = asyncio.ensure_future(writer.insert(call_row(_call(rollout_id, 1), compressor)[0]))
     await asyncio.sleep(0.05)
     assert not queued.done() and rows() == 1
     writer._conn_lock.release()

@@ -27,6 +27,9 @@ History:
   ``role_keys``: the extra keys a rollout's judge and simulated user call with.
 * v5 — ``calls.delta``: a call stored relative to an earlier call of its rollout
   (:mod:`openforge.store.delta`); existing rows are whole (NULL).
+* v6 — ``calls_mark_running``: a trigger moving a ``created`` rollout to ``running`` when
+  a call of it is inserted, so a group of recorded calls is one ``INSERT`` statement even
+  when some are their rollouts' first (see :mod:`openforge.store.writer`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from openforge.store.base import StoreError
 
 __all__ = [
     "BLOBS_DDL",
+    "MARK_RUNNING_DDL",
     "MIGRATIONS",
     "ROLE_KEYS_DDL",
     "SCHEMA_VERSION",
@@ -48,7 +52,7 @@ __all__ = [
     "migrate",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class SchemaMismatch(StoreError):
@@ -109,11 +113,26 @@ def _v5_delta(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE calls ADD COLUMN delta TEXT")
 
 
+# Inside the INSERT itself: no UPDATE statement (nor the transaction around the two) per
+# group of calls; the lookup by primary key costs far less than a statement.
+MARK_RUNNING_DDL = """
+CREATE TRIGGER IF NOT EXISTS calls_mark_running AFTER INSERT ON calls
+BEGIN
+    UPDATE rollouts SET status = 'running' WHERE id = NEW.rollout_id AND status = 'created';
+END;
+"""
+
+
+def _v6_mark_running(conn: sqlite3.Connection) -> None:
+    conn.execute(MARK_RUNNING_DDL)
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
     3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
     4: Migration(4, "calls.role and role_keys: judge and simulated-user calls", _v4_roles),
     5: Migration(5, "calls.delta: calls stored relative to an earlier call", _v5_delta),
+    6: Migration(6, "calls_mark_running: an insert marks its rollout running", _v6_mark_running),
 }
 
 

@@ -33,6 +33,7 @@ from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.delta import Bases
 from openforge.store.migrations import (
     BLOBS_DDL,
+    MARK_RUNNING_DDL,
     ROLE_KEYS_DDL,
     SCHEMA_VERSION,
     SchemaMismatch,
@@ -124,6 +125,7 @@ CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_i
 """
     + BLOBS_DDL
     + ROLE_KEYS_DDL
+    + MARK_RUNNING_DDL
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
@@ -438,11 +440,9 @@ class SqliteStore:
         base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
             row, stored = call_row(call, self._compressor, base, request, roots)
+        # The insert moves a created rollout to running itself (a trigger, schema v6).
+        await self._writer.insert(row)
         cached = self._by_id.get(call.rollout_id)
-        # Statuses only move forward and every change goes through this store, so a cached
-        # rollout past "created" needs no update (one statement less per group).
-        running = cached is not None and cached.status is not RolloutStatus.CREATED
-        await self._writer.insert(row, None if running else call.rollout_id)
         self._bases.put(call.rollout_id, role, stored)  # committed: a base others may name
         counted = self._next_seq.get(call.rollout_id)
         if counted is not None and call.seq >= counted:  # recorded without allocate_seq

@@ -8,10 +8,10 @@ Every statement the writer runs hands the GIL away while SQLite works and must w
 back from the event loop, which, when busy, keeps it for up to the 5 ms switch interval.
 A group therefore costs a handful of statements however many writes it holds: recorded
 calls (the hot write, one per model call) arrive as ready-made rows and go in as one
-multi-row ``INSERT``, the ``created -> running`` updates they imply as one ``UPDATE``,
-and a group of calls alone, with no update, as that single statement in its own
-transaction. A multi-row insert is all or nothing, so when one fails (a duplicate seq)
-its rows go in again one statement each, and only the bad one fails. Other writes are
+multi-row ``INSERT``, and a group of calls alone as that single statement in its own
+transaction (the ``created -> running`` move a rollout's first call implies is a trigger
+inside the insert, schema v6). A multi-row insert is all or nothing, so when one fails (a
+duplicate seq) its rows go in again one statement each, and only the bad one fails. Other writes are
 functions run in a savepoint each, so one bad write never sinks its neighbours.
 
 A row that finds the writer idle (nothing queued, no group running) is committed right
@@ -42,25 +42,22 @@ T = TypeVar("T")
 _STOP = object()
 _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
 _MAX_ROWS = 128  # rows per INSERT statement (27 columns: well under SQLite's 32766 variables)
-_MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id IN "
 
 Outcome = tuple[Any, BaseException | None]
 
 
 class _Write:
-    __slots__ = ("fn", "future", "loop", "mark", "row")
+    __slots__ = ("fn", "future", "loop", "row")
 
     def __init__(
         self,
         fn: Callable[[sqlite3.Connection], Any] | None,
         row: tuple[Any, ...] | None,
-        mark: str | None,
         future: asyncio.Future[Any] | None,
         loop: asyncio.AbstractEventLoop | None,
     ) -> None:
         self.fn = fn  # a write of any kind, or None for a row
         self.row = row  # a row for the batched table
-        self.mark = mark  # a rollout id to move created -> running with the row
         self.future = future  # None for a row committed inline: nobody awaits it
         self.loop = loop
 
@@ -104,31 +101,30 @@ class GroupWriter:
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in the next group; return its result once committed."""
-        return await self._submit(fn, None, None)  # type: ignore[no-any-return]
+        return await self._submit(fn, None)  # type: ignore[no-any-return]
 
-    async def insert(self, row: tuple[Any, ...], mark: str | None) -> None:
-        """Insert ``row`` in the next group (and move rollout ``mark`` to running); at
-        once, on this thread, when the writer is idle and ``inline`` is on."""
+    async def insert(self, row: tuple[Any, ...]) -> None:
+        """Insert ``row`` in the next group; at once, on this thread, when the writer is
+        idle and ``inline`` is on."""
         if self.inline and self._queue.empty() and self._conn_lock.acquire(blocking=False):
             try:
-                ((_, error),) = self._commit([_Write(None, row, mark, None, None)])
+                ((_, error),) = self._commit([_Write(None, row, None, None)])
             finally:
                 self._conn_lock.release()
             if error is not None:
                 raise error
             self.inline_rows += 1
             return
-        await self._submit(None, row, mark)
+        await self._submit(None, row)
 
     async def _submit(
         self,
         fn: Callable[[sqlite3.Connection], Any] | None,
         row: tuple[Any, ...] | None,
-        mark: str | None,
     ) -> Any:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Write(fn, row, mark, future, loop))
+        self._queue.put(_Write(fn, row, future, loop))
         return await future
 
     def close(self) -> None:
@@ -188,15 +184,19 @@ class GroupWriter:
         return outcomes
 
     def _single_statement(self, group: list[_Write]) -> list[Outcome] | None:
-        """Rows alone, no update: one INSERT is the whole transaction (None: not so)."""
-        if len(group) > _MAX_ROWS or any(w.row is None or w.mark for w in group):
+        """Rows alone: one INSERT is the whole transaction (None: not so)."""
+        if len(group) > _MAX_ROWS or any(w.row is None for w in group):
             return None
         try:
             self._insert_rows(group)
         except sqlite3.IntegrityError as exc:
             if len(group) == 1:
                 return [(None, exc)]
-            return None  # the statement changed nothing: sort the bad rows out below
+            # The statement changed nothing: each row alone, in one transaction.
+            self.conn.execute("BEGIN IMMEDIATE")
+            outcomes = self._each(group)
+            self.conn.execute("COMMIT")
+            return outcomes
         return [(None, None)] * len(group)
 
     def _run(self, group: list[_Write]) -> list[Outcome]:
@@ -226,24 +226,22 @@ class GroupWriter:
         return outcomes
 
     def _rows(self, writes: list[_Write]) -> list[Outcome]:
-        """Insert rows as one statement; one each when that fails; then the updates."""
-        outcomes: list[Outcome]
+        """Insert rows as one statement; one each when that fails."""
         try:
             self._insert_rows(writes)
-            outcomes = [(None, None)] * len(writes)
         except sqlite3.IntegrityError:
-            outcomes = []
-            for w in writes:
-                try:
-                    self._insert_rows([w])
-                    outcomes.append((None, None))
-                except sqlite3.IntegrityError as exc:
-                    outcomes.append((None, exc))
-        marks = sorted(
-            {w.mark for w, (_, err) in zip(writes, outcomes, strict=True) if w.mark and not err}
-        )
-        if marks:
-            self.conn.execute(_MARK_RUNNING + _in(len(marks)), marks)
+            return self._each(writes)
+        return [(None, None)] * len(writes)
+
+    def _each(self, writes: list[_Write]) -> list[Outcome]:
+        """Insert rows one statement each (in the open transaction): only bad ones fail."""
+        outcomes: list[Outcome] = []
+        for w in writes:
+            try:
+                self._insert_rows([w])
+                outcomes.append((None, None))
+            except sqlite3.IntegrityError as exc:
+                outcomes.append((None, exc))
         return outcomes
 
     def _insert_rows(self, writes: list[_Write]) -> None:
