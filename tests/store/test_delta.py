@@ -19,6 +19,7 @@ from openforge.store import CallRecord, CallStatus, RolloutStatus, Store, StoreE
 from openforge.store.delta import (
     StoredBase,
     _shared_ids,
+    best_root,
     choose_delta,
     ids_text,
     joined_text,
@@ -332,6 +333,23 @@ def test_shared_ids_from_text(prompt: list[int], output: list[int], new: list[in
     for call in (new, both + new, both[: len(both) // 2] + new, prompt):
         n = _shared_ids(ids_text(call), len(call), base)
         assert both[:n] == call[:n] and (n == min(len(both), len(call)) or both[n] != call[n])
+
+
+_ID_TEXT = st.text(alphabet="12,", max_size=12).map(str.encode)  # texts that share starts
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ID_TEXT, max_size=6), _ID_TEXT)
+def test_best_root_shares_the_longest_start(texts: list[bytes], prompt: bytes) -> None:
+    """Whatever the order, the first of the roots sharing the most bytes (the later ones
+    skipped by one comparison past the best must agree with a bisection of each)."""
+    roots = [StoredBase(f"r{i}", t, 1, b"", b"") for i, t in enumerate(texts)]
+    shares = [_naive_prefix(t, prompt) for t in texts]
+    best = best_root(roots, prompt)
+    if not any(shares):
+        assert best is None
+    else:
+        assert best is roots[shares.index(max(shares))]
 
 
 def test_a_base_that_shares_little_is_not_used() -> None:

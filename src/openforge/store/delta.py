@@ -174,10 +174,16 @@ def choose_delta(
 
 def best_root(roots: Sequence[StoredBase], prompt: bytes) -> StoredBase | None:
     """The root whose ids share the longest start with ``prompt`` (a call's ids as
-    :func:`ids_text`), None when none shares any. One ``memcmp`` bisection per root."""
+    :func:`ids_text`), None when none shares any. A ``memcmp`` bisection for the first
+    root, and for each other one that shares more than the best so far."""
     best, shared = None, 0
     for root in roots:
-        n = shared_prefix(root.ids_text, prompt)
+        text = root.ids_text
+        # One workload's roots mostly share the same start with a call (its system prompt
+        # and tools): one memcmp of a byte past the best tells that a root cannot beat it.
+        if best is not None and not prompt.startswith(memoryview(text)[: shared + 1]):
+            continue
+        n = shared_prefix(text, prompt)
         if n > shared:
             best, shared = root, n
     return best
