@@ -236,6 +236,25 @@ def test_prompt_json_is_the_prompt_through_edits_forks_and_prefills(renderer: Re
     assert renderer.render(conv).ids_json is None  # no history, nothing kept
 
 
+def test_first_prompts_of_rollouts_share_the_task_json(renderer: Renderer) -> None:
+    """Rollouts sending the same task get the JSON of its segments from the renderer,
+    made once; a segment whose shared ids were replaced is serialised anew."""
+    conv, _, _ = _one_turn(renderer)
+    first = [renderer.render(conv, renderer.new_history()) for _ in range(2)]
+    for p in first:
+        assert p.ids_json is not None and orjson.loads(p.ids_json) == p.ids
+    system = first[0].segments[0]
+    assert system.kind == "system" and first[1].segments[0].ids is system.ids
+    made = renderer.shared_json(system.key, system.ids)
+    assert made is not None and made is renderer.shared_json(system.key, system.ids)
+    assert orjson.loads(b"[" + made + b"]") == list(system.ids)
+    assert renderer.shared_json(system.key, list(system.ids)) is None  # not the shared object
+    renderer._shared.put(system.key, [1, 2, 3])
+    assert renderer.shared_json(system.key, system.ids) is None
+    again = renderer.render(conv, renderer.new_history())
+    assert again.ids_json is not None and orjson.loads(again.ids_json) == again.ids
+
+
 def test_extension_reuses_tokens_and_counts_only_new(renderer: Renderer) -> None:
     conv, history, prev = _one_turn(renderer)
     p = renderer.render(conv, history)

@@ -248,7 +248,10 @@ class RolloutHistory:
         cost each call time in proportion to the rollout's history. Each segment's JSON is
         made once and kept with the very ids object it was made from: it is used again
         only for that object (an identity check, so a segment whose ids changed is
-        serialised again), and joining the pieces is a copy of bytes.
+        serialised again), and joining the pieces is a copy of bytes. A segment the
+        renderer shares between rollouts (the system prompt and tools, a group's task) has
+        its JSON made once for all of them, so a rollout's first call does not serialise
+        its whole prompt either.
         """
         memo = self._json
         keep = bool(self.calls)  # a rollout's first prompt may be its only one
@@ -258,7 +261,8 @@ class RolloutHistory:
                 continue
             made = memo.get(s.key)
             if made is None or made[0] is not s.ids:
-                made = (s.ids, orjson.dumps(s.ids)[1:-1])
+                shared = self._renderer.shared_json(s.key, s.ids)
+                made = (s.ids, shared if shared is not None else orjson.dumps(s.ids)[1:-1])
                 if keep and s.kind != "prefill":  # a prefill is never rendered twice
                     memo[s.key] = made
             pieces.append(made[1])

@@ -19,6 +19,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
+import orjson
+
 from openforge.conversation import Conversation, ImagePart, Message, ToolCall, tools_json
 from openforge.rendering.chat_template import render_chat_template
 from openforge.rendering.hf_template import TemplateRenderer
@@ -64,6 +66,9 @@ class _LRU:
         self.size = size
         self._d: OrderedDict[Hashable, list[int]] = OrderedDict()
         self.lock = threading.Lock()
+        # Entries' ids as JSON without brackets, made on first use (see ids_json), by key
+        # with the very ids object they were made from.
+        self._json: dict[Hashable, tuple[list[int], bytes]] = {}
 
     def get(self, key: Hashable) -> list[int] | None:
         with self.lock:
@@ -75,8 +80,21 @@ class _LRU:
     def put(self, key: Hashable, ids: list[int]) -> None:
         with self.lock:
             self._d[key] = ids
+            self._json.pop(key, None)
             if len(self._d) > self.size:
-                self._d.popitem(last=False)
+                gone, _ = self._d.popitem(last=False)
+                self._json.pop(gone, None)
+
+    def json(self, key: Hashable, ids: Sequence[int]) -> bytes | None:
+        """``ids`` as JSON without brackets when they are this cache's entry for ``key``
+        (made once per entry: a group's rollouts all send the same task); else None."""
+        with self.lock:
+            if self._d.get(key) is not ids:
+                return None
+            made = self._json.get(key)
+            if made is None or made[0] is not ids:
+                made = self._json[key] = (ids, orjson.dumps(ids)[1:-1])
+            return made[1]
 
 
 def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
@@ -143,6 +161,11 @@ class Renderer:
     def uses_model_template(self) -> bool:
         """True when prompts are rendered through the model's own chat template."""
         return self._model_template is not None
+
+    def shared_json(self, key: Hashable, ids: Sequence[int]) -> bytes | None:
+        """The JSON (no brackets) of a segment's ``ids`` when they are the ones this
+        renderer shares between rollouts under ``key``; else None."""
+        return self._shared.json(key, ids)
 
     def new_history(self) -> RolloutHistory:
         """A fresh per-rollout history (keep it for the rollout's lifetime)."""
