@@ -168,3 +168,23 @@ async def test_a_store_under_full_synchronous_never_commits_inline(tmp_path: Pat
     assert normal._writer.inline_rows == 1
     assert [c.seq for c in await normal.calls(rollout.id)] == [0, 1]
     await normal.close()
+
+
+async def test_a_call_commits_inline_only_when_no_other_is_in_flight(tmp_path: Path) -> None:
+    """Prepared and not yet recorded, a call is in flight: while one is, a recorded row
+    waits for the writer thread (rows arriving meanwhile would share its commit)."""
+    store = SqliteStore(tmp_path / "s.db")
+    rollout = await store.create_rollout()
+    first, second = _call(rollout.id, 0), _call(rollout.id, 1)
+    prepared = [store.prepare_call(first), store.prepare_call(second)]
+    await store.record_call(first, prepared[0])
+    assert store._writer.inline_rows == 0  # the second was in flight
+    await store.record_call(second, prepared[1])
+    assert store._writer.inline_rows == 1  # alone now
+    third = _call(rollout.id, 2)
+    dropped = store.prepare_call(third)  # a call abandoned before its record...
+    del dropped  # ...leaves the calls in flight with its columns
+    await store.record_call(third)
+    assert store._writer.inline_rows == 2
+    assert [c.seq for c in await store.calls(rollout.id)] == [0, 1, 2]
+    await store.close()

@@ -128,7 +128,9 @@ def rollout_from_row(row: Sequence[Any]) -> Rollout:
     )
 
 
-@dataclass(frozen=True, slots=True)
+# Compared and hashed by identity (eq=False): the store keeps the calls in flight in a
+# WeakSet, where hashing the fields would hash every byte of the request.
+@dataclass(frozen=True, slots=True, weakref_slot=True, eq=False)
 class RequestColumns:
     """A call's request-side columns (prompt ids, raw request, conversation), packed and
     stored against a base: what :func:`call_row` needs before the answer exists, so a

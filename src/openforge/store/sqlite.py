@@ -21,6 +21,7 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -209,8 +210,11 @@ class SqliteStore:
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
         self._closing = asyncio.Event()
-        # A call's row commits on the event loop when the writer is idle (store/writer.py):
-        # a WAL append under NORMAL; under FULL each commit fsyncs, so that stays queued.
+        # A call's row commits on the event loop when the writer is idle and no other call
+        # is in flight (store/writer.py): a WAL append under NORMAL; under FULL each commit
+        # fsyncs, so that stays queued. Calls in flight are those prepared and not yet
+        # recorded; a call dropped unrecorded (its task cancelled) leaves the set with it.
+        self._unrecorded: weakref.WeakSet[RequestColumns] = weakref.WeakSet()
         self._writer = GroupWriter(
             self._writer_conn,
             self.path,
@@ -430,7 +434,9 @@ class SqliteStore:
         role = str(call.role)
         base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
-            return request_columns(call, self._compressor, base, roots)
+            columns = request_columns(call, self._compressor, base, roots)
+        self._unrecorded.add(columns)
+        return columns
 
     async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
@@ -440,8 +446,10 @@ class SqliteStore:
         base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
         with self._compress_lock:
             row, stored = call_row(call, self._compressor, base, request, roots)
+        if request is not None:
+            self._unrecorded.discard(request)
         # The insert moves a created rollout to running itself (a trigger, schema v6).
-        await self._writer.insert(row)
+        await self._writer.insert(row, alone=not self._unrecorded)
         cached = self._by_id.get(call.rollout_id)
         self._bases.put(call.rollout_id, role, stored)  # committed: a base others may name
         counted = self._next_seq.get(call.rollout_id)

@@ -11,16 +11,21 @@ calls (the hot write, one per model call) arrive as ready-made rows and go in as
 multi-row ``INSERT``, and a group of calls alone as that single statement in its own
 transaction (the ``created -> running`` move a rollout's first call implies is a trigger
 inside the insert, schema v6). A multi-row insert is all or nothing, so when one fails (a
-duplicate seq) its rows go in again one statement each, and only the bad one fails. Other writes are
-functions run in a savepoint each, so one bad write never sinks its neighbours.
+duplicate seq) its rows go in again one statement each, and only the bad one fails. Other
+writes are functions run in a savepoint each, so one bad write never sinks its neighbours.
 
-A row that finds the writer idle (nothing queued, no group running) is committed right
-away on the caller's thread instead (``inline=True``): handing one row to the thread and
-its result back costs two thread wake-ups and a GIL hand-over each way, measured at ~100 µs
-of a ~300 µs ``record_call`` on one core, and at one call at a time there is no group to
-gather. The connection's lock keeps the two paths apart. Only for ``synchronous=NORMAL``
-(a commit is a WAL append, no fsync) and a store no other process writes (SQLite is
-served by one gateway process), so an inline commit never waits on a disk or a lock.
+A row that finds the writer idle (nothing queued, no group running) and is the only call
+in flight (``alone``: the store knows of no other call prepared and not yet recorded) is
+committed right away on the caller's thread instead (``inline=True``): handing one row to
+the thread and its result back costs two thread wake-ups and a GIL hand-over each way,
+measured at ~100 µs of a ~300 µs ``record_call`` on one core, and at one call at a time
+there is no group to gather. With other calls in flight a row waits for the thread even
+when it is idle, since the rows arriving meanwhile share its commit: committing each
+inline cost 0.18 ± 0.06 ms more CPU per call at 64 connections (bench/gateway.py
+``--only paired``, agent body). The connection's lock keeps the two paths apart. Only
+for ``synchronous=NORMAL`` (a commit is a WAL append, no fsync) and a store no other
+process writes (SQLite is served by one gateway process), so an inline commit never waits
+on a disk or a lock.
 """
 
 from __future__ import annotations
@@ -103,10 +108,15 @@ class GroupWriter:
         """Run ``fn`` in the next group; return its result once committed."""
         return await self._submit(fn, None)  # type: ignore[no-any-return]
 
-    async def insert(self, row: tuple[Any, ...]) -> None:
-        """Insert ``row`` in the next group; at once, on this thread, when the writer is
-        idle and ``inline`` is on."""
-        if self.inline and self._queue.empty() and self._conn_lock.acquire(blocking=False):
+    async def insert(self, row: tuple[Any, ...], alone: bool = True) -> None:
+        """Insert ``row`` in the next group; at once, on this thread, when ``inline`` is
+        on, the writer idle and the row's call ``alone`` in flight."""
+        if (
+            self.inline
+            and alone
+            and self._queue.empty()
+            and self._conn_lock.acquire(blocking=False)
+        ):
             try:
                 ((_, error),) = self._commit([_Write(None, row, None, None)])
             finally:
