@@ -21,8 +21,8 @@ the thread and its result back costs two thread wake-ups and a GIL hand-over eac
 measured at ~100 µs of a ~300 µs ``record_call`` on one core, and at one call at a time
 there is no group to gather. With other calls in flight a row waits for the thread even
 when it is idle, since the rows arriving meanwhile share its commit: committing each
-inline cost 0.18 ± 0.06 ms more CPU per call at 64 connections (bench/gateway.py
-``--only paired``, agent body). The connection's lock keeps the two paths apart. Only
+inline cost 0.08 ± 0.03 ms more CPU per call at 64 connections (bench/gateway.py
+``--only paired --pairs 4``, agent body). The connection's lock keeps the two paths apart. Only
 for ``synchronous=NORMAL`` (a commit is a WAL append, no fsync) and a store no other
 process writes (SQLite is served by one gateway process), so an inline commit never waits
 on a disk or a lock.
