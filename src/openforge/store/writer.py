@@ -22,10 +22,10 @@ measured at ~100 µs of a ~300 µs ``record_call`` on one core, and at one call 
 there is no group to gather. With other calls in flight a row waits for the thread even
 when it is idle, since the rows arriving meanwhile share its commit: committing each
 inline cost 0.08 ± 0.03 ms more CPU per call at 64 connections (bench/gateway.py
-``--only paired --pairs 4``, agent body). The connection's lock keeps the two paths apart. Only
-for ``synchronous=NORMAL`` (a commit is a WAL append, no fsync) and a store no other
-process writes (SQLite is served by one gateway process), so an inline commit never waits
-on a disk or a lock.
+``--only paired --pairs 4``, agent body). The connection's lock keeps the two paths
+apart. Only for ``synchronous=NORMAL`` (a commit is a WAL append, no fsync) and a store
+no other process writes (SQLite is served by one gateway process), so an inline commit
+never waits on a disk or a lock.
 """
 
 from __future__ import annotations
