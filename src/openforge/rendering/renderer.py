@@ -66,9 +66,9 @@ class _LRU:
         self.size = size
         self._d: OrderedDict[Hashable, list[int]] = OrderedDict()
         self.lock = threading.Lock()
-        # Entries' ids as JSON without brackets, made on first use (see ids_json), by key
-        # with the very ids object they were made from.
-        self._json: dict[Hashable, tuple[list[int], bytes]] = {}
+        # Entries' ids as JSON without brackets, made on first use (see ids_json); dropped
+        # whenever their entry is replaced or evicted, so always the current entry's.
+        self._json: dict[Hashable, bytes] = {}
 
     def get(self, key: Hashable) -> list[int] | None:
         with self.lock:
@@ -92,9 +92,9 @@ class _LRU:
             if self._d.get(key) is not ids:
                 return None
             made = self._json.get(key)
-            if made is None or made[0] is not ids:
-                made = self._json[key] = (ids, orjson.dumps(ids)[1:-1])
-            return made[1]
+            if made is None:
+                made = self._json[key] = orjson.dumps(ids)[1:-1]
+            return made
 
 
 def _default_system(tok: Tokenizer, start: str, end: str) -> str | None:
