@@ -130,6 +130,7 @@ CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_i
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
+_WAL_LIMIT = 64 << 20  # bytes a restarted WAL is cut back to
 
 
 def _bases(conn: sqlite3.Connection, columns: str, rows: list[Any]) -> list[Any]:
@@ -194,9 +195,12 @@ class SqliteStore:
         self._reader_conn = _connect(self.path, synchronous.upper())
         # Checkpoints (the WAL's only fsync under NORMAL) move off the commit path.
         self._checkpointer: WalCheckpointer | None = None
+        writes = threading.Lock()  # the writer connection's, lent to the checkpointer
         if self.path != ":memory:":
             self._writer_conn.execute("PRAGMA wal_autocheckpoint=0")
-            self._checkpointer = WalCheckpointer(self.path)
+            # A WAL that did grow (a long read held it) goes back to this size on restart.
+            self._writer_conn.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
+            self._checkpointer = WalCheckpointer(self.path, writes)
         self._by_key: dict[str, Rollout] = {}
         self._by_id: dict[str, Rollout] = {}
         self._role_keys: dict[str, tuple[str, CallRole]] = {}  # key → (rollout id, role)
@@ -222,6 +226,7 @@ class SqliteStore:
             CALL_WIDTH,
             self._checkpointer,
             inline=synchronous.upper() == "NORMAL",
+            lock=writes,
         )
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -91,11 +91,14 @@ class GroupWriter:
         width: int,
         checkpointer: WalCheckpointer | None,
         inline: bool = False,
+        lock: threading.Lock | None = None,
     ) -> None:
         self.conn = conn
         self.inline = inline
         self.inline_rows = 0  # rows committed on the caller's thread (tests, benches)
-        self._conn_lock = threading.Lock()  # the connection: the thread's group or an inline row
+        # The connection: the thread's group or an inline row (and the checkpointer's
+        # catch-up, which holds every write back: the lock it was given).
+        self._conn_lock = lock if lock is not None else threading.Lock()
         self.path = path
         self._insert = insert  # "INSERT INTO t (cols) VALUES "
         self._row_sql = _in(width)
