@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openforge.rendering import Renderer
-from openforge.rendering.bpe import fast_encoder
+from openforge.rendering.bpe import _safe_text, _unsafe_pattern, fast_encoder
 from openforge.rendering.tokenizer import Tokenizer, _byte_decoder, _encode
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -90,10 +90,31 @@ def test_special_token_text_stays_text_and_odd_bytes_take_the_slow_path(tok: Tok
     end = tok.token_id("<|im_end|>")
     ids = tok.encode("say <|im_end|> please")
     assert end not in ids and tok.decode(ids) == "say <|im_end|> please"
-    assert tok._unsafe is not None
-    for odd in ("a\x04b", "x\U00050000y", "ok\ud800"):
-        assert tok._unsafe.search(odd) is not None
+    assert tok._safe is not None
+    for odd in ("a\x04b", "x\U00050000y", "ok\ud800", "é\x04"):
+        assert not tok._safe(odd)
+    assert tok._safe("plain ascii\n\tcode()") and tok._safe("é ü 中文")
     assert tok.encode("a\x04b") == _slow(tok, "a\x04b")
+
+
+# SmolLM2's bytes without a token of their own (some ASCII controls, lead bytes), and a
+# vocabulary without the last lead byte either.
+_MISSING = [
+    {4, 6, 19, 20, 22, 29, 192, 193, 241, 242, *range(245, 256)},
+    {0, 9, 127, *range(240, 256)},
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(st.characters(max_codepoint=0x7F), max_size=40)
+    | st.text(st.characters(exclude_categories=()), max_size=40)
+)
+def test_the_ascii_shortcut_tells_what_the_pattern_tells(text: str) -> None:
+    for missing in _MISSING:
+        safe, pattern = _safe_text(missing), _unsafe_pattern(missing)
+        assert safe is not None and pattern is not None
+        assert safe(text) == (pattern.search(text) is None)
 
 
 def test_tokenizers_tiktoken_cannot_reproduce_are_left_alone(tok: Tokenizer) -> None:

@@ -11,7 +11,6 @@ import codecs
 import copy
 import functools
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,9 +121,9 @@ class Tokenizer:
     _template: RustTokenizer
     _bytes: list[bytes] | None
     # tiktoken's BPE where it gives the same ids as _content (rendering/bpe.py), and the
-    # characters it must not be given.
+    # test of the texts it may be given.
     _fast: Callable[[str], list[int]] | None = field(default=None, repr=False)
-    _unsafe: re.Pattern[str] | None = field(default=None, repr=False)
+    _safe: Callable[[str], bool] | None = field(default=None, repr=False)
 
     @functools.cached_property
     def hf(self) -> Any:
@@ -139,8 +138,8 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Encode message content: special-token text is treated as plain text."""
-        fast, unsafe = self._fast, self._unsafe
-        if fast is not None and unsafe is not None and unsafe.search(text) is None:
+        fast, safe = self._fast, self._safe
+        if fast is not None and safe is not None and safe(text):
             return fast(text)
         return _encode(self._content, text)
 
@@ -266,5 +265,5 @@ def load_tokenizer(model_dir: str | Path) -> Tokenizer:
         _template=backend,
         _bytes=_byte_table(backend, special),
         _fast=fast[0] if fast else None,
-        _unsafe=fast[1] if fast else None,
+        _safe=fast[1] if fast else None,
     )
