@@ -35,6 +35,17 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await reader.readexactly(int(lower[i + 15 : end]))
 
 
+async def _reopen(conn: Conn) -> None:
+    """Connect ``conn`` again, retrying for a while (a server restarting its listener)."""
+    for _ in range(50):
+        try:
+            await conn.open()
+            return
+        except OSError:
+            await asyncio.sleep(0.1)
+    await conn.open()
+
+
 class Conn:
     """One keep-alive connection."""
 
@@ -132,9 +143,20 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
             while (t := time.perf_counter()) < window[1]:
                 n = next(counter)
                 key = (keys[n % len(keys)] if keys else f"s{n}") if fresh else own
-                status, answer = await conn.call(
-                    _path(spec, key), template.body(content.take(spec["size"]))
-                )
+                try:
+                    status, answer = await conn.call(
+                        _path(spec, key), template.body(content.take(spec["size"]))
+                    )
+                except (OSError, asyncio.IncompleteReadError) as exc:
+                    # A server that drops a connection (the peer does, under load) is
+                    # an error on its row, not the end of the whole bench; reconnect.
+                    errors.append(f"connection: {exc!r}")
+                    if first:  # the first wave is over for this connection too
+                        first = False
+                        first_answer()
+                    conn.close()
+                    await _reopen(conn)
+                    continue
                 done = time.perf_counter()
                 if first:
                     first = False
