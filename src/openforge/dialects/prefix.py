@@ -78,15 +78,29 @@ _SPACE = b" \t\n\r"
 def value_end(body: bytes, at: int) -> int:
     """The offset just past the JSON object, array or string starting at ``at`` (in a
     body already known to be valid JSON); ValueError when it is not one."""
+    end = _value_end(body, at, len(body))
+    if end is None:
+        raise ValueError(f"no end to the JSON value at byte {at}")
+    return end
+
+
+def _value_end(body: bytes, at: int, limit: int) -> int | None:
+    """:func:`value_end`, looking no further than ``limit``: None when the value does not
+    end by then."""
     depth = 0
     pos = at
     while True:
-        m = _STRUCT.search(body, pos)
-        if m is None or (depth == 0 and m.start() != at):
+        m = _STRUCT.search(body, pos, limit)
+        if m is None:
+            return None
+        if depth == 0 and m.start() != at:
             raise ValueError(f"no JSON object, array or string at byte {at}")
         c = body[m.start()]
         if c == 0x22:  # a string: skipped whole, brackets inside it are text
-            pos = _string_end(body, m.start())
+            end = _string_end(body, m.start(), limit)
+            if end is None:
+                return None
+            pos = end
         else:
             pos = m.end()
             depth += 1 if c in b"[{" else -1
@@ -94,15 +108,16 @@ def value_end(body: bytes, at: int) -> int:
             return pos
 
 
-def _string_end(body: bytes, at: int) -> int:
-    """The offset just past the JSON string whose opening quote is at ``at``: the next
-    quote not escaped (preceded by an even run of backslashes), found by ``find``, which
-    skips a long text at memchr speed where a pattern steps through its escapes."""
+def _string_end(body: bytes, at: int, end: int) -> int | None:
+    """The offset just past the JSON string whose opening quote is at ``at`` (None when
+    it does not close before ``end``): the next quote not escaped (preceded by an even
+    run of backslashes), found by ``find``, which skips a long text at memchr speed where
+    a pattern steps through its escapes."""
     pos = at + 1
     while True:
-        quote = body.find(b'"', pos)
+        quote = body.find(b'"', pos, end)
         if quote < 0:
-            raise ValueError(f"unterminated string at byte {at}")
+            return None
         back = quote - 1
         while body[back] == 0x5C:  # the opening quote stops this
             back -= 1
@@ -173,13 +188,18 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
         return None
     ends = memo.ends
     # Find (scanning the remembered body once per element, over the rollout's life) the
-    # elements that end inside the shared bytes.
+    # elements that end inside the shared bytes. An element is scanned no further than
+    # the shared bytes: one this body changed (a sibling call's new tool result, the
+    # message Claude Code took its cache marker from) is not kept whatever its end.
     try:
         while len(ends) < len(memo.items) and (ends[-1] if ends else memo.opened) < shared:
             pos = _skip_space(old, ends[-1] if ends else memo.opened)
             if ends:
                 pos = _skip_space(old, pos + 1)  # past the "," between elements
-            ends.append(value_end(old, pos))
+            end = _value_end(old, pos, shared)
+            if end is None:
+                break
+            ends.append(end)
     except ValueError:  # cannot happen in a body that parsed; parse this one whole
         return None
     kept = 0
