@@ -134,6 +134,22 @@ async def send_full(send: Send, status: int, body: bytes, headers: list[Any] = _
     await send({"type": "http.response.body", "body": body})
 
 
+@dataclass(slots=True)
+class _Gone:
+    """Cancels the task answering a call once its client went away (``seen`` is the
+    disconnect watcher's done callback), while it still answers it."""
+
+    task: asyncio.Task[Any]
+    answering: bool = True
+    cancelled: bool = False
+
+    def seen(self, watcher: asyncio.Task[None]) -> None:
+        # A callback already scheduled when the answer ended finds it over: no cancel.
+        if self.answering and not watcher.cancelled():
+            self.cancelled = True
+            self.task.cancel()
+
+
 async def _wait_disconnect(receive: Receive) -> None:
     while True:
         message = await receive()
@@ -233,19 +249,25 @@ class CallService:
                 await self._record(call)
                 await send_full(send, *served.dialect.render_error(closed))
                 return
-            task = asyncio.create_task(self._answer(call, send))
+            # The call is answered on this task; a watcher cancels it if the client goes
+            # away (a second task for the answer, and waiting on both, cost ~70 us a call).
+            this = asyncio.current_task()
+            assert this is not None
+            gone = _Gone(this)
             watcher = asyncio.create_task(_wait_disconnect(receive))
-            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if task in done:
-                watcher.cancel()
-                task.result()
-            else:  # the client went away: stop the engine, keep what was sampled
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            watcher.add_done_callback(gone.seen)
+            try:
+                await self._answer(call, send)
+            except asyncio.CancelledError:
+                if not gone.cancelled:
+                    raise
+                this.uncancel()  # the client went away: the engine stopped, keep what was sampled
                 if not call.recorded:
                     call.status, call.finish = CallStatus.CLIENT_ABORTED, "abort"
                     await self._record(call)
+            finally:
+                gone.answering = False
+                watcher.cancel()
         finally:
             if gated:
                 self.control.release()
