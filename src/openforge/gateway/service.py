@@ -250,7 +250,8 @@ class CallService:
                 await send_full(send, *served.dialect.render_error(closed))
                 return
             # The call is answered on this task; a watcher cancels it if the client goes
-            # away (a second task for the answer, and waiting on both, cost ~70 us a call).
+            # away (not a task of its own for the answer and a wait on both: fewer task
+            # steps and loop turns per call).
             this = asyncio.current_task()
             assert this is not None
             gone = _Gone(this)
