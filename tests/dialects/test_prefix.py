@@ -16,7 +16,7 @@ from openforge.dialects.anthropic.parse import parse_request as parse_anthropic
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.parse import parse_request
 from openforge.dialects.openai_responses.parse import parse_request as parse_responses
-from openforge.dialects.prefix import BodyMemo, _value_end, forget_known_members, value_end
+from openforge.dialects.prefix import BodyMemo, forget_known_members, value_end
 
 Parse = Callable[..., Conversation]
 
@@ -277,12 +277,13 @@ def test_errors_in_new_messages_name_their_index_in_the_body() -> None:
     ],
 )
 def test_value_end_skips_strings_and_nesting(text: bytes, start: int) -> None:
-    end = value_end(text, start)
+    end = value_end(text, start, len(text))
+    assert end is not None
     assert text[end:] == b" tail"
     orjson.loads(text[start:end])
     # Scanned no further than a limit: found when it ends there, else None.
-    assert _value_end(text, start, end) == end
-    assert [_value_end(text, start, short) for short in range(start, end)] == [None] * (end - start)
+    assert value_end(text, start, end) == end
+    assert [value_end(text, start, short) for short in range(start, end)] == [None] * (end - start)
 
 
 def test_claude_code_calls_share_all_but_the_moved_cache_marker(

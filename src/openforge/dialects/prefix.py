@@ -75,18 +75,10 @@ _STRUCT = re.compile(rb'["\[\]{}]')
 _SPACE = b" \t\n\r"
 
 
-def value_end(body: bytes, at: int) -> int:
+def value_end(body: bytes, at: int, limit: int) -> int | None:
     """The offset just past the JSON object, array or string starting at ``at`` (in a
-    body already known to be valid JSON); ValueError when it is not one."""
-    end = _value_end(body, at, len(body))
-    if end is None:
-        raise ValueError(f"no end to the JSON value at byte {at}")
-    return end
-
-
-def _value_end(body: bytes, at: int, limit: int) -> int | None:
-    """:func:`value_end`, looking no further than ``limit``: None when the value does not
-    end by then."""
+    body already known to be valid JSON), looking no further than ``limit``: None when
+    it does not end by then; ValueError when no such value starts at ``at``."""
     depth = 0
     pos = at
     while True:
@@ -196,7 +188,7 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
             pos = _skip_space(old, ends[-1] if ends else memo.opened)
             if ends:
                 pos = _skip_space(old, pos + 1)  # past the "," between elements
-            end = _value_end(old, pos, shared)
+            end = value_end(old, pos, shared)
             if end is None:
                 break
             ends.append(end)
