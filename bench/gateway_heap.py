@@ -10,7 +10,7 @@ script reports:
 * ``ints/call`` — ints held in GC-tracked lists per call (a list of token ids is walked
   element by element on every collection that reaches it);
 * ``gc.collect ms`` — one full collection of the heap the calls left (median of 7);
-* ``gen-2 runs``/``max ms``, ``gen-1 runs``/``max ms``, ``pauses >= 2 ms``, ``GC ms/call``:
+* ``gen-N runs``/``max ms`` for each generation, ``pauses >= 2 ms``, ``GC ms/call``:
   the collections CPython ran by itself while serving (gc.callbacks; times are CPU work,
   so they carry the machine's noise, counts do not);
 * ``stmts/group`` and ``writes/group`` — SQLite statements the writer runs per group
@@ -170,6 +170,8 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
         "gen2_n": len(collections[2]),
         "gen2_max_ms": max(collections[2], default=0.0),
         "gen1_max_ms": max(collections[1], default=0.0),
+        "gen0_n": len(collections[0]),
+        "gen0_max_ms": max(collections[0], default=0.0),
         "gc_ms_per_call": sum(map(sum, collections.values())) / calls,
         "gen1_n": len(collections[1]),
         "over_2ms": sum(ms >= 2 for ms in collections[1] + collections[2]),
@@ -235,6 +237,8 @@ def main() -> None:
                 ("gen2_max_ms", "gen-2 max ms"),
                 ("gen1_n", "gen-1 runs"),
                 ("gen1_max_ms", "gen-1 max ms"),
+                ("gen0_n", "gen-0 runs"),
+                ("gen0_max_ms", "gen-0 max ms"),
                 ("over_2ms", "pauses >= 2 ms"),
                 ("gc_ms_per_call", "GC ms/call"),
                 ("stmts_per_group", "stmts/group"),

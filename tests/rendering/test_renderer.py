@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 
@@ -137,6 +138,34 @@ def test_each_call_extends_previous_prompt_and_output(
         conv.messages.append(_harness_copy(msg, rng, turn))
         conv.messages += _results(msg, rng, turn)
     assert history.fork_count == 0
+
+
+def test_token_ids_are_kept_out_of_the_cyclic_gc(renderer: Renderer) -> None:
+    """A prompt's ids, its segments' ids and what the history keeps of them are never
+    walked by the collector (rendering/untracked.py), whether tokenized now, taken from
+    the caches or from a recorded reply."""
+    rng = random.Random(7)
+    conv = _task(rng)
+    history = renderer.new_history()
+    seen: set[str] = set()
+    for turn in range(4):
+        prompt = renderer.render(conv, history)
+        assert not gc.is_tracked(prompt.ids)
+        for s in prompt.segments:
+            assert not gc.is_tracked(s.ids), (turn, s.kind, s.key)
+            seen.add(s.kind)
+        assert prompt.ids == [i for s in prompt.segments for i in s.ids]
+        out, msg = _reply(renderer, rng)
+        turn_ = history.record(prompt, out, msg)
+        assert not gc.is_tracked(turn_.segment_ids)
+        conv.messages.append(_harness_copy(msg, rng, turn))
+        conv.messages += _results(msg, rng, turn)
+    assert not any(gc.is_tracked(ids) for ids in history.segment_cache.values())
+    assert {"system", "user", "reply", "generation"} <= seen, seen
+    prefill = renderer.render(
+        Conversation([*conv.messages, Message("assistant", [TextPart("Sure")])], tools=TOOLS)
+    )
+    assert not gc.is_tracked(prefill.segments[-1].ids) and prefill.segments[-1].kind == "prefill"
 
 
 @settings(max_examples=40, deadline=None)

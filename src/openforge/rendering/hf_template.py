@@ -17,6 +17,7 @@ from openforge.conversation import Conversation, Message
 from openforge.rendering.history import RenderedPrompt, RolloutHistory, Segment
 from openforge.rendering.tokenizer import Tokenizer
 from openforge.rendering.toolformat import content_text
+from openforge.rendering.untracked import untracked
 
 __all__ = ["TemplateRenderer", "hf_messages"]
 
@@ -93,9 +94,10 @@ class TemplateRenderer:
         out = RenderedPrompt(ids=[], images=images)
         spliced = self._splice(conv.messages, msgs, tools, final, history, out)
         if spliced is None:
-            out.ids = self.tokenizer.encode_template(final)
+            out.ids = untracked(self.tokenizer.encode_template(final))
             out.reused_tokens, out.parent = 0, None
-        out.segments = [Segment(("prompt", tuple(out.ids)), out.ids, 0, "template", True)]
+        key = ("prompt", untracked(tuple(out.ids)))
+        out.segments = [Segment(key, out.ids, 0, "template", True)]
         if history is not None and history.calls and out.parent is None:
             out.fork = True
             out.fork_reason = (
@@ -117,7 +119,7 @@ class TemplateRenderer:
         if history is None or not history.calls:
             return None
         eos = self.tokenizer.eos_text
-        ids: list[int] = []
+        ids: list[int] = untracked([])
         consumed = ""
         for i, m in enumerate(messages[:-1]):
             turn = history.find_turn(m, 0) if m.role == "assistant" else None

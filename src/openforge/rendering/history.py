@@ -16,6 +16,7 @@ import orjson
 
 from openforge.conversation import ImagePart, Message, ToolCall
 from openforge.rendering.toolformat import canonical_arguments, content_text
+from openforge.rendering.untracked import untracked
 
 if TYPE_CHECKING:
     from openforge.rendering.renderer import Renderer
@@ -216,13 +217,13 @@ class RolloutHistory:
         memo = self._json
         for s in segs:  # segments tokenized for this call stay cached for the rollout
             if s.fresh and cache.get(s.key) is s.ids and type(s.ids) is list:
-                cache[s.key] = kept = tuple(s.ids)
+                cache[s.key] = kept = untracked(tuple(s.ids))
                 made = memo.get(s.key)
                 if made is not None and made[0] is s.ids:  # its JSON is the tuple's too
                     memo[s.key] = (kept, made[1])
         turn = Turn(
             index=index,
-            segment_ids=(*r.generation_ids, *output_ids, *end, *r.turn_separator_ids),
+            segment_ids=untracked((*r.generation_ids, *output_ids, *end, *r.turn_separator_ids)),
             keys=tuple(s.key for s in segs),
             text=content_text(message.content)[0],
             reasoning=message.reasoning,

@@ -44,6 +44,7 @@ from openforge.rendering.toolformat import (
     tool_results_text,
     tools_section,
 )
+from openforge.rendering.untracked import untracked
 from openforge.rendering.vision import Vision
 
 __all__ = ["RenderError", "Renderer"]
@@ -151,8 +152,8 @@ class Renderer:
                 "template is ChatML (use a model whose own chat template handles tools)"
             )
         self.start_id, self.end_id = start, end
-        self.turn_separator_ids = tokenizer.encode("\n")
-        self.generation_ids = [start, *tokenizer.encode("assistant\n")]
+        self.turn_separator_ids = untracked(tokenizer.encode("\n"))
+        self.generation_ids = untracked([start, *tokenizer.encode("assistant\n")])
         self.default_system = _default_system(tokenizer, "<|im_start|>", "<|im_end|>")
 
     # ---- public API -------------------------------------------------------------------
@@ -320,7 +321,8 @@ class Renderer:
     # ---- segments ---------------------------------------------------------------------
 
     def _segment_ids(self, text: str) -> list[int]:
-        return [self.start_id, *self.tokenizer.encode(text), self.end_id, *self.turn_separator_ids]
+        tokens = self.tokenizer.encode(text)
+        return untracked([self.start_id, *tokens, self.end_id, *self.turn_separator_ids])
 
     def _text_segment(
         self,
@@ -370,7 +372,7 @@ class Renderer:
         if ids is not None:
             return Segment(key, ids, index, kind, False)
         assert self.vision is not None
-        ids = [self.start_id, *self.vision.encode(text, images, self.tokenizer.encode)]
+        ids = untracked([self.start_id, *self.vision.encode(text, images, self.tokenizer.encode)])
         ids += [self.end_id, *self.turn_separator_ids]
         cache[key] = ids
         return Segment(key, ids, index, kind, True)
@@ -433,25 +435,21 @@ class Renderer:
         ids = cache.get(key)
         if ids is not None:
             return Segment(key, ids, index, "assistant", False), False
-        ids = [
-            *self.generation_ids,
-            *self.tokenizer.encode(body),
-            self.end_id,
-            *self.turn_separator_ids,
-        ]
+        tokens = self.tokenizer.encode(body)
+        ids = untracked([*self.generation_ids, *tokens, self.end_id, *self.turn_separator_ids])
         cache[key] = ids
         return Segment(key, ids, index, "assistant", True), False
 
     def _prefill(self, m: Message, index: int) -> Segment:
         """A trailing assistant message is a prefill: the reply continues it, turn left open."""
         body = reply_body(content_text(m.content)[0], m.reasoning, m.tool_calls)
-        ids = [*self.generation_ids, *self.tokenizer.encode(body)]
+        ids = untracked([*self.generation_ids, *self.tokenizer.encode(body)])
         return Segment(("prefill", body), ids, index, "prefill", True)
 
     def _assemble(
         self, out: RenderedPrompt, hashes: list[int], history: RolloutHistory | None
     ) -> None:
-        ids: list[int] = []
+        ids: list[int] = untracked([])  # see rendering/untracked.py
         fresh = 0
         for s in out.segments:
             ids += s.ids
