@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from openforge.overlap import shared_prefix, shared_suffix
 from openforge.store import CallRecord, CallStatus, RolloutStatus, Store, StoreError
 from openforge.store.delta import (
+    Bases,
     StoredBase,
     _shared_ids,
     best_root,
@@ -362,3 +363,16 @@ def test_a_base_that_shares_little_is_not_used() -> None:
     assert choose_delta(None, "c", b"1", 1, b"", b"") is None
     with pytest.raises(StoreError, match="does not fit"):
         splice(b"abc", (2, 2), b"", "c")
+
+
+def test_a_finished_rollouts_bases_go_in_every_role_and_no_others() -> None:
+    bases = Bases()
+    stored = {r: StoredBase(f"call-{r}", b"1", 1, b"", b"") for r in ("a", "b")}
+    for rollout, base in stored.items():
+        for role in CallRole:
+            bases.put(rollout, str(role), base)
+    bases.drop("a")
+    assert all(bases.get("a", str(role)) is None for role in CallRole)
+    assert all(bases.get("b", str(role)) is stored["b"] for role in CallRole)
+    bases.drop("never-seen")
+    assert bases.get("b", "policy") is stored["b"]

@@ -39,6 +39,7 @@ import orjson
 
 from openforge.overlap import shared_prefix, shared_suffix
 from openforge.store.base import StoreError
+from openforge.store.schemas import CallRole
 
 __all__ = [
     "Bases",
@@ -231,8 +232,10 @@ class Bases:
 
     def drop(self, rollout_id: str) -> None:
         """Forget a finished rollout's bases."""
-        for key in [k for k in self._by if k[0] == rollout_id]:
-            del self._by[key]
+        # One look-up per role, not a scan of every rollout's (~20 us at 1,024 held, for
+        # each of a training step's rollouts as it finishes).
+        for role in CallRole:
+            self._by.pop((rollout_id, role), None)
 
 
 def resolve_order(ids: Sequence[str], bases: Sequence[str | None]) -> list[int]:
