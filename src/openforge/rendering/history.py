@@ -85,8 +85,8 @@ class LastRender:
 
 # A history lives as long as its rollout and grows by a Turn per call, so everything a
 # Turn holds is sized for the cyclic GC: ids and keys are tuples (CPython stops tracking a
-# tuple of atomic values, where a list of ids is walked element by element on every
-# collection) and the reply is kept as strings rather than a Message with its lists.
+# tuple of atomic values; the ids are untracked as soon as made, rendering/untracked.py)
+# and the reply is kept as strings rather than a Message with its lists.
 # One tracked object per call where there were nine (bench/gateway_heap.py).
 @dataclass(slots=True)
 class Turn:
