@@ -212,15 +212,9 @@ class RolloutHistory:
         r = self._renderer
         end = () if output_ids and output_ids[-1] == r.end_id else (r.end_id,)
         index = len(self.calls)
+        # Segments tokenized for this call stay cached for the rollout as they were made:
+        # their lists are untracked already, so copying them into tuples buys nothing.
         segs = [s for s in prompt.segments if s.kind != "generation"]
-        cache = self.segment_cache
-        memo = self._json
-        for s in segs:  # segments tokenized for this call stay cached for the rollout
-            if s.fresh and cache.get(s.key) is s.ids and type(s.ids) is list:
-                cache[s.key] = kept = untracked(tuple(s.ids))
-                made = memo.get(s.key)
-                if made is not None and made[0] is s.ids:  # its JSON is the tuple's too
-                    memo[s.key] = (kept, made[1])
         turn = Turn(
             index=index,
             segment_ids=untracked((*r.generation_ids, *output_ids, *end, *r.turn_separator_ids)),

@@ -213,8 +213,8 @@ class Renderer:
             i, h = last.ends[k - 1], last.hashes[k - 1]
             reply_at = None if k <= last.task else last.task
             for s in last.segments[len(segs) : k]:
-                if s.fresh:  # tokenized last call, cached since (record keeps a tuple)
-                    s = Segment(s.key, cache.get(s.key, s.ids), s.message_index, s.kind, False)
+                if s.fresh:  # tokenized last call, cached since: not fresh this time
+                    s = Segment(s.key, s.ids, s.message_index, s.kind, False)
                 segs.append(s)
             hashes, ends = last.hashes[:k], last.ends[:k]
             images, parts = last.images[:k], last.parts[:k]
