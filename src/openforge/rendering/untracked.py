@@ -4,9 +4,10 @@ A list or tuple of ints can never be part of a reference cycle, yet CPython's co
 walks it element by element: a tuple on the first young collection after it is made (which
 then notices it holds only atomic values and stops tracking it), a list on every
 collection of its generation for as long as it lives. A gateway makes such containers of
-thousands of ids on every call (a prompt, the segments tokenized for it, the tuples a
-rollout's history keeps), and at 256 calls in flight the young collections that walked
-them paused the event loop for 25-210 ms (docs/gateway.md, "The cyclic GC"). Untracking
+thousands of ids on every call (a prompt, the segments tokenized for it, which a
+rollout's history keeps, each turn's ids), and at 256 calls in flight the young
+collections that walked them paused the event loop for 25-210 ms (docs/gateway.md, "The
+cyclic GC"). Untracking
 them when they are made, as the collector would do itself for the tuples, leaves those
 collections the objects that can hold cycles.
 
