@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
+from openforge.engines.local import LocalEngine
 from openforge.models.registry import resolve_model
 from openforge.traces.samples import Mode, Sample
 from openforge.training import trainer as trainer_module
@@ -64,8 +68,13 @@ def test_one_update_raises_rewarded_and_lowers_penalised(tiny: Path) -> None:
     assert after[1] < before[1]
 
 
-def test_kl_is_measured_against_the_reference_once_the_policy_moves(tiny: Path) -> None:
-    cfg = TrainConfig(model=str(tiny), learning_rate=1e-2, max_grad_norm=1.0, kl_coef=0.01)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_kl_is_measured_against_the_reference_once_the_policy_moves(tiny: Path, dtype: str) -> None:
+    # bf16: the reference is loaded as the policy's float32 masters are and runs under the
+    # same autocast, so it is the policy until the policy moves (a bf16 copy is not).
+    cfg = TrainConfig(
+        model=str(tiny), learning_rate=1e-2, max_grad_norm=1.0, kl_coef=0.01, dtype=dtype
+    )  # type: ignore[arg-type]
     trainer = Trainer(cfg, tiny, device="cpu")
     good = _sample("good", [1, 42, 43], [100, 101, 2])
     bad = _sample("bad", [1, 42, 44], [200, 201, 2])
@@ -206,8 +215,6 @@ def test_lora_update_and_merged_export(tiny: Path, tmp_path: Path) -> None:
     assert trainer.train_step(s, {"x": 1.0, "y": -1.0}).accepted
     out = trainer.export_weights(tmp_path / "v1")
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
-    from safetensors.torch import load_file
-
     assert not any("lora" in k for k in load_file(str(out / "model.safetensors")))
 
 
@@ -270,3 +277,102 @@ def test_a_bad_later_update_keeps_the_earlier_ones(tiny: Path) -> None:
     shares[1][0].sample.logprobs, shares[0][0].sample.logprobs = on_policy[1], [math.nan, 0.0]
     fresh = Trainer(TrainConfig(model=str(tiny), learning_rate=1e-3, updates_per_step=2), tiny)
     assert not fresh.train_step(samples, adv).accepted and fresh.version == 0
+
+
+def _changed_fraction(before: dict[str, torch.Tensor], trainer: Trainer) -> float:
+    changed = sum(int((before[n] != p.detach()).sum()) for n, p in trainer.params.items())
+    return changed / sum(int(p.numel()) for p in trainer.params.values())
+
+
+def test_bf16_computes_in_bf16_and_updates_float32_master_weights(
+    tiny: Path, tmp_path: Path
+) -> None:
+    # An AdamW step moves a weight by about the learning rate (1e-5 by default), far below
+    # one bf16 step at the weights' size: bf16 weights updated in place keep almost none
+    # of it. The trained weights are float32 masters; only the compute is bf16.
+    trainer = Trainer(TrainConfig(model=str(tiny), dtype="bfloat16"), tiny, device="cpu")
+    assert trainer.dtype is torch.bfloat16  # the compute dtype
+    assert trainer.params and all(p.dtype is torch.float32 for p in trainer.params.values())
+    computed: dict[str, set[torch.dtype]] = {"q_proj": set(), "lm_head": set()}
+    decoder = trainer.model.get_decoder()
+    decoder.layers[0].self_attn.q_proj.register_forward_hook(
+        lambda m, a, out: computed["q_proj"].add(out.dtype)
+    )
+    trainer.model.get_output_embeddings().register_forward_hook(
+        lambda m, a, out: computed["lm_head"].add(out.dtype)
+    )
+    prompt = [1, 42, 43, 44, 45]
+    samples = [_sample("good", prompt, [100, 101, 102, 2]), _sample("bad", prompt, [200, 2])]
+    _on_policy(trainer, samples)
+    before = {n: p.detach().clone() for n, p in trainer.params.items()}
+    result = trainer.train_step(samples, {"good": 1.0, "bad": -1.0})
+    assert result.accepted, result.reason
+    assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=0.05)
+    assert computed == {"q_proj": {torch.bfloat16}, "lm_head": {torch.bfloat16}}
+    assert all(p.dtype is torch.float32 for p in trainer.params.values())
+    assert _changed_fraction(before, trainer) > 0.5  # about 0.92 here, as in float32
+    # The engine is sent the compute dtype: the masters rounded once, tied weights once.
+    out = trainer.export_weights(tmp_path / "v1")
+    state = load_file(str(out / "model.safetensors"))
+    assert {t.dtype for t in state.values()} == {torch.bfloat16}
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+    masters = dict(trainer.model.state_dict())
+    assert set(state) < set(masters)  # lm_head.weight is the tied embedding
+    for name, t in state.items():
+        assert torch.equal(t, masters[name].to(torch.bfloat16)), name
+
+
+def test_a_checkpoint_with_bf16_moments_resumes_in_float32(tiny: Path, tmp_path: Path) -> None:
+    # A trainer that kept bf16 weights wrote bf16 weights and AdamW moments; a float32
+    # trainer must take them in its own dtype (AdamW's update mixes moments and gradients).
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-3)
+    s = [_sample("x", [1, 9, 10], [11, 2]), _sample("y", [1, 9, 10], [12, 2])]
+    adv = {"x": 1.0, "y": -1.0}
+    a = Trainer(cfg, tiny, device="cpu")
+    assert a.train_step(s, adv).accepted
+    as_saved = a.save_checkpoint(tmp_path / "as-saved", extra={"step": 1})
+    ckpt = shutil.copytree(as_saved, tmp_path / "bf16")
+    for file in ("trainable.safetensors", "optimizer.safetensors"):
+        tensors = load_file(str(ckpt / file))
+        bf16 = {k: v if k.endswith("::step") else v.to(torch.bfloat16) for k, v in tensors.items()}
+        save_file(bf16, str(ckpt / file))
+    moments = load_file(str(ckpt / "optimizer.safetensors"))
+    assert any(v.dtype is torch.bfloat16 for v in moments.values())
+    b = Trainer(cfg, tiny, device="cpu")
+    assert b.load_checkpoint(ckpt) == {"step": 1}
+    for name, p in b.params.items():
+        assert p.dtype is torch.float32, name
+        state = b.optimizer.state[p]
+        assert set(state) == {"step", "exp_avg", "exp_avg_sq"}, name
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert state[key].dtype is torch.float32 and state[key].device == p.device
+            assert torch.equal(state[key], moments[f"{name}::{key}"].float()), (name, key)
+        step = a.optimizer.state[a.params[name]]["step"]
+        assert state["step"].dtype == step.dtype and state["step"].device == step.device
+    before = {n: p.detach().clone() for n, p in b.params.items()}
+    result = b.train_step(s, adv)
+    assert result.accepted, result.reason
+    assert _changed_fraction(before, b) > 0.1
+    # the same update as from the float32 checkpoint, up to the bf16 rounding of its state
+    c = Trainer(cfg, tiny, device="cpu")
+    c.load_checkpoint(as_saved)
+    assert c.train_step(s, adv).accepted
+    for name, p in b.params.items():
+        assert torch.allclose(p, c.params[name], atol=1e-2), name
+
+
+async def test_the_trainer_and_the_engine_build_their_models_without_hub_kernels(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # transformers 5 kernelizes a model by default (use_kernels) and kernelizes it again
+    # when it is put in training mode: on CUDA it fetches and runs kernels from the Hub.
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)  # the environment's default
+    trainer = Trainer(TrainConfig(model=str(tiny), kl_coef=0.1), tiny, device="cpu")
+    assert trainer.model.training
+    for model in (trainer.model, trainer.ref_model):
+        assert model.use_kernels is False and model.kernels_mode is None
+    engine = LocalEngine("tiny", device="cpu", threads=1)
+    try:
+        assert engine.model.use_kernels is False and engine.model.kernels_mode is None
+    finally:
+        await engine.close()

@@ -162,7 +162,9 @@ class LocalEngine:
             from transformers import AutoModelForImageTextToText
 
             auto = AutoModelForImageTextToText
-        loaded: Any = auto.from_pretrained(str(self.path), dtype=dtype)
+        # use_kernels=False: transformers 5 otherwise kernelizes the model (Hub kernels on
+        # CUDA), so the engine and the trainer, which turns them off too, compute alike.
+        loaded: Any = auto.from_pretrained(str(self.path), dtype=dtype, use_kernels=False)
         self.model: Any = loaded.to(self.device).eval()
         self._vision_runner = (
             VisionRunner(self.model, vision, self.device) if vision is not None else None
@@ -268,7 +270,10 @@ class LocalEngine:
         state = _read_safetensors(path)
         if set(state) <= set(self.model.state_dict()) or not (path / "config.json").is_file():
             return state
-        fresh: Any = type(self.model).from_pretrained(str(path), dtype=self.model.dtype)
+        # no Hub kernels, as in __init__
+        fresh: Any = type(self.model).from_pretrained(
+            str(path), dtype=self.model.dtype, use_kernels=False
+        )
         renamed: dict[str, torch.Tensor] = fresh.state_dict()
         return renamed
 

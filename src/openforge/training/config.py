@@ -41,9 +41,9 @@ class TrainConfig:
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
-    dtype: Literal["auto", "float32", "bfloat16"] = (
-        "auto"  # auto: bf16 on CUDA with bf16, else fp32
-    )
+    # The compute dtype (auto: bf16 on CUDA with bf16, else fp32). The trained weights are
+    # float32 master weights either way; bf16 runs the forward passes under autocast.
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     learning_rate: float = 1e-5
     weight_decay: float = 0.0
     adam_beta1: float = 0.9

@@ -7,6 +7,14 @@ makes ``updates_per_step`` updates, each on its share of the step's shuffled sam
 step whose first update has a NaN/inf loss or gradient norm is rejected: no optimizer step,
 the weight version does not advance, nothing is pushed.
 
+Mixed precision: ``dtype`` (``pick_dtype``) is the compute dtype. The trained weights are
+float32 master weights whatever it is, and with bf16 the forward passes run under
+``torch.autocast``: an AdamW update at a small learning rate (1e-5 moves a weight by about
+that) is far below one bf16 step of the weight, so bf16 weights updated in place would keep
+almost none of it. A LoRA base is frozen and stays in the compute dtype (the reference
+model is loaded as the policy's weights are). Exported weights are written in the compute
+dtype, the size the engines were sent before.
+
 Checkpoints are safetensors: the trainable weights, the AdamW moments, and a small JSON
 with the step and version, so a resumed run continues exactly.
 
@@ -20,6 +28,8 @@ processor configuration) is an error, not a silent misalignment.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import math
 import shutil
@@ -58,7 +68,9 @@ _PLAIN_HEADS = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 
 
 def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
-    """bf16 on a CUDA device that supports it when ``auto``; float32 on CPU."""
+    """The compute dtype: bf16 on a CUDA device that supports it when ``auto``; float32 on
+    CPU. The trained weights are float32 master weights either way (bf16 runs the forward
+    passes under autocast)."""
     if choice == "bfloat16":
         return torch.bfloat16
     if choice == "float32":
@@ -122,7 +134,7 @@ class Trainer:
         self.config = config
         self.model_path = Path(model_path)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.dtype = pick_dtype(config.dtype, self.device)
+        self.dtype = pick_dtype(config.dtype, self.device)  # compute dtype (autocast when bf16)
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
@@ -131,11 +143,25 @@ class Trainer:
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
         self.vision: Vision | None = load_vision(self.model_path, self._token_id)
         auto: Any = AutoModelForImageTextToText if self.vision else AutoModelForCausalLM
-        base: Any = auto.from_pretrained(str(self.model_path), dtype=self.dtype)
+        # Float32 master weights for the trained ones: twice the parameter memory of bf16
+        # weights, the usual mixed-precision trade (AdamW's moments are float32 anyway). A
+        # LoRA base is frozen: it stays in the compute dtype, its adapters are float32.
+        self.weights_dtype = self.dtype if config.lora else torch.float32
+        # use_kernels=False: transformers 5 otherwise kernelizes the model and, put in
+        # training mode on CUDA, fetches and runs Hub kernels the engine never runs.
+        base: Any = auto.from_pretrained(
+            str(self.model_path), dtype=self.weights_dtype, use_kernels=False
+        )
         base.to(self.device)
         self.ref_model: Any = None
         if config.kl_coef > 0:
-            self.ref_model = auto.from_pretrained(str(self.model_path), dtype=self.dtype)
+            # Never updated, yet loaded as the policy is: run under the same autocast, it
+            # then gives the policy's logprobs until the policy moves (KL 0 at the start).
+            # A bf16 copy beside float32 masters does not (its residual stream is bf16):
+            # a KL of about 2.6e-3 a token before any update (tiny, SmolLM2-135M on CPU).
+            self.ref_model = auto.from_pretrained(
+                str(self.model_path), dtype=self.weights_dtype, use_kernels=False
+            )
             self.ref_model.to(self.device).eval().requires_grad_(False)
         if config.lora:
             from peft import LoraConfig, get_peft_model
@@ -159,6 +185,9 @@ class Trainer:
             self.model.activation_checkpointing_enable()
         self.model.train()
         self.params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+        for p in self.params.values():  # float32 masters (peft upcasts LoRA adapters too)
+            if p.dtype != torch.float32:
+                p.data = p.data.float()
         self.optimizer = torch.optim.AdamW(
             list(self.params.values()),
             lr=config.learning_rate,
@@ -167,6 +196,13 @@ class Trainer:
         )
         self.step_count = 0  # accepted updates
         self.version = 0  # weight version of the current weights (bumped per accepted update)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The forward passes' mixed precision: autocast to the compute dtype when it is
+        not float32 (the weights are float32 masters), nothing otherwise."""
+        if self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
     def _token_id(self, token: str) -> int | None:
         found = self.tokenizer.convert_tokens_to_ids(token)
@@ -196,7 +232,8 @@ class Trainer:
             )
         ids = mb.input_ids.to(self.device)
         return {
-            "pixel_values": pixels.to(self.device, self.dtype),
+            # the weights' dtype; autocast runs the vision tower in the compute dtype
+            "pixel_values": pixels.to(self.device, self.weights_dtype),
             "image_grid_thw": torch.tensor(grids, device=self.device),
             "mm_token_type_ids": (ids == self.vision.pad_id).long(),
         }
@@ -210,7 +247,10 @@ class Trainer:
         images: Mapping[str, bytes] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Each response position's logprob of its token (and entropy), ``[B, R]``; only
-        positions the loss mask keeps are meaningful (the rest may be 0)."""
+        positions the loss mask keeps are meaningful (the rest may be 0).
+
+        The model runs under :meth:`_autocast`; its logits are upcast to float32 before
+        the temperature and the softmax (``losses.py`` computes in float32)."""
         r = mb.response_width
         inputs: dict[str, Any] = {"position_ids": mb.position_ids.to(self.device)}
         if mb.items[0].sample.images:  # alone in its batch (make_micro_batches)
@@ -223,12 +263,14 @@ class Trainer:
         if model.config.model_type in _PLAIN_HEADS:
             # The LM head and the softmax over the vocabulary are a third of a claw step
             # when every response position is projected; only the trained ones need it.
-            out = model.get_decoder()(
-                input_ids=ids, attention_mask=attention, use_cache=bool(mb.shared), **inputs
-            )
             keep = mb.loss_mask.to(self.device) > 0
-            hidden = out.last_hidden_state[:, -(r + 1) : -1]  # position k predicts token k + 1
-            logits = model.get_output_embeddings()(hidden[keep])[None]  # [1, N, V]
+            with self._autocast():
+                out = model.get_decoder()(
+                    input_ids=ids, attention_mask=attention, use_cache=bool(mb.shared), **inputs
+                )
+                hidden = out.last_hidden_state[:, -(r + 1) : -1]  # position k predicts k + 1
+                logits = model.get_output_embeddings()(hidden[keep])[None]  # [1, N, V]
+            logits = logits.float()  # the head ran in the compute dtype
             if temperature > 0 and temperature != 1.0:
                 logits = logits / temperature  # the engine's logprobs are of this
             zeros = torch.zeros(keep.shape, device=self.device)
@@ -236,14 +278,15 @@ class Trainer:
             if not want_entropy:
                 return logp, None
             return logp, zeros.masked_scatter(keep, entropy_from_logits(logits.detach()))
-        out = model(
-            input_ids=ids,
-            attention_mask=attention,
-            logits_to_keep=r + 1,
-            use_cache=bool(mb.shared),
-            **inputs,
-        )
-        logits = out.logits[:, :-1, :]  # position k predicts token k + 1
+        with self._autocast():
+            out = model(
+                input_ids=ids,
+                attention_mask=attention,
+                logits_to_keep=r + 1,
+                use_cache=bool(mb.shared),
+                **inputs,
+            )
+        logits = out.logits[:, :-1, :].float()  # position k predicts token k + 1
         if temperature > 0 and temperature != 1.0:
             # The engine reports logprobs of the tempered distribution it sampled from.
             logits = logits / temperature
@@ -256,12 +299,13 @@ class Trainer:
         to ``rows`` rows. ``expand`` makes no copy, and its backward sums the rows'
         gradients, so the update is the one a forward pass over every whole row gives."""
         positions = torch.arange(len(prefix), device=self.device)[None]
-        out = model(
-            input_ids=prefix[None].to(self.device),
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,  # the prefix's logits are not needed (0 would keep them all)
-        )
+        with self._autocast():  # as the rows that continue it run
+            out = model(
+                input_ids=prefix[None].to(self.device),
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,  # the prefix's logits are not needed (0 would keep them all)
+            )
         cache = out.cache
         for layer in cache.layers:
             layer.keys = layer.keys.expand(rows, -1, -1, -1)
@@ -504,17 +548,25 @@ class Trainer:
         """Write the current policy as a HF safetensors directory the engine can load.
 
         LoRA adapters are merged into a copy of the base weights, so the engine needs no
-        peft. The directory is written beside ``target`` and renamed into place.
+        peft. The weights are written in the compute dtype (bf16 on CUDA with ``auto``, the
+        float32 masters rounded once), as a model loaded in that dtype holds them, and the
+        config names it. The directory is written beside ``target`` and renamed into place.
         """
         target = Path(target)
         tmp = target.with_name(target.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         model = self.model
         if self.config.lora:
-            import copy
-
             model = copy.deepcopy(self.model).merge_and_unload()
-        model.save_pretrained(str(tmp), safe_serialization=True)
+        state = _in_dtype(model, self.dtype)
+        model.save_pretrained(str(tmp), state_dict=state, safe_serialization=True)
+        del state
+        if self.dtype != model.dtype:  # save_pretrained names the float32 masters' dtype
+            config = copy.deepcopy(model.config)
+            for sub in [config, *(getattr(config, k, None) for k in config.sub_configs)]:
+                if sub is not None:  # a VLM's text and vision configs name it too
+                    sub.dtype = str(self.dtype).removeprefix("torch.")
+            config.save_pretrained(str(tmp))
         self.tokenizer.save_pretrained(str(tmp))
         if self.vision is not None:  # a complete VLM directory: its image processor too
             self.vision.processor.save_pretrained(str(tmp))
@@ -556,9 +608,11 @@ class Trainer:
                 p.copy_(weights[name].to(p.device, p.dtype))
         optim = load_file(str(directory / _OPTIM))
         for name, p in self.params.items():
-            # AdamW keeps its ``step`` counter on the CPU unless fused/capturable.
+            # The moments in the parameter's device and dtype (a checkpoint written by a
+            # trainer that kept bf16 weights has bf16 ones). AdamW keeps its ``step``
+            # counter a float32 CPU tensor unless fused/capturable (neither is used here).
             state = {
-                key.split("::", 1)[1]: value if key.endswith("::step") else value.to(p.device)
+                key.split("::", 1)[1]: value if key.endswith("::step") else value.to(p)
                 for key, value in optim.items()
                 if key.split("::", 1)[0] == name
             }
@@ -569,3 +623,24 @@ class Trainer:
         self.version = int(meta["version"])
         extra: dict[str, Any] = meta.get("extra", {})
         return extra
+
+
+def _in_dtype(model: Any, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """``model``'s state dict with its floating tensors in ``dtype``, but for the modules
+    the model keeps in float32 whatever it is loaded in (``_keep_in_fp32_modules_strict``,
+    MoE routers), as ``from_pretrained(dtype=dtype)`` would hold them."""
+    keep = tuple(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    state: dict[str, torch.Tensor] = model.state_dict()
+    if dtype == torch.float32:
+        return state
+    cast: dict[tuple[Any, ...], torch.Tensor] = {}  # tied weights stay one tensor
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        if not t.is_floating_point() or any(k in name for k in keep):
+            out[name] = t
+            continue
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+        if key not in cast:
+            cast[key] = t.to(dtype)
+        out[name] = cast[key]
+    return out
