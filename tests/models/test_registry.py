@@ -51,6 +51,20 @@ def test_known_but_not_pulled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         resolve_model("smollm2-135m")
 
 
+@pytest.mark.parametrize("name", ["tiny", "tiny-qwen2.5-vl"])
+def test_a_built_tiny_model_resolves_without_the_model_it_was_built_from(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SmolLM2 lends the tiny models its tokenizer when they are built, and only then: a
+    # machine that has them built (a GPU box the tests were carried to) needs no 500 MB model.
+    built = resolve_model(name)
+    shutil.copytree(built, tmp_path / name)
+    monkeypatch.setenv("OPENFORGE_MODELS_DIR", str(tmp_path))
+    with pytest.raises(ModelNotFound, match="not pulled"):
+        resolve_model("smollm2-135m")
+    assert resolve_model(name) == tmp_path / name
+
+
 def test_local_directory_resolves_to_itself(tmp_path: Path) -> None:
     src = resolve_model("tiny")
     assert resolve_model(str(src)) == src

@@ -95,8 +95,11 @@ def resolve_model(name_or_path: str) -> Path:
     if name_or_path == TINY:
         return build_tiny_model(models_dir() / TINY)
     if name_or_path in TINY_VLMS:
-        tokenizer_dir = resolve_model(DEFAULT_MODEL)
-        return build_tiny_vlm(models_dir() / name_or_path, TINY_VLMS[name_or_path], tokenizer_dir)
+        return build_tiny_vlm(
+            models_dir() / name_or_path,
+            TINY_VLMS[name_or_path],
+            lambda: resolve_model(DEFAULT_MODEL),  # its tokenizer, only for a build
+        )
     if name_or_path in KNOWN_MODELS:
         target = models_dir() / name_or_path
         if is_complete(target):

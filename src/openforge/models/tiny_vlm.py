@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,11 +86,13 @@ def _config(family: Family, ids: dict[str, int], vocab: int, eos: int) -> Any:
     return Qwen3VLConfig(text_config=_text(vocab, eos, rope3), vision_config=vision, **special)
 
 
-def build_tiny_vlm(target: Path, family: Family, tokenizer_dir: Path) -> Path:
+def build_tiny_vlm(target: Path, family: Family, tokenizer_dir: Callable[[], Path]) -> Path:
     """Build (once) a seeded random ``family`` model at ``target``, with the tokenizer and
-    chat template of ``tokenizer_dir`` plus the vision tokens."""
+    chat template of ``tokenizer_dir()`` plus the vision tokens. ``tokenizer_dir`` is only
+    called for a build, so a model built earlier resolves without that model."""
     if (target / "config.json").is_file() and (target / "preprocessor_config.json").is_file():
         return target
+    source = tokenizer_dir()
     import torch
     from tokenizers import AddedToken, Tokenizer
     from transformers import AutoModelForImageTextToText, PreTrainedTokenizerFast
@@ -97,7 +100,7 @@ def build_tiny_vlm(target: Path, family: Family, tokenizer_dir: Path) -> Path:
         Qwen2VLImageProcessorPil,
     )
 
-    raw = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    raw = Tokenizer.from_file(str(source / "tokenizer.json"))
     specials = [VISION_START, VISION_END, IMAGE_PAD, _VIDEO_PAD]
     raw.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     ids: dict[str, int] = {t: raw.token_to_id(t) or 0 for t in specials}
@@ -117,7 +120,7 @@ def build_tiny_vlm(target: Path, family: Family, tokenizer_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tokenizer.save_pretrained(str(tmp))
-    template = tokenizer_dir / "chat_template.jinja"
+    template = source / "chat_template.jinja"
     if template.is_file():
         (tmp / "chat_template.jinja").write_text(template.read_text())
     processor.save_pretrained(str(tmp))
