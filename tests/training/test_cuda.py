@@ -1,29 +1,39 @@
-"""The trainer and the local engine on a CUDA device, on the `tiny` model.
+"""The trainer and the local engine on a CUDA device, on the `tiny` models.
 
 Skipped where torch sees no CUDA device. What runs here: no model fetches Hub kernels;
 ``dtype: auto`` computes in bf16 on the GPU and updates float32 master weights, so an update
 at the default learning rate is kept; float32 on the GPU gives the CPU's logprobs, loss and
-gradient; the logprobs the
-local engine records on the GPU are the ones the trainer recomputes there (GRPO's
-importance ratio is their difference), also after a weight update exported from the GPU;
-checkpoints and LoRA exports written from GPU tensors load again.
+gradient; the logprobs the local engine records on the GPU are the ones the trainer
+recomputes there (GRPO's importance ratio is their difference), also after a weight update
+exported from the GPU; checkpoints and LoRA exports written from GPU tensors load again.
+The tiny Qwen2.5-VL and
+Qwen3-VL train on a sample that shows images under bf16 autocast (the vision tower too), and
+the engine's logprobs for an image request are the ones the trainer recomputes from the
+pixels. Gradient checkpointing gives the loss and gradient of a plain backward pass, under
+bf16 autocast and in float32.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import io
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from PIL import Image
 from safetensors.torch import load_file
 
-from openforge.conversation import SamplingParams
-from openforge.engines.base import EngineRequest
+from openforge.conversation import ImagePart, SamplingParams
+from openforge.engines.base import EngineRequest, PromptImage
 from openforge.engines.local import LocalEngine
 from openforge.models.registry import resolve_model
-from openforge.traces.samples import Mode, Sample
+from openforge.models.tiny_vlm import TINY_VLMS
+from openforge.rendering.vision import Vision
+from openforge.traces.samples import Mode, Sample, SampleImage
 from openforge.training.config import TrainConfig
 from openforge.training.trainer import Trainer
 
@@ -57,9 +67,11 @@ def tiny() -> Path:
     return resolve_model("tiny")
 
 
-def _on_policy(trainer: Trainer, samples: list[Sample]) -> None:
+def _on_policy(
+    trainer: Trainer, samples: list[Sample], images: dict[str, bytes] | None = None
+) -> None:
     """Record the trainer's own logprobs as the rollout logprobs (0 where not trained)."""
-    for s, row in zip(samples, trainer.token_logprobs(samples), strict=True):
+    for s, row in zip(samples, trainer.token_logprobs(samples, images), strict=True):
         trained = iter(row)
         s.logprobs = [next(trained) if m else 0.0 for m in s.loss_mask]
 
@@ -88,8 +100,9 @@ def _snapshot_grads(trainer: Trainer, into: list[torch.Tensor]) -> None:
 
 
 def _changed_fraction(before: dict[str, torch.Tensor], trainer: Trainer) -> float:
-    changed = sum(int((before[n] != p.detach()).sum()) for n, p in trainer.params.items())
-    total = sum(int(p.numel()) for p in trainer.params.values())
+    """The fraction of the weights in ``before`` (name: value) that the trainer changed."""
+    changed = sum(int((b != trainer.params[n].detach()).sum()) for n, b in before.items())
+    total = sum(int(b.numel()) for b in before.values())
     return changed / total
 
 
@@ -98,11 +111,15 @@ def _max_diff(a: list[list[float]], b: list[list[float]]) -> float:
 
 
 async def _generate(
-    engine: LocalEngine, prompt: list[int], **params: object
+    engine: LocalEngine,
+    prompt: list[int],
+    images: list[PromptImage] | None = None,
+    **params: object,
 ) -> tuple[list[int], list[float]]:
     ids: list[int] = []
     logprobs: list[float] = []
-    request = EngineRequest(prompt_ids=prompt, params=SamplingParams(**params))  # type: ignore[arg-type]
+    sampling = SamplingParams(**params)  # type: ignore[arg-type]
+    request = EngineRequest(prompt_ids=prompt, params=sampling, images=images or [])
     async for chunk in engine.generate(request):
         ids += chunk.ids
         logprobs += chunk.logprobs
@@ -376,3 +393,297 @@ def test_lora_on_the_gpu_exports_merged_weights(tiny: Path, tmp_path: Path) -> N
     diff = float((torch.log_softmax(on_gpu, -1) - torch.log_softmax(on_cpu, -1)).abs().max())
     print(f"LoRA merged export (CPU) vs adapted model (GPU), logprobs: {diff:.2e}")
     assert diff < 1e-3
+
+
+# --- vision-language models ---------------------------------------------------------------
+
+VLMS = sorted(TINY_VLMS)  # tiny random Qwen2.5-VL and Qwen3-VL (registry names)
+
+
+@pytest.fixture(scope="module")
+def vlm_paths() -> dict[str, Path]:
+    return {name: resolve_model(name) for name in VLMS}
+
+
+def _screenshot(seed: int, size: tuple[int, int] = (320, 200)) -> bytes:
+    """A PNG of seeded noise, scaled up (as the CPU multimodal tests build them)."""
+    noise = hashlib.shake_256(str(seed).encode()).digest(3 * 32 * 20)
+    out = io.BytesIO()
+    Image.frombytes("RGB", (32, 20), noise).resize(size).save(out, "PNG")
+    return out.getvalue()
+
+
+def _vlm_prompt(
+    vision: Vision, tokenizer: Any, text: str, shots: list[bytes]
+) -> tuple[list[int], list[SampleImage]]:
+    """Prompt ids for ``text`` whose i-th ``vision.marker`` shows ``shots[i]`` (the
+    placeholders expanded to the image processor's grid), and the images as a sample
+    lists them: digest, grid and where their pad ids start."""
+    parts = [
+        ImagePart("", "image/png", data=d, sha256=hashlib.sha256(d).hexdigest()) for d in shots
+    ]
+    ids = vision.encode(text, parts, lambda t: list(tokenizer.encode(t, add_special_tokens=False)))
+    starts = [i + 1 for i, t in enumerate(ids) if t == vision.start_id]
+    images = [
+        SampleImage(p.sha256 or "", "image/png", at, vision.tokens(p), vision.grid(p))
+        for p, at in zip(parts, starts, strict=True)
+    ]
+    for image in images:
+        assert ids[image.offset : image.offset + image.length] == [vision.pad_id] * image.length
+    return ids, images
+
+
+def _vlm_sample(
+    rollout_id: str, prompt: tuple[list[int], list[SampleImage]], response: list[int]
+) -> Sample:
+    s = _sample(rollout_id, prompt[0], response)
+    s.images = prompt[1]
+    return s
+
+
+def _image_bytes(*shots: bytes) -> dict[str, bytes]:
+    return {hashlib.sha256(d).hexdigest(): d for d in shots}
+
+
+def _split_grad(trainer: Trainer, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A flattened gradient (as :func:`_snapshot_grads` records it) split into the vision
+    tower's part and the rest."""
+    parts: dict[str, list[torch.Tensor]] = {"vision": [], "text": []}
+    at = 0
+    for name, p in trainer.params.items():
+        parts["vision" if ".visual." in name else "text"].append(flat[at : at + p.numel()])
+        at += p.numel()
+    assert at == flat.numel()
+    return {k: torch.cat(v).double() for k, v in parts.items()}
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+@pytest.mark.parametrize("name", VLMS)
+def test_a_vlm_trains_on_images_under_bf16(name: str, vlm_paths: dict[str, Path]) -> None:
+    # The VLM path of `dtype: auto` on CUDA: pixel values in the masters' float32, the
+    # vision tower and the language model under bf16 autocast, float32 masters updated.
+    path = vlm_paths[name]
+    reference = Trainer(TrainConfig(model=str(path), dtype="float32"), path, device="cpu")
+    trainer = Trainer(TrainConfig(model=str(path)), path, device=GPU)
+    assert trainer.vision is not None and trainer.dtype is torch.bfloat16
+    assert all(_on_gpu(p) and p.dtype is torch.float32 for p in trainer.params.values())
+    computed: dict[str, set[torch.dtype]] = {}
+
+    def recorder(where: str) -> Any:
+        def record(module: Any, args: Any, output: Any) -> None:
+            computed.setdefault(where, set()).add(output.dtype)
+
+        return record
+
+    inner = trainer.model.model
+    inner.visual.blocks[0].attn.qkv.register_forward_hook(recorder("vision qkv"))
+    inner.language_model.layers[0].self_attn.q_proj.register_forward_hook(recorder("q_proj"))
+    trainer.model.get_output_embeddings().register_forward_hook(recorder("lm_head"))
+    one, two = _screenshot(1), _screenshot(2, (640, 400))
+    images = _image_bytes(one, two)
+    fractions: list[float] = []
+    results = []
+    grads: list[dict[str, torch.Tensor]] = []
+    for t in (reference, trainer):
+        assert t.vision is not None
+        text = f"Step 1: {t.vision.marker} and now {t.vision.marker} What next?"
+        prompt = _vlm_prompt(t.vision, t.tokenizer, text, [one, two])
+        samples = [
+            _vlm_sample("good", prompt, [100, 101, 102, 2]),
+            _vlm_sample("bad", prompt, [200, 201, 2]),
+        ]
+        _on_policy(t, samples, images)
+        before = {n: p.detach().clone() for n, p in t.params.items()}
+        flat: list[torch.Tensor] = []
+        _snapshot_grads(t, flat)
+        result = t.train_step(samples, {"good": 1.0, "bad": -1.0}, images)
+        grads.append(_split_grad(t, flat[0]))
+        assert result.accepted and result.version == 1, result.reason
+        results.append(result.metrics)
+        # Rows of tokens the samples never show get no gradient (no weight decay): the
+        # input embeddings are left out of the count (half the weights; the LM head is not
+        # tied to them and gets a full gradient).
+        rest = {n: p for n, p in before.items() if "embed_tokens" not in n}
+        fractions.append(_changed_fraction(rest, t))
+        visual = {n: p for n, p in before.items() if ".visual." in n}
+        assert visual and _changed_fraction(visual, t) > 0.5, "no update through the pixels"
+    (ref_m, m), (ref_frac, frac) = results, fractions
+    # the bf16 gradient points where the float32 one does, the vision tower's too
+    cos = {k: round(_cosine(grads[0][k], grads[1][k]), 6) for k in grads[0]}
+    print(f"{name}: loss fp32 CPU {ref_m['loss']:.6f} / auto CUDA {m['loss']:.6f}, ratio "
+          f"{m['ratio_mean']:.6f}, mismatch {m['mismatch_abs_logprob']:.2e}; grad norm "
+          f"{ref_m['grad_norm']:.5f} / {m['grad_norm']:.5f}, cosine to fp32 {cos}; weights "
+          f"changed at lr 1e-5 (but the input embeddings): fp32 CPU {ref_frac:.4f}, "
+          f"auto CUDA {frac:.4f}; computed in {computed}")  # fmt: skip
+    assert math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"]) and m["grad_norm"] > 0
+    assert m["micro_batches"] == 2  # a sample that shows images runs alone
+    # On-policy logprobs from the same one-sample forward pass: the ratio is 1 but for
+    # kernel noise (the text test's 0.1 is for bf16 padding, absent here).
+    assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-2)
+    assert m["mismatch_abs_logprob"] < 1e-2
+    assert m["grad_norm"] == pytest.approx(ref_m["grad_norm"], rel=0.05)
+    assert all(c > 0.99 for c in cos.values()), cos
+    assert computed == {k: {torch.bfloat16} for k in ("vision qkv", "q_proj", "lm_head")}
+    assert all(p.dtype is torch.float32 for p in trainer.params.values())
+    assert ref_frac > 0.9
+    assert frac > 0.5, f"one bf16 update at lr 1e-5 changed only {frac:.2%} (fp32 {ref_frac:.2%})"
+
+
+@pytest.mark.parametrize("name", VLMS)
+async def test_engine_logprobs_for_images_on_the_gpu_are_the_trainers(
+    name: str, vlm_paths: dict[str, Path], tmp_path: Path
+) -> None:
+    # The engine runs a VLM request alone with the pixels (M-RoPE positions from the
+    # grids); the trainer recomputes the sampled tokens from the same bytes.
+    path = vlm_paths[name]
+    engine = LocalEngine(name, device=GPU)  # float32 (the engine's default)
+    try:
+        assert _on_gpu(engine.model) and engine._vision_runner is not None
+        cfg = TrainConfig(model=str(path), dtype="float32", temperature=0.7, learning_rate=1e-3)
+        trainer = Trainer(cfg, path, device=GPU)
+        auto = Trainer(TrainConfig(model=str(path), temperature=0.7), path, device=GPU)
+        assert trainer.vision is not None and auto.dtype is torch.bfloat16
+        shots = [_screenshot(10), _screenshot(11, (640, 400)), _screenshot(12, (200, 320))]
+        images = _image_bytes(*shots)
+        marker = trainer.vision.marker
+        requests = [
+            (f"What is on screen? {marker}", [shots[0]]),
+            (f"Before: {marker} After: {marker} What changed?", [shots[1], shots[2]]),
+            (f"{marker}Click the button.", [shots[2]]),
+        ]
+        prompts = [_vlm_prompt(trainer.vision, trainer.tokenizer, t, s) for t, s in requests]
+
+        async def rollouts(version: str) -> list[Sample]:
+            samples = []
+            for i, (ids, shown) in enumerate(prompts):
+                sent = [PromptImage(images[im.sha256], "image/png", im.sha256) for im in shown]
+                out, logprobs = await _generate(
+                    engine, ids, sent, max_tokens=16, temperature=0.7, seed=i
+                )
+                assert out and len(out) == len(logprobs)
+                s = _vlm_sample(f"{version}-{i}", (ids, shown), out)
+                s.logprobs = logprobs
+                samples.append(s)
+            return samples
+
+        samples = await rollouts("v0")
+        engine_lp = [s.logprobs for s in samples]
+        mine = trainer.token_logprobs(samples, images)
+        diff = _max_diff(engine_lp, mine)
+        bf16_diff = _max_diff(engine_lp, auto.token_logprobs(samples, images))
+        blind = [_sample(s.rollout_id, s.prompt_ids, s.response_ids) for s in samples]
+        no_pixels = _max_diff(engine_lp, trainer.token_logprobs(blind))  # ids alone
+        print(f"{name} engine (fp32) vs trainer on the GPU, T=0.7, "
+              f"{sum(map(len, engine_lp))} tokens: fp32 {diff:.2e}, auto (bf16) "
+              f"{bf16_diff:.2e}; without the pixels {no_pixels:.2e}")  # fmt: skip
+        assert diff < 1e-3
+        assert bf16_diff < 0.05  # bf16 logits; far inside GRPO's clip range (0.8, 1.28)
+        assert no_pixels > 10 * max(diff, 1e-4)  # the pixels reached both
+        adv = {s.rollout_id: (1.0 if i % 2 else -1.0) for i, s in enumerate(samples)}
+        result = trainer.train_step(samples, adv, images)
+        assert result.accepted, result.reason
+        assert result.metrics["micro_batches"] == len(samples)
+        assert result.metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+        assert result.metrics["clip_fraction"] == 0.0
+        assert result.metrics["mismatch_abs_logprob"] < 1e-3
+        moved = _max_diff(mine, trainer.token_logprobs(samples, images))
+        # the updated VLM, exported from the GPU and loaded by the engine
+        await engine.update_weights(str(trainer.export_weights(tmp_path / "v1")), "v1")
+        assert engine.info().weight_version == "v1"
+        samples = await rollouts("v1")
+        diff = _max_diff([s.logprobs for s in samples], trainer.token_logprobs(samples, images))
+        print(f"{name} engine vs trainer after a weight update (logprobs moved by "
+              f"{moved:.2e}): {diff:.2e}")  # fmt: skip
+        assert moved > 1e-2  # the update is not trivially small
+        assert diff < 1e-3
+    finally:
+        await engine.close()
+
+
+# --- gradient checkpointing ---------------------------------------------------------------
+
+
+def _gc_batch(
+    trainer: Trainer,
+) -> tuple[list[Sample], dict[str, float], dict[str, bytes]]:
+    """The mixed text batch for a text model; two samples that show images for a VLM."""
+    if trainer.vision is None:
+        samples, adv = _mixed_batch()
+        return samples, adv, {}
+    one, two = _screenshot(20), _screenshot(21, (400, 640))
+    marker = trainer.vision.marker
+    prompt = _vlm_prompt(trainer.vision, trainer.tokenizer, f"A {marker} B {marker}", [one, two])
+    samples = [
+        _vlm_sample("x", prompt, [100, 101, 102, 2]),
+        _vlm_sample("y", prompt, [200, 201, 2]),
+    ]
+    return samples, {"x": 1.0, "y": -1.0}, _image_bytes(one, two)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-qwen2.5-vl"])
+def test_gradient_checkpointing_gives_the_same_update(name: str, dtype: str) -> None:
+    # Checkpointed layers drop their activations and recompute them in the backward pass,
+    # under the autocast state the forward ran with. Both runs share no prefix (a
+    # checkpointed layer cannot take a cache), so checkpointing is the only difference.
+    path = resolve_model(name)
+    lr = 1e-3
+    runs: list[tuple[list[Sample], dict[str, float], torch.Tensor, torch.Tensor, Any]] = []
+    for checkpointing in (False, True):
+        cfg = TrainConfig(
+            model=str(path), dtype=dtype, learning_rate=lr,  # type: ignore[arg-type]
+            gradient_checkpointing=checkpointing, share_prefix=False,
+        )  # fmt: skip
+        trainer = Trainer(cfg, path, device=GPU)
+        assert trainer.model.is_activation_checkpointing is checkpointing
+        assert trainer.dtype is (torch.bfloat16 if dtype == "auto" else torch.float32)
+        samples, adv, images = _gc_batch(trainer)
+        if not runs:
+            _on_policy(trainer, samples, images)  # both train on the same rollout logprobs
+        else:
+            for s, first in zip(samples, runs[0][0], strict=True):
+                s.logprobs = list(first.logprobs)
+        calls: list[int] = []
+        # The layer's forward is checkpointed: its modules run again in the recompute (which
+        # stops once it saved what the backward needs, so count the MLP's entries).
+        mlp = trainer.model.get_decoder().layers[0].mlp
+        hook = mlp.register_forward_pre_hook(lambda *_, calls=calls: calls.append(1))
+        grads: list[torch.Tensor] = []
+        _snapshot_grads(trainer, grads)
+        result = trainer.train_step(samples, adv, images)
+        hook.remove()
+        assert result.accepted, result.reason
+        batches = int(result.metrics["micro_batches"])
+        assert len(calls) == batches * (2 if checkpointing else 1)
+        weights = torch.cat([p.detach().flatten() for p in trainer.params.values()]).cpu()
+        after = trainer.token_logprobs(samples, images)
+        runs.append((samples, result.metrics, grads[0], weights, after))
+    (_, m, g, w, lp), (_, m_gc, g_gc, w_gc, lp_gc) = runs
+    rel_grad = float((g_gc - g).norm() / g.norm())
+    moved = float((w_gc - w).abs().max()) / lr
+    off = float(((w_gc - w).abs() > 0.1 * lr).float().mean())
+    print(f"{name} {dtype}: loss {m['loss']:.7f} vs checkpointed {m_gc['loss']:.7f}, grad "
+          f"norm {m['grad_norm']:.5f} vs {m_gc['grad_norm']:.5f}, |dg|/|g| {rel_grad:.2e}, "
+          f"weights max diff {moved:.2e} lr ({off:.2e} of them > 0.1 lr), logprobs after "
+          f"{_max_diff(lp, lp_gc):.2e}")  # fmt: skip
+    assert float(g.norm()) > 1e-3  # a real gradient
+    if dtype == "float32":
+        for key in ("loss", "pg_loss", "grad_norm", "ratio_mean"):
+            assert m_gc[key] == pytest.approx(m[key], rel=1e-5, abs=1e-7), key
+        assert rel_grad < 1e-5
+        # AdamW's first step moves a weight by about ±lr whatever its gradient's size, so a
+        # gradient within summation noise of 0 may flip its step: counted, not bounded.
+        assert off < 1e-4
+        assert _max_diff(lp, lp_gc) < 1e-4
+    else:
+        # The recompute runs the forward's bf16 kernels on the same inputs; what differs is
+        # at most the order of a backward kernel's float32 sums (atomics): gradients agree
+        # to well within bf16's 2^-8, and near-zero gradients may flip their AdamW sign.
+        for key in ("loss", "pg_loss", "grad_norm", "ratio_mean"):
+            assert m_gc[key] == pytest.approx(m[key], rel=1e-3, abs=1e-6), key
+        assert rel_grad < 1e-2
+        assert off < 1e-2
+        assert _max_diff(lp, lp_gc) < 1e-2
