@@ -33,9 +33,11 @@ from openforge.engines.local import LocalEngine
 from openforge.models.registry import resolve_model
 from openforge.models.tiny_vlm import TINY_VLMS
 from openforge.rendering.vision import Vision
-from openforge.traces.samples import Mode, Sample, SampleImage
+from openforge.traces.samples import Sample, SampleImage
 from openforge.training.config import TrainConfig
 from openforge.training.trainer import Trainer
+
+from .samples import sample as _sample
 
 pytestmark = [
     pytest.mark.gpu,
@@ -50,21 +52,6 @@ GPU = "cuda"  # every test puts its trainer or engine here
 def _on_gpu(t: torch.Tensor | torch.nn.Module | Trainer) -> bool:
     device = t.device if isinstance(t, torch.Tensor | Trainer) else next(t.parameters()).device
     return device.type == torch.device(GPU).type
-
-
-def _sample(rollout_id: str, prompt: list[int], response: list[int]) -> Sample:
-    return Sample(
-        rollout_id=rollout_id, task_id="t", group_id="g", reward=None, status="completed",
-        mode=Mode.PER_CALL, prompt_ids=prompt, response_ids=response,
-        loss_mask=[1] * len(response), logprobs=[0.0] * len(response),
-        call_ids=["c-" + rollout_id], spans=[("c-" + rollout_id, 0, len(response))],
-        weight_versions=["0"],
-    )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Path:
-    return resolve_model("tiny")
 
 
 def _on_policy(

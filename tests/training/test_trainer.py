@@ -12,28 +12,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from openforge.engines.local import LocalEngine
-from openforge.models.registry import resolve_model
-from openforge.traces.samples import Mode, Sample
+from openforge.traces.samples import Sample
 from openforge.training import trainer as trainer_module
 from openforge.training.advantages import grpo_advantages
 from openforge.training.batching import TrainItem, make_micro_batches, split_updates
 from openforge.training.config import TrainConfig
 from openforge.training.trainer import Trainer
 
-
-def _sample(rollout_id: str, prompt: list[int], response: list[int]) -> Sample:
-    return Sample(
-        rollout_id=rollout_id, task_id="t", group_id="g", reward=None, status="completed",
-        mode=Mode.PER_CALL, prompt_ids=prompt, response_ids=response,
-        loss_mask=[1] * len(response), logprobs=[0.0] * len(response),
-        call_ids=["c-" + rollout_id], spans=[("c-" + rollout_id, 0, len(response))],
-        weight_versions=["0"],
-    )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Path:
-    return resolve_model("tiny")
+from .samples import sample as _sample
 
 
 def _on_policy(trainer: Trainer, samples: list[Sample]) -> None:
