@@ -7,9 +7,8 @@ collection of its generation for as long as it lives. A gateway makes such conta
 thousands of ids on every call (a prompt, the segments tokenized for it, which a
 rollout's history keeps, each turn's ids), and at 256 calls in flight the young
 collections that walked them paused the event loop for 25-210 ms (docs/gateway.md, "The
-cyclic GC"). Untracking
-them when they are made, as the collector would do itself for the tuples, leaves those
-collections the objects that can hold cycles.
+cyclic GC"). Untracking them when they are made, as the collector would do itself for the
+tuples, leaves those collections the objects that can hold cycles.
 
 Only containers that the code making them fills with ints (or floats) and nothing else are
 passed here; one that later took a container would merely never be collected as part of a
