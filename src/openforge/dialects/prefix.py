@@ -44,7 +44,7 @@ import threading
 import weakref
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -148,15 +148,17 @@ class BodyMemo:
 
     # Sized for the cyclic GC, as a memo lives as long as its rollout: bytes and an
     # array of offsets, which it never walks; the converted messages are the only
-    # objects kept.
+    # objects kept. A rollout's first body is not kept (many rollouts, a judge's for
+    # one, make a single call), so the short way starts at its third, and until a body
+    # is kept the memo is this one object: the array, the list and the lock are made
+    # with the second body (at 256 calls in flight, each a new rollout's, what every
+    # young collection walks is mostly such state).
     body: bytes = b""
-    # Whether a body came before: a rollout's first body is not kept (many rollouts, a
-    # judge's for one, make a single call), so the short way starts at its third.
-    seen: bool = False
+    seen: bool = False  # whether a body came before
     opened: int = 0  # offset just past the array's "["
-    ends: array[int] = field(default_factory=lambda: array("q"))  # past each element scanned
-    items: list[Parsed] = field(default_factory=list)  # each element, converted
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    ends: array[int] | None = None  # past each element scanned
+    items: list[Parsed] | None = None  # each element, converted
+    lock: threading.Lock | None = None  # held while a body is parsed through the memo
 
 
 @dataclass(slots=True)
@@ -172,19 +174,18 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
     byte for byte; None when it shares none (parse it whole). The caller validates and
     converts ``raw`` (new elements are numbered from ``len(kept)``) and then calls
     :func:`learn`; called with the memo's lock held."""
-    old = memo.body
-    if not old or not memo.items:
+    old, items, ends = memo.body, memo.items, memo.ends
+    if not old or not items or ends is None:
         return None
     shared = shared_prefix(old, body)
     if shared < memo.opened:
         return None
-    ends = memo.ends
     # Find (scanning the remembered body once per element, over the rollout's life) the
     # elements that end inside the shared bytes. An element is scanned no further than
     # the shared bytes: one this body changed (a sibling call's new tool result, the
     # message Claude Code took its cache marker from) is not kept whatever its end.
     try:
-        while len(ends) < len(memo.items) and (ends[-1] if ends else memo.opened) < shared:
+        while len(ends) < len(items) and (ends[-1] if ends else memo.opened) < shared:
             pos = _skip_space(old, ends[-1] if ends else memo.opened)
             if ends:
                 pos = _skip_space(old, pos + 1)  # past the "," between elements
@@ -197,7 +198,7 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
     kept = 0
     while kept < len(ends) and ends[kept] <= shared:
         kept += 1
-    while kept > 0 and not memo.items[kept - 1].closed:
+    while kept > 0 and not items[kept - 1].closed:
         kept -= 1
     if kept == 0:
         return None
@@ -213,7 +214,7 @@ def resent(memo: BodyMemo, body: bytes, key: str) -> Resent | None:
         return None  # parsed whole, the error is reported where it is
     if not isinstance(raw, dict):
         return None
-    return Resent(memo.items[:kept], raw)
+    return Resent(items[:kept], raw)
 
 
 def _member_value(body: bytes, key: bytes) -> int | None:
@@ -259,12 +260,9 @@ def _value_after_name(body: bytes, at: int, length: int) -> int | None:
 def learn(memo: BodyMemo, body: bytes, key: str, items: list[Parsed]) -> None:
     """Remember ``body`` (parsed whole, its array converted to ``items``), or forget the
     memo when ``body``'s array cannot be found by its bytes."""
-    if not memo.seen:
-        memo.seen = True
-        return
     at = _member_value(body, key.encode())
     if at is None or body[at : at + 1] != b"[" or not _top_level(body, at + 1):
-        memo.body, memo.items, memo.ends = b"", [], array("q")
+        memo.body, memo.items, memo.ends = b"", None, None
         return
     memo.body, memo.opened, memo.ends, memo.items = body, at + 1, array("q"), items
 
@@ -282,6 +280,7 @@ def _top_level(body: bytes, opened: int) -> bool:
 def extend(memo: BodyMemo, body: bytes, split: Resent, items: list[Parsed]) -> None:
     """Remember ``body``, parsed through ``split`` into ``items`` (kept ones first)."""
     kept = len(split.kept)
+    assert memo.ends is not None  # split through it
     memo.body, memo.ends, memo.items = body, memo.ends[:kept], items
 
 
@@ -411,7 +410,7 @@ def parse_body(
     is not parsed again; without them, or when another thread holds the memo, or
     whatever the short way cannot vouch for, the body is parsed whole, which also words
     its errors."""
-    held = memo if memo is not None and memo.lock.acquire(blocking=False) else None
+    held = _hold(memo) if memo is not None else None
     try:
         cut = known.cut(body)
         if cut is not None:
@@ -435,8 +434,29 @@ def parse_body(
         req, items, raw = whole
         return req, items, known.learn(body, raw, req)
     finally:
-        if held is not None:
+        if held is not None and held.lock is not None:
             held.lock.release()
+
+
+# Makes memos' locks: a memo's second body may parse on a worker thread while another
+# body of the rollout parses on the event loop.
+_MAKING_LOCK = threading.Lock()
+
+
+def _hold(memo: BodyMemo) -> BodyMemo | None:
+    """``memo``, its lock acquired, to parse a body through; None when the body is to be
+    parsed whole: a rollout's first (which is not kept, so it leaves the memo as small
+    as it came), or one while another thread holds the memo."""
+    if not memo.seen:
+        memo.seen = True
+        return None
+    lock = memo.lock
+    if lock is None:
+        with _MAKING_LOCK:
+            lock = memo.lock
+            if lock is None:
+                lock = memo.lock = threading.Lock()
+    return memo if lock.acquire(blocking=False) else None
 
 
 def _parse(

@@ -10,6 +10,7 @@ to rebuild a rollout's rendering history and to resolve Responses
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -53,9 +54,10 @@ class ConversationJson:
         self._seen = False
         # The last conversation's messages and their JSON, by position: the messages a
         # parser keeps are the leading ones (two lists; a dict of pairs would give the
-        # cyclic GC an object per message to walk for the rollout's life).
-        self._messages: list[Message] = []
-        self._json: list[orjson.Fragment] = []
+        # cyclic GC an object per message to walk for the rollout's life). Empty tuples
+        # until then, which the GC does not track.
+        self._messages: Sequence[Message] = ()
+        self._json: Sequence[orjson.Fragment] = ()
 
     def of(self, conversation: Conversation) -> dict[str, Any]:
         """``conversation`` as an object for ``orjson.dumps``, its messages ready as JSON."""
@@ -64,7 +66,7 @@ class ConversationJson:
         same = 0
         while same < len(kept) and same < len(messages) and kept[same] is messages[same]:
             same += 1
-        pieces = made[:same] + [orjson.Fragment(orjson.dumps(m)) for m in messages[same:]]
+        pieces = [*made[:same], *(orjson.Fragment(orjson.dumps(m)) for m in messages[same:])]
         if self._seen:
             self._messages, self._json = list(messages), pieces
         self._seen = True
