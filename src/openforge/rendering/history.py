@@ -142,36 +142,47 @@ def canonical_key(message: Message) -> TurnKey:
 
 
 class _TurnIndex:
-    """Turns by match key: the latest of each key, overall and per prompt path, and the
-    same per (key, reasoning) for turns that had reasoning. Every lookup is one dict get,
-    in one dict (a history lives as long as its rollout: few objects for the GC)."""
+    """Turns by match key, fast or canonical: the latest of each key, overall and per
+    prompt path, and the same per (key, reasoning) for turns that had reasoning. Every
+    lookup is one dict get, in one dict for both kinds of key (a history lives as long
+    as its rollout: few objects for the GC)."""
 
     __slots__ = ("_by",)
 
     def __init__(self) -> None:
-        # (key,) | (key, path_hash) | (key, reasoning, "r") | (key, path_hash, reasoning)
+        # (canonical, key) | (canonical, key, path_hash) | (canonical, key, reasoning, "r")
+        # | (canonical, key, path_hash, reasoning)
         self._by: dict[tuple[object, ...], int] = {}
 
-    def __contains__(self, key: TurnKey) -> bool:
-        return (key,) in self._by
+    def has(self, canonical: bool, key: TurnKey) -> bool:
+        """Whether a turn has ``key`` (a canonical key when ``canonical``)."""
+        return (canonical, key) in self._by
 
-    def add(self, key: TurnKey, path_hash: int, reasoning: str, index: int) -> None:
-        """Index turn ``index``, sampled at ``path_hash`` (later turns win)."""
+    def add(
+        self, canonical: bool, key: TurnKey, path_hash: int, reasoning: str, index: int
+    ) -> None:
+        """Index turn ``index``, sampled at ``path_hash``, by ``key`` (later turns win)."""
         by = self._by
-        by[(key,)] = by[(key, path_hash)] = index
+        by[(canonical, key)] = by[(canonical, key, path_hash)] = index
         if reasoning:
-            by[(key, reasoning, "r")] = by[(key, path_hash, reasoning)] = index
+            by[(canonical, key, reasoning, "r")] = by[(canonical, key, path_hash, reasoning)] = (
+                index
+            )
 
-    def find(self, key: TurnKey, path_hash: int, reasoning: str) -> tuple[int | None, bool]:
+    def find(
+        self, canonical: bool, key: TurnKey, path_hash: int, reasoning: str
+    ) -> tuple[int | None, bool]:
         """The latest turn of ``key`` (with ``reasoning``, when given) sampled at
         ``path_hash``, else the latest one of them (None when there is none); and whether
         it was found at ``path_hash``."""
         by = self._by
         if reasoning:
-            found = by.get((key, path_hash, reasoning))
-            return (by.get((key, reasoning, "r")), False) if found is None else (found, True)
-        found = by.get((key, path_hash))
-        return (by.get((key,)), False) if found is None else (found, True)
+            found = by.get((canonical, key, path_hash, reasoning))
+            if found is None:
+                return by.get((canonical, key, reasoning, "r")), False
+            return found, True
+        found = by.get((canonical, key, path_hash))
+        return (by.get((canonical, key)), False) if found is None else (found, True)
 
 
 def _dropped_images(before: Hashable, now: Hashable) -> int:
@@ -195,13 +206,12 @@ class RolloutHistory:
         # match key, and the latest sampled at each path; each also by reasoning, for a
         # message that re-sends its reasoning. (Tuples of indices per key, scanned, cost a
         # rollout whose agent says the same thing every turn time in its length per call.)
-        self._fast = _TurnIndex()
-        self._canon = _TurnIndex()
+        self._turns = _TurnIndex()
         self.drift_count = 0
         self.fork_count = 0
         # The last render's messages, and its turns' texts by first message (see
         # Renderer._unit_text): tuples of an int, a str and an int, which the GC untracks.
-        self.text_messages: list[Message] = []
+        self.text_messages: Sequence[Message] = ()  # a tuple, untracked, until a second render
         self.texts: dict[int, tuple[int, str, int]] = {}
         self.last_render: LastRender | None = None
         # segment key -> (its ids object, those ids as JSON without brackets); see ids_json
@@ -230,8 +240,8 @@ class RolloutHistory:
         self._tips[hash((prompt.path_hash, ("turn", index)))] = index
         fast, canon = fast_key(message), canonical_key(message)
         reasoning = (message.reasoning or "").strip()
-        self._fast.add(fast, prompt.path_hash, reasoning, index)
-        self._canon.add(canon, prompt.path_hash, reasoning, index)
+        self._turns.add(False, fast, prompt.path_hash, reasoning, index)
+        self._turns.add(True, canon, prompt.path_hash, reasoning, index)
         self.drift_count += len(prompt.drift)
         self.fork_count += prompt.fork
         return turn
@@ -276,12 +286,12 @@ class RolloutHistory:
         """:meth:`find_turn`, and whether the answer is settled: found as sent at
         ``path_hash``. Only a turn recorded at that very path could change a settled
         answer; any other answer may change with the next recorded turn."""
-        index = self._fast
         key = fast_key(message)
-        settled = key in index
+        settled = self._turns.has(False, key)
         if not settled:
-            index, key = self._canon, canonical_key(message)
-        found, at_path = index.find(key, path_hash, (message.reasoning or "").strip())
+            key = canonical_key(message)
+        reasoning = (message.reasoning or "").strip()
+        found, at_path = self._turns.find(not settled, key, path_hash, reasoning)
         return (None, False) if found is None else (self.calls[found], settled and at_path)
 
     def changed_since(self, last: LastRender) -> int:
