@@ -55,10 +55,8 @@ class RolloutState:
     # Set when the rollout had calls this gateway did not serve (a restart, another
     # replica): its history is rebuilt from the store before its next call renders.
     restore: bool = False
-    restore_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Calls of this rollout between authorisation and their record; set when it is finished.
     in_flight: int = 0
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     # Held while the history is rendered against or extended (renders may run on threads).
     render_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -67,17 +65,37 @@ class RolloutState:
     bodies: dict[str, BodyMemo] = field(default_factory=dict)
     # Its messages' JSON for the records, made once per message.
     conversation_json: ConversationJson = field(default_factory=ConversationJson)
+    # Made when first needed, which most rollouts never do: a state lives as long as its
+    # rollout, and at many new rollouts a second what young collections walk is mostly
+    # such state (docs/gateway.md, "The cyclic GC").
+    _restore_lock: asyncio.Lock | None = field(default=None, init=False, repr=False)
+    _idle: asyncio.Event | None = field(default=None, init=False, repr=False)  # set: none in flight
 
     def enter(self) -> None:
         """A call of this rollout starts (pair with :meth:`leave`)."""
         self.in_flight += 1
-        self.idle.clear()
+        if self._idle is not None:
+            self._idle.clear()
 
     def leave(self) -> None:
         """A call of this rollout is over."""
         self.in_flight -= 1
-        if self.in_flight == 0:
-            self.idle.set()
+        if self.in_flight == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def idle(self) -> None:
+        """Return once no call of this rollout is in flight."""
+        if self.in_flight:
+            if self._idle is None:
+                self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    @property
+    def restore_lock(self) -> asyncio.Lock:
+        """Held while the history is rebuilt from the store."""
+        if self._restore_lock is None:
+            self._restore_lock = asyncio.Lock()
+        return self._restore_lock
 
 
 class Control:
@@ -156,7 +174,7 @@ class Control:
         states = list(entry[1].values())
         for state in states:
             state.closed = True
-        busy = [state.idle.wait() for state in states if state.in_flight]
+        busy = [state.idle() for state in states if state.in_flight]
         if busy:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*busy), timeout_s)

@@ -1,0 +1,80 @@
+"""What a rollout leaves for the cyclic GC.
+
+A rollout's state lives as long as the rollout. When many rollouts start a second, that
+state is most of what each young collection walks and moves on to the older generations
+(docs/gateway.md, "The cyclic GC"), so its count of GC-tracked objects is kept small.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from collections.abc import Callable
+
+import httpx
+import orjson
+
+from openforge.gateway.server import Gateway
+
+# Measured 18 (29 before the rollout state made its rarely used parts on demand).
+MAX_TRACKED_PER_NEW_ROLLOUT = 20
+
+
+def _body(i: int) -> bytes:
+    call = {"id": "call_1", "type": "function"}
+    call["function"] = {"name": "bash", "arguments": '{"command": "ls src"}'}
+    return orjson.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "You are a coding agent. " * 40},
+                {"role": "user", "content": "Find why the tests fail and fix it."},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": f"file_{i}.py\n" * 30},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "description": "Run a shell command.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"command": {"type": "string"}},
+                            "required": ["command"],
+                        },
+                    },
+                }
+            ],
+        }
+    )
+
+
+def _tracked() -> Counter[str]:
+    gc.collect()
+    return Counter(type(o).__qualname__ for o in gc.get_objects())
+
+
+async def test_a_new_rollouts_first_call_leaves_few_objects_for_the_cyclic_gc(
+    make_gateway: Callable[..., Gateway],
+) -> None:
+    gw = make_gateway([{"text": "The tests pass now."}])
+    async with gw, httpx.AsyncClient(base_url=gw.url, timeout=60) as client:
+
+        async def call(key: str, i: int) -> None:
+            headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+            r = await client.post("/v1/chat/completions", content=_body(i), headers=headers)
+            assert r.status_code == 200, r.text
+
+        # Shared caches (the system prompt's and tools' ids, the tools' schema) fill on
+        # the first calls; the connection is made once.
+        for i in range(20):
+            await call((await gw.store.create_rollout()).key, i)
+        n = 60
+        keys = [(await gw.store.create_rollout()).key for _ in range(n)]
+        before = _tracked()
+        for i, key in enumerate(keys):
+            await call(key, 100 + i)
+        grown = _tracked() - before
+    per_rollout = sum(grown.values()) / n
+    assert per_rollout <= MAX_TRACKED_PER_NEW_ROLLOUT, grown.most_common(20)
