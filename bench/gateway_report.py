@@ -118,18 +118,20 @@ class Report:
         print(f"\n## paired: this checkout - before (agent body, {what}), order alternated")
         _line(
             f"{'mode':<7}{'conc':>5}{'pairs':>6}{'cpu ms now':>12}{'before':>8}",
-            f"{'diff ± 95%':>16}{'now less':>9}{'add p50 diff ± 95%':>20}{'calls/s diff':>13}",
+            f"{'diff ± 95%':>16}{'now less':>9}{'add p50 diff ± 95%':>20}",
+            f"{'add p99 diff ± 95%':>21}{'calls/s diff':>13}",
         )
         for (stream, conc), runs in pairs.items():
             cpu = [now["cpu_ms"] - before["cpu_ms"] for _, now, before in runs]
             p50 = [now["p50_ms"] - before["p50_ms"] for _, now, before in runs]
+            p99 = [now["p99_ms"] - before["p99_ms"] for _, now, before in runs]
             rps = [now["rps"] - before["rps"] for _, now, before in runs]
             _line(
                 f"{'stream' if stream else 'json':<7}{conc:>5}{len(runs):>6}",
                 f"{statistics.fmean(n['cpu_ms'] for _, n, _ in runs):>12.2f}",
                 f"{statistics.fmean(b['cpu_ms'] for _, _, b in runs):>8.2f}",
                 f"{_mean_ci(cpu):>16}{sum(d < 0 for d in cpu):>5}/{len(cpu):<3}",
-                f"{_mean_ci(p50, 'ms'):>20}{_mean_ci(rps, '', 0):>13}",
+                f"{_mean_ci(p50, 'ms'):>20}{_mean_ci(p99, 'ms', 0):>21}{_mean_ci(rps, '', 0):>13}",
             )
             for engine, now, before in runs:
                 _errors({("engine",): engine, ("now",): now, ("before",): before})
