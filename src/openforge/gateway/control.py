@@ -66,8 +66,8 @@ class RolloutState:
     # Its messages' JSON for the records, made once per message.
     conversation_json: ConversationJson = field(default_factory=ConversationJson)
     # Made when first needed, which most rollouts never do: a state lives as long as its
-    # rollout, and at many new rollouts a second what young collections walk is mostly
-    # such state (docs/gateway.md, "The cyclic GC").
+    # rollout, and with many new rollouts each second such state is most of what the
+    # young collections walk (docs/gateway.md, "The cyclic GC").
     _restore_lock: asyncio.Lock | None = field(default=None, init=False, repr=False)
     _idle: asyncio.Event | None = field(default=None, init=False, repr=False)  # set: none in flight
 

@@ -165,9 +165,8 @@ class _TurnIndex:
         by = self._by
         by[(canonical, key)] = by[(canonical, key, path_hash)] = index
         if reasoning:
-            by[(canonical, key, reasoning, "r")] = by[(canonical, key, path_hash, reasoning)] = (
-                index
-            )
+            by[(canonical, key, reasoning, "r")] = index
+            by[(canonical, key, path_hash, reasoning)] = index
 
     def find(
         self, canonical: bool, key: TurnKey, path_hash: int, reasoning: str
