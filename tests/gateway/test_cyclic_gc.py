@@ -7,6 +7,7 @@ state is most of what each young collection walks and moves on to the older gene
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections import Counter
@@ -14,7 +15,9 @@ from collections.abc import Callable
 
 import httpx
 import orjson
+import pytest
 
+from openforge.gateway import cyclic_gc
 from openforge.gateway.server import Gateway
 
 # Measured 18 (29 before the rollout state made its rarely used parts on demand).
@@ -52,13 +55,17 @@ def _body(i: int) -> bytes:
 
 
 def _tracked() -> Counter[str]:
+    # A running gateway freezes what survives each collection (gateway/cyclic_gc.py), and
+    # gc.get_objects() leaves frozen objects out.
+    gc.unfreeze()
     gc.collect()
+    gc.unfreeze()
     # Dead weak references left out: an sqlite3 connection keeps one per cursor it made
     # and drops them every 200 cursors, so their count swings with the calls.
     return Counter(
         type(o).__qualname__
         for o in gc.get_objects()
-        if not (isinstance(o, weakref.ref) and o() is None)
+        if not (type(o) is weakref.ref and o() is None)
     )
 
 
@@ -85,3 +92,40 @@ async def test_a_new_rollouts_first_call_leaves_few_objects_for_the_cyclic_gc(
         grown = _tracked() - before
     per_rollout = sum(grown.values()) / n
     assert per_rollout <= MAX_TRACKED_PER_NEW_ROLLOUT, grown.most_common(20)
+
+
+class _Node:
+    """An object in a reference cycle, which only the cyclic GC frees."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_survivors_are_frozen_and_their_cycles_reclaimed_when_the_gateway_is_quiet(
+    make_gateway: Callable[..., Gateway], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thresholds = gc.get_threshold()
+    gw = make_gateway([{"text": "Done."}])
+    async with gw, httpx.AsyncClient(base_url=gw.url, timeout=60) as client:
+        assert gc.get_threshold()[0] == cyclic_gc.GC_YOUNG_THRESHOLD
+        node = _Node()
+        alive = weakref.ref(node)
+        gc.collect()  # node survives it: frozen, no later collection walks it
+        assert gc.get_freeze_count() > 0 and all(o is not node for o in gc.get_objects())
+        del node
+        gc.collect()
+        assert alive() is not None  # garbage now, but frozen
+        # The next quiet moment reclaims it: no call in flight once this one is answered.
+        monkeypatch.setattr(cyclic_gc, "RECLAIM_QUIET_S", 0.0)
+        key = (await gw.store.create_rollout()).key
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        r = await client.post("/v1/chat/completions", content=_body(0), headers=headers)
+        assert r.status_code == 200, r.text
+        for _ in range(100):
+            if alive() is None:
+                break
+            await asyncio.sleep(0.01)
+        assert alive() is None
+    # The last gateway gone, the collector runs as it did before.
+    assert gc.get_threshold() == thresholds
+    assert not any(cb.__module__ == cyclic_gc.__name__ for cb in gc.callbacks)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from openforge.dialects.prefix import BodyMemo
+from openforge.gateway import cyclic_gc
 from openforge.gateway.heap import release_free_memory
 from openforge.gateway.records import ConversationJson
 from openforge.store.base import Store, StoreError
@@ -144,6 +145,9 @@ class Control:
         self.in_flight -= 1
         if self.in_flight == 0:
             self._idle.set()
+        if cyclic_gc.reclaim_due(self.in_flight):
+            # After this call's answer has gone out, not in its way.
+            asyncio.get_running_loop().call_soon(cyclic_gc.reclaim)
 
     @property
     def weights_lock(self) -> asyncio.Lock:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import secrets
 import signal
@@ -37,6 +36,7 @@ import httpx
 import uvicorn
 
 from openforge.engines.base import Engine, TextEngine
+from openforge.gateway import cyclic_gc
 from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
@@ -47,18 +47,6 @@ from openforge.store.location import open_store
 from openforge.store.schemas import CallRole
 
 __all__ = ["Gateway", "GatewayProcess", "Limits", "bind_socket", "serve"]
-
-# Young-generation collections run after this many net allocations of tracked objects
-# (CPython's default is 700). Calls' objects die by reference counting; the GC only has to
-# find rare cycles (docs/gateway.md, "The cyclic GC"), yet each collection walks every live
-# young container: at 64 agent calls in flight the default ran so often that it took 13 %
-# of the gateway's CPU to free almost nothing. Token ids are not walked (they are untracked
-# when made, rendering/untracked.py); what is, is the calls in flight and the state of the
-# rollouts begun since the last collection, so the threshold trades how often against how
-# long: at 256 agent calls in flight, 100,000 pauses 30-75 ms a few times a run; 20,000
-# pauses 10-35 ms but promotes more of what is in flight, whose gen-1 collections then
-# pause ~95 ms, for 2.7 times the GC work in all.
-GC_YOUNG_THRESHOLD = 100_000
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -163,6 +151,7 @@ class Gateway:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._follow: asyncio.Task[None] | None = None
+        self._gc_installed = False
 
     @classmethod
     def at_store(cls, engine: Engine | TextEngine, location: str | Path, **kwargs: Any) -> Gateway:
@@ -182,13 +171,6 @@ class Gateway:
 
     async def start(self) -> Gateway:
         """Start serving; returns once the socket accepts requests."""
-        # Everything loaded so far (tokenizer tables, modules) lives as long as the process;
-        # freezing it keeps the cyclic GC from rescanning it on every collection, which
-        # otherwise costs more than a call itself.
-        gc.collect()
-        gc.freeze()
-        _, older, oldest = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
         # Pause, resume and weight versions announced by other replicas on the store.
         self._follow = asyncio.create_task(self.apps.control.follow())
         for server, sock in zip(self._servers, (self._sock, self._admin_sock), strict=True):
@@ -198,10 +180,16 @@ class Gateway:
                 if task.done():
                     task.result()  # raises the startup error
                 await asyncio.sleep(0.005)
+        if not self._gc_installed:  # once started: a failed start leaves the GC as it was
+            cyclic_gc.install()
+            self._gc_installed = True
         return self
 
     async def stop(self) -> None:
         """Stop accepting, let open requests end, close the engine and the store."""
+        if self._gc_installed:
+            cyclic_gc.uninstall()
+            self._gc_installed = False
         for server in self._servers:
             server.should_exit = True
         for task in self._tasks:
