@@ -9,7 +9,8 @@ script reports:
   at both ends: the objects every later gen-2 collection has to traverse;
 * ``ints/call`` — ints held in GC-tracked lists per call (a list of token ids is walked
   element by element on every collection that reaches it);
-* ``gc.collect ms`` — one full collection of the heap the calls left (median of 7);
+* ``gc.collect ms`` — one full collection of the heap the calls left, frozen objects
+  unfrozen first, the start-up heap included since session 22 (median of 7);
 * ``gen-N runs``/``max ms`` for each generation, ``pauses >= 2 ms``, ``GC ms/call``:
   the collections CPython ran by itself while serving (gc.callbacks; times are CPU work,
   so they carry the machine's noise, counts do not);
@@ -67,6 +68,17 @@ def _messages(workload: str, rollout: int, turn: int) -> list[dict[str, Any]]:
 
 def _ints_in_lists(objs: list[Any]) -> int:
     return sum(len(o) for o in objs if type(o) is list and o and all(type(x) is int for x in o[:4]))
+
+
+def _heap() -> list[object]:
+    """Every object the GC tracks, after a full collection. A running gateway freezes
+    what survives each collection (gateway/cyclic_gc.py) and ``gc.get_objects`` leaves
+    frozen objects out, so everything is unfrozen first (the start-up heap too, on both
+    sides)."""
+    gc.unfreeze()
+    gc.collect()
+    gc.unfreeze()
+    return gc.get_objects()
 
 
 async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[str, Any]:
@@ -132,8 +144,7 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
                 await todo.join()
 
             await run(rollouts, 0)  # every rollout has state and a history
-            gc.collect()
-            before = gc.get_objects()
+            before = _heap()
             n0, types0, ints0 = len(before), Counter(type(o).__name__ for o in before), 0
             ints0 = _ints_in_lists(before)
             del before
@@ -146,13 +157,13 @@ async def _measure(workload: str, calls: int, rollouts: int, conc: int) -> dict[
             conn.set_trace_callback(None)
             for _ in workers:
                 todo.put_nowait(None)
-            gc.collect()
-            after = gc.get_objects()
+            after = _heap()
             n1, types1 = len(after), Counter(type(o).__name__ for o in after)
             ints1 = _ints_in_lists(after)
             del after
             pauses = []
             for _ in range(7):
+                gc.unfreeze()
                 t = time.perf_counter()
                 gc.collect()
                 pauses.append(1000 * (time.perf_counter() - t))
