@@ -95,7 +95,7 @@ def test_actions_are_parsed_from_the_reply() -> None:
     assert parse_action("key; Enter") == {"action": "key", "key": "Enter"}
     assert parse_action("Action: Scroll; up") == {"action": "scroll", "direction": "up"}
     assert parse_action("Action: Answer; 42") == {"action": "answer", "text": "42"}
-    assert parse_action("Action: Tab [1]") == {"action": "tab", "index": 1}
+    assert parse_action("Action: Tab [1]") is None  # not in the prompt: not understood
     assert parse_action("Action: Select [5]; Zambia") == {
         "action": "select",
         "id": 5,

@@ -57,6 +57,12 @@ class GuiEnvironment(Protocol):
         """``argv`` (the harness) run between the environment's start and its stop."""
         ...
 
+    def evidence_in_sandbox(self) -> str:
+        """What of the task's reward evidence lies in the sandbox where a harness with a
+        shell could write it (a result file, an app's database), in words; empty when a
+        shell could write nothing the task's own actions cannot."""
+        ...
+
 
 def python_host_paths() -> tuple[str, ...]:
     """Nothing when the servers run with :data:`GUI_PREFIX`'s Python (under /opt, always

@@ -111,6 +111,17 @@ class BrowserEnvironment:
         """``argv`` run with the browser up (see :func:`wrap_argv`)."""
         return wrap_argv(argv, home)
 
+    def evidence_in_sandbox(self) -> str:
+        """The result file (reward state, answer, action record) and, for a web app, its
+        database, and a judge's screenshots: the environment's server writes them in the
+        sandbox's HOME, as the sandbox's uid."""
+        parts = [f"the browser environment's result file (~/{RESULT_FILE})"]
+        if self.app:
+            parts.append(f"the web apps' database (~/{APP_DB})")
+        if self.keep_screenshots:
+            parts.append(f"the judge's screenshots (~/{SHOTS_DIR})")
+        return ", ".join(parts)
+
 
 def chromium_path() -> str:
     """This machine's Chromium binary (Debian's ``chromium``), for a server run outside a

@@ -11,9 +11,12 @@ Playwright sync API is single-threaded):
     POST /action   {"action": "click", "id": 3}   click · type · select · key · scroll · goto
                                                   · back · tab · answer
     GET  /result                                  the task's reward state
+    GET  /sites                                   the task's http(s) origins
 
-After every action it evaluates the task's reward JavaScript and writes the result file
-(``--result``) atomically, so a rollout killed mid-step still leaves its last state for the
+After every action it evaluates the task's reward JavaScript, in the task's own page and
+only while the document it loaded is that page's top document (not a ``data:`` page, a
+reload or another page the agent went to), and writes the result file (``--result``)
+atomically, so a rollout killed mid-step still leaves its last state for the
 verifier; between requests it polls that state too, so a harness that drives Chromium
 over DevTools (``--cdp-port-file``) is scored the same. A task's own pages are served over
 HTTP on the sandbox's loopback. Requests the page makes go only to that site and the
@@ -29,11 +32,13 @@ import contextlib
 import functools
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import (
@@ -214,6 +219,11 @@ class BrowserEnv:
         )
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
+        # The page the task's reward is read from, whichever tab the agent looks at; its
+        # document is marked with a key no other document has (see :meth:`state`).
+        self.task_page = self.page
+        self.doc_key = "__openforge_task_" + secrets.token_hex(16)
+        self.off_task: list[str] = []  # top documents seen that were not the task's
         self._start()
 
     def _serve_site(self) -> None:
@@ -256,18 +266,25 @@ class BrowserEnv:
         config["start_url"] = origin + "/" + config["start_url"].lstrip("/")
         config["allowed_origins"] = [*config.get("allowed_origins", []), origin]
 
-    def _allowed(self, url: str) -> bool:
+    def navigable(self, url: str) -> bool:
+        """Whether the top document may be ``url``: the task's own sites (its http(s)
+        origins, its ``file://`` root) and ``about:blank``. Never ``data:``, ``blob:``,
+        ``javascript:`` or another ``about:`` page: a page made by the agent could hold any
+        reward state it likes (or run script in the task's origin)."""
         parts = urlsplit(url)
+        if url == "about:blank":
+            return True
         if parts.scheme == "file":
             root = self.config.get("site_root") or ""
             return bool(root) and parts.path.startswith(root)
-        if parts.scheme in ("data", "blob", "about"):
-            return True
+        if parts.scheme not in ("http", "https"):
+            return False
         origin = f"{parts.scheme}://{parts.netloc}"
         return origin in self.config.get("allowed_origins", [])
 
     def _route(self, route: Route) -> None:
-        if self._allowed(route.request.url):
+        # Requests that reach the network (or the disk) go only to the task's sites.
+        if self.navigable(route.request.url):
             route.continue_()
         else:
             route.abort("blockedbyclient")
@@ -282,6 +299,10 @@ class BrowserEnv:
             raise SystemExit(f"start page unreachable: {_first_line(exc)}") from None
         if self.config.get("setup_js"):
             self.page.evaluate(self.config["setup_js"])
+        self.page.evaluate(
+            "k => Object.defineProperty(window, k, {value: true, enumerable: false})",
+            self.doc_key,
+        )
         self.write_result()
 
     # -- observations ---------------------------------------------------------------
@@ -347,11 +368,18 @@ class BrowserEnv:
         got: Any = None
         if self.config.get("reward_js"):
             try:
-                got = self.page.evaluate(self.config["reward_js"])
+                got = self.task_page.evaluate(_guarded(self.config["reward_js"], self.doc_key))
             except PlaywrightError as exc:
                 # The page is gone (a harness closed it): its last state read stands.
                 reason = f"reward_js failed: {str(exc).splitlines()[0][:200]}"
                 return {**self.last, "reason": self.last.get("reason") or reason}
+        if isinstance(got, dict) and _OFF_TASK in got:
+            # Another document is on top (one the agent made, a reload, another page of
+            # the site): what it says is not the task's reward; the last state read stands.
+            url = str(got[_OFF_TASK])[:200]
+            self.note_off_task(url)
+            why = f"the task page is not the top document ({url}): its reward is not read"
+            return {**self.last, "reason": why}
         st = got if isinstance(got, dict) else {"done": False, "reward": 0.0}
         st = {
             "done": bool(st.get("done")),
@@ -364,6 +392,11 @@ class BrowserEnv:
         self.last = st
         return st
 
+    def note_off_task(self, url: str) -> None:
+        """Remember a top document that was not one of the task's (for judges, monitors)."""
+        if url not in self.off_task and len(self.off_task) < 20:
+            self.off_task.append(url)
+
     def write_result(self) -> None:
         """Write the reward state (and answer, steps, actions) to the result file, atomically."""
         data = {
@@ -372,6 +405,7 @@ class BrowserEnv:
             "steps": self.steps,
             "url": self.page.url,
             "actions": self.actions,
+            "off_task": self.off_task,
         }
         _write(self.result_path, json.dumps(data))
 
@@ -386,6 +420,10 @@ class BrowserEnv:
             return
         d = os.path.join(os.path.dirname(os.path.abspath(self.result_path)), "shots")
         os.makedirs(d, exist_ok=True)
+        if not self.navigable(self.page.url):
+            # A page the agent made is not the site's state: a judge never sees it.
+            self.note_off_task(self.page.url[:200])
+            return
         try:
             png = self.page.screenshot()
         except PlaywrightError:
@@ -457,8 +495,8 @@ class BrowserEnv:
             page.mouse.wheel(float(act.get("dx", 0)), float(act.get("dy", dy)))
         elif kind == "goto":
             url = str(act.get("url", ""))
-            if not self._allowed(url):
-                raise ActionError(f"{url} is outside this task's sites")
+            if not self.navigable(url):
+                raise ActionError(f"{url[:200]} is outside this task's sites")
             page.goto(url, wait_until="load")
         elif kind == "back":
             page.go_back(wait_until="load")
@@ -554,6 +592,9 @@ def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
                     self._send(503, {"error": f"the page cannot be read: {_first_line(exc)}"})
             elif parts.path == "/result":
                 self._send(200, {**env.state(), "answer": env.answer, "steps": env.steps})
+            elif parts.path == "/sites":
+                # For harnesses that navigate themselves (Browser-Use's allowed_domains).
+                self._send(200, {"origins": list(env.config.get("allowed_origins", []))})
             else:
                 self._send(404, {"error": f"no route {parts.path}"})
 
@@ -574,6 +615,21 @@ def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+# The key a guarded reward expression answers with when the task's document is not on top.
+_OFF_TASK = "__openforge_off_task__"
+
+
+def _guarded(reward_js: str, doc_key: str) -> str:
+    """``reward_js`` (a function or an expression) evaluated only in the document the
+    environment loaded and marked with ``doc_key``, in one evaluation (no navigation can
+    come between the check and the read)."""
+    return (
+        f"() => {{ if (window[{json.dumps(doc_key)}] !== true) "
+        f"return {{{json.dumps(_OFF_TASK)}: String(location.href)}};\n"
+        f"const r = ({reward_js});\nreturn typeof r === 'function' ? r() : r; }}"
+    )
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [""])[0][:300]
 
@@ -586,9 +642,17 @@ def _free_port() -> int:
 
 
 def _write(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    # A fresh temporary name each time: a fixed one ("result.json.tmp") is a name anyone
+    # in the sandbox can take first (a directory there made every later write fail).
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".w-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:

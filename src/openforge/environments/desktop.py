@@ -74,6 +74,13 @@ class DesktopEnvironment:
             }
         )
 
+    def evidence_in_sandbox(self) -> str:
+        """Nothing a shell adds: an OSWorld evaluator reads the files the task asks the
+        agent to change, and the result file's DONE/FAIL is the agent's own say; the
+        desktop's ``pyautogui`` actions run any Python in the sandbox anyway (OSWorld's
+        action space), so a shell harness reaches no more than the task's actions do."""
+        return ""
+
     def wrap_argv(self, argv: list[str], home: str) -> list[str]:
         """``argv`` run with the display, the window manager and the server up.
 

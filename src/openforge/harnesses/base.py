@@ -14,6 +14,7 @@ from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer, TaskTool
 
 __all__ = [
+    "ConfinedToGui",
     "ExplainsFailure",
     "ExposesTaskTools",
     "Harness",
@@ -116,3 +117,13 @@ class TakesTurnLimit(Protocol):
         """The launch for one agent turn on ``message``: a fresh session, or (``resume``)
         the last one continued; at most ``max_turns`` model calls over the whole session."""
         ...
+
+
+@runtime_checkable
+class ConfinedToGui(Protocol):
+    """Optional: an adapter whose model acts only through a GUI environment's actions — no
+    shell, no command, no file of the sandbox but its own scratch files (``gui_only`` is
+    True). Every other harness is taken to reach the sandbox's files, so it is refused on
+    tasks whose reward evidence lives there (``rollouts/reach.py``)."""
+
+    gui_only: bool

@@ -28,6 +28,8 @@ class BrowserAgentHarness(ScriptAgent):
     name = "browser-agent"
     version = browser_agent.VERSION
     script = Path(browser_agent.__file__)
+    # Its model acts only through the browser environment's actions (ConfinedToGui).
+    gui_only = True
 
     def __init__(
         self,

@@ -14,7 +14,11 @@ now), so prompts stay short whatever the episode's length. The model answers wit
 ``Action: <command>``::
 
     Click [id] · Type [id]; text · Select [id]; option · Key; Enter · Scroll; down
-    · Goto; url · Back · Tab [index] · Answer; text
+    · Back · Answer; text
+
+exactly the actions its prompt lists: a verb the prompt does not teach (the server's
+``goto``, ``tab``) is not understood, so a policy cannot find a hidden action the task
+never offered.
 
 Standard library only. Exit codes: 0 when the task ended (the page said so, or the agent
 answered), 2 out of steps, 3 the model API failed, 4 the browser environment is missing.
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 # Bumped whenever the prompt or request shape changes (the fingerprint notices too).
-VERSION = "1.1"
+VERSION = "1.2"
 
 SYSTEM_PROMPT = """You are a web agent. You see a web page as a list of elements, each with
 a number in brackets. Do the task one action at a time. Reply with one line:
@@ -46,8 +50,10 @@ Action: Back
 Action: Answer; text   (when the task asks a question, or is done)"""
 
 MAX_PAGE_CHARS = 6000
+# The verbs of SYSTEM_PROMPT, and no others (tests/environments check the two agree).
+VERBS = ("click", "type", "select", "key", "scroll", "back", "answer")
 _ACTION = re.compile(
-    r"(click|type|select|key|scroll|goto|back|tab|answer)\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
+    rf"({'|'.join(VERBS)})\b\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
     re.IGNORECASE,
 )
 
@@ -73,15 +79,13 @@ def parse_action(reply: str) -> dict[str, Any] | None:
         rest = rest[1:-1] if len(rest) >= 2 and rest[0] == rest[-1] == '"' else rest
         act: dict[str, Any] = {"action": verb}
         if ident is not None:
-            act["id" if verb != "tab" else "index"] = int(ident)
+            act["id"] = int(ident)
         if verb in ("type", "select"):
             act["text"] = rest
         elif verb == "key":
             act["key"] = rest or "Enter"
         elif verb == "scroll":
             act["direction"] = (rest or "down").lower()
-        elif verb == "goto":
-            act["url"] = rest
         elif verb == "answer":
             act["text"] = rest
         return act

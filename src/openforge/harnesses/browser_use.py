@@ -41,6 +41,8 @@ class BrowserUseHarness:
     name = "browser-use"
     version = VERSION
     dialect: Dialect = "openai_chat"
+    # Its model acts only through the browser environment's actions (ConfinedToGui).
+    gui_only = True
 
     def __init__(
         self,

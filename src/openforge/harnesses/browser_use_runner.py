@@ -7,6 +7,13 @@ call is off by default (``--judge off``), or sent to a separate model (``--judge
 ``--judge-model``), never to the rollout's policy endpoint. Telemetry and cloud sync are
 off. The run's history (Browser-Use's own ``AgentHistoryList``) goes to ``--transcript``.
 
+Reward-bearing pages are read by the environment, so the agent gets no action that runs
+script in them: Browser-Use's ``evaluate`` is left out through its own ``Tools(
+exclude_actions=…)``, and its ``allowed_domains`` are the task's own origins (asked of the
+environment's ``/sites``), so its ``navigate`` refuses everything else. (Browser-Use lets
+``data:`` and ``blob:`` URLs through whatever its allow list says; the environment reads
+a reward only from the document it loaded, so such a page scores nothing.)
+
 Run with the Python of the Browser-Use install (``/opt/openforge/browser-use``).
 """
 
@@ -14,15 +21,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
+import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "false")
 os.environ.setdefault("BROWSER_USE_CLOUD_SYNC", "false")
 os.environ.setdefault("BROWSER_USE_LOGGING_LEVEL", "info")
 
-from browser_use import Agent, Browser, ChatOpenAI
+from browser_use import Agent, Browser, ChatOpenAI, Tools
+
+# Browser-Use actions that run the model's own JavaScript in the page: with them a policy
+# could write the page state its reward is read from.
+SCRIPT_ACTIONS = ("evaluate",)
+
+
+def task_sites(browser_url: str) -> list[str]:
+    """The task's origins as Browser-Use ``allowed_domains`` patterns (``http://h:p/``:
+    the slash keeps port 80 from matching 8000); none when no environment answers."""
+    if not browser_url:
+        return []
+    with urllib.request.urlopen(browser_url.rstrip("/") + "/sites", timeout=30) as resp:
+        origins = json.loads(resp.read()).get("origins", [])
+    return [str(o).rstrip("/") + "/" for o in origins if str(o).startswith(("http:", "https:"))]
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -44,11 +67,13 @@ async def run(args: argparse.Namespace) -> int:
         )
     # keep_alive: the browser is the environment's, which reads the task's reward from it
     # after the run; Browser-Use only detaches.
-    browser = Browser(cdp_url=args.cdp_url, keep_alive=True)
+    sites = task_sites(args.browser_url)
+    browser = Browser(cdp_url=args.cdp_url, keep_alive=True, allowed_domains=sites or None)
     agent = Agent(
         task=args.instruction,
         llm=llm,
         browser=browser,
+        tools=Tools(exclude_actions=list(SCRIPT_ACTIONS)),
         use_vision=args.vision,
         use_judge=args.judge == "separate",
         judge_llm=judge,
@@ -72,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
     ap.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
     ap.add_argument("--cdp-url", default=env.get("OPENFORGE_BROWSER_CDP_URL", ""))
+    ap.add_argument("--browser-url", default=env.get("OPENFORGE_BROWSER_URL", ""))
     ap.add_argument("--judge", choices=("off", "separate"), default="off")
     ap.add_argument("--judge-base-url", default=env.get("OPENFORGE_JUDGE_BASE_URL", ""))
     ap.add_argument("--judge-api-key", default=env.get("OPENFORGE_JUDGE_API_KEY", "none"))

@@ -60,6 +60,15 @@ InternetOpt = Annotated[
         help="Give tasks that ask for the internet (allow_internet) an open network.",
     ),
 ]
+ReachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-reachable-evidence",
+        help="Run a harness with a shell on tasks whose reward evidence lies in its sandbox "
+        "(GUI tasks' result files, the web apps' database); refused by default: it could "
+        "write its own reward.",
+    ),
+]
 RewardKeyOpt = Annotated[
     str | None,
     typer.Option(
@@ -127,6 +136,7 @@ def _run(
     allow_task_internet: bool = False,
     reward_key: str | None = None,
     price: Prices | None = None,
+    allow_reachable_evidence: bool = False,
 ) -> None:
     import asyncio
     import dataclasses
@@ -188,6 +198,7 @@ def _run(
             retries=retries,
             retry_infra=retry_infra,
             allow_task_internet=allow_task_internet,
+            allow_reachable_evidence=allow_reachable_evidence,
             handle_signals=True,
             on_result=live.finished,
             on_start=live.started,
@@ -265,6 +276,7 @@ def register(app: typer.Typer) -> None:
         price_input: PriceInputOpt = None,
         price_output: PriceOutputOpt = None,
         price_sandbox_hour: PriceSandboxOpt = None,
+        allow_reachable_evidence: ReachOpt = False,
     ) -> None:
         """Run every task × n through a harness in sandboxes, verify, and report rewards."""
         _run(
@@ -284,6 +296,7 @@ def register(app: typer.Typer) -> None:
             allow_task_internet,
             reward_key,
             prices(price_input, price_output, price_sandbox_hour),
+            allow_reachable_evidence,
         )
 
     @app.command(name="eval")
@@ -309,6 +322,7 @@ def register(app: typer.Typer) -> None:
         price_input: PriceInputOpt = None,
         price_output: PriceOutputOpt = None,
         price_sandbox_hour: PriceSandboxOpt = None,
+        allow_reachable_evidence: ReachOpt = False,
     ) -> None:
         """Like ``rollout``, then report pass@k and pass^k per task and overall."""
         ks = sorted(set(k or [1, n]))
@@ -332,4 +346,5 @@ def register(app: typer.Typer) -> None:
             allow_task_internet,
             reward_key,
             prices(price_input, price_output, price_sandbox_hour),
+            allow_reachable_evidence,
         )

@@ -93,6 +93,9 @@ class RolloutConfig:
     # Give tasks that ask for the internet (Harbor allow_internet) an open network; without
     # it they keep the gateway-only network and the CLI names them.
     allow_task_internet: bool = False
+    # Run a harness with a shell on tasks whose reward evidence lies in its sandbox (GUI
+    # tasks' result files, the web apps' database); refused by default (rollouts/reach.py).
+    allow_reachable_evidence: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)  # added to every gateway rollout
     run_id: str | None = None  # default: the run dir's, or a fresh one
     handle_signals: bool = False  # SIGINT/SIGTERM cancel the run (the CLI sets this)

@@ -40,6 +40,7 @@ from openforge.harnesses.registry import get_harness
 from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayConflict, GatewayError
 from openforge.rollouts.gateway_watch import GatewayWatch
+from openforge.rollouts.reach import refuse_reachable_evidence
 from openforge.rollouts.runner import Attempt, RolloutJob, run_job
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.base import SandboxBackend
@@ -193,6 +194,13 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     sample. Raises :class:`Interrupted` when stopped by a signal (``handle_signals``).
     """
     tasks, _errors = resolve_tasks(config)
+    harness: Harness = (
+        get_harness(config.harness, **config.harness_options)
+        if isinstance(config.harness, str)
+        else config.harness
+    )
+    if not config.allow_reachable_evidence:
+        refuse_reachable_evidence(tasks, harness)  # before anything is made or written
     out_dir = Path(config.out_dir) if config.out_dir is not None else None
     done: dict[tuple[str, int], RolloutResult] = {}
     run_id = config.run_id or "run-" + secrets.token_hex(4)
@@ -205,11 +213,6 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
         (t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done.keys() - redo
     ]
 
-    harness: Harness = (
-        get_harness(config.harness, **config.harness_options)
-        if isinstance(config.harness, str)
-        else config.harness
-    )
     # Every rollout records which harness, at which version and call pattern, made it.
     harness_meta = harness_metadata(harness.name, harness.version)
     owns_backend = isinstance(config.backend, str)
