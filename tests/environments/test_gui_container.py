@@ -29,6 +29,7 @@ from openforge.tasks.miniwob import miniwob_task
 
 from .test_desktop import CLIENT as DESKTOP_CLIENT
 from .test_desktop import EDIT_ID, _suite
+from .test_gui_hostile import CDP_CLIENT, FORGED_MINIWOB, FORGER
 
 # The first test to ask for the GUI image builds it when missing (about 4 min here).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -270,3 +271,47 @@ async def test_an_environment_missing_from_the_image_ends_the_exec_as_infra(
         assert verdict.exit_code != 0 and b"no browser environment result" in verdict.stderr
     finally:
         await box.close()
+
+
+async def test_forged_pages_and_result_files_score_nothing_in_the_gui_image(
+    podman: ContainerBackend,
+) -> None:
+    """The GUI rows of the hostile suite (test_gui_hostile.py) in the image: ``goto`` to pages
+    the agent could make is refused, a forged or reloaded document put on top over DevTools
+    is not read, and a forged result file is overwritten by the server's own state."""
+    task = miniwob_task("click-button", 3)
+    assert task.gui is not None
+    for client, argv in (
+        (CDP_CLIENT, [GUI_PYTHON, "client.py", json.dumps([FORGED_MINIWOB]), FORGED_MINIWOB]),
+        (FORGER, ["python3", "client.py"]),
+    ):
+        box = await _browser_box(podman, task)
+        try:
+            await box.put({"client.py": client.encode()})
+            res = await box.exec(task.gui.wrap_argv(argv, HOME), timeout=180)
+            assert res.exit_code == 0, res.stderr.decode()
+            await box.put(task.verify_bytes())
+            verdict = await box.exec(task.verify_command, timeout=60)
+            assert verdict.exit_code == 0, verdict.stderr.decode()
+            got = json.loads(verdict.stdout.decode().splitlines()[-1])
+            assert (got["reward"], got["details"]["done"]) == (0.0, False), got
+        finally:
+            await box.close()
+
+
+async def test_browser_agent_goto_a_forged_page_scores_zero_on_podman(
+    gui_image: str, scripted_gateway: Callable[[list[str]], str], tmp_path: Path
+) -> None:
+    gateway = scripted_gateway([f"Action: Goto; {FORGED_MINIWOB}"])
+    config = RolloutConfig(
+        tasks=[miniwob_task("click-button", 3)],
+        harness="browser-agent",
+        harness_options={"max_steps": 2},
+        gateway_url=gateway,
+        backend="podman",
+        backend_options={"gui_image": gui_image},
+        out_dir=tmp_path / "run",
+        retries=0,
+    )
+    (res,) = await run_rollouts(config)
+    assert (res.status, res.reward) == ("agent_error", 0.0), res

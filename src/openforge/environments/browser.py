@@ -74,9 +74,11 @@ class BrowserEnvironment:
     relative too, is served over HTTP on the sandbox's loopback, and the page opened
     there) or a URL (then ``file://`` pages under an absolute ``site_root`` are allowed);
     ``setup_js`` runs once it has loaded; ``goal_js`` returns the goal as the page states
-    it; ``reward_js`` returns ``{done, reward in [0, 1], raw, reason}`` and is evaluated
-    after every action; elements matching ``skip_selector`` are left out of observations.
-    ``allowed_origins`` are the only http(s) origins the page may reach.
+    it; ``reward_js`` (a function or an expression) returns ``{done, reward in [0, 1], raw,
+    reason}`` and is evaluated after every action, in the task's page and only while the
+    document the environment loaded is on top there; elements matching ``skip_selector``
+    are left out of observations. ``allowed_origins`` are the only http(s) origins the page
+    may reach or show (with the task's own site and ``about:blank``).
     """
 
     start_url: str
