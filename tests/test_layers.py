@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "openforge"
 FORBIDDEN = {
     "dialects": {"gateway", "engines", "store", "rendering"},
     "rendering": {"gateway", "dialects", "engines", "store"},
-    "engines": {"dialects", "gateway"},
+    "engines": {"gateway"},  # dialects only through each format's client side (below)
     "rollouts": {"gateway"},  # the orchestrator talks to the gateway over HTTP
     "store": {"gateway", "traces", "training"},
     "training": {"store"},  # training reads calls through traces/
@@ -72,6 +72,31 @@ def test_no_package_imports_one_above_it() -> None:
     edges = _imports()
     wrong = {p: sorted(edges[p] & banned) for p, banned in FORBIDDEN.items() if edges[p] & banned}
     assert not wrong, wrong
+
+
+def _imported_modules(package: str) -> set[str]:
+    """Every ``openforge.*`` module named by an import in ``package``."""
+    found: set[str] = set()
+    for path in (SRC / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+    return {name for name in found if name.startswith("openforge.")}
+
+
+def test_engines_reach_dialects_only_through_client_modules() -> None:
+    # An engine may speak a wire format as a client (a teacher behind a commercial API),
+    # never reach into what the gateway serves: parsing requests, rendering answers.
+    dialects = {m for m in _imported_modules("engines") if m.startswith("openforge.dialects")}
+    assert dialects, "the upstream engine's clients should come from dialects"
+    wrong = {
+        m
+        for m in dialects
+        if m != "openforge.dialects.client" and not (m.endswith(".client") and m.count(".") == 3)
+    }
+    assert not wrong, sorted(wrong)
 
 
 def test_nothing_imports_the_cli() -> None:

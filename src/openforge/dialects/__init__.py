@@ -10,5 +10,7 @@ a stream encoder (``start``/``delta``/``finish``/``error`` returning SSE bytes),
 ``render_error(err) -> (status, body)``, its id prefixes, extra endpoints and the state it
 keeps between calls; :data:`openforge.dialects.catalog.DIALECTS` lists them. Errors are
 :class:`openforge.dialects.errors.ApiError`; per-call facts are
-:class:`openforge.dialects.context.ResponseContext`. See ``docs/dialects.md``.
+:class:`openforge.dialects.context.ResponseContext`. A format OpenForge also calls as a
+client (a teacher API) has a ``client`` module beside them: request building and answer
+parsing (:mod:`openforge.dialects.client`). See ``docs/dialects.md``.
 """
