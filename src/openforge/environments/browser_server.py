@@ -626,7 +626,8 @@ def _guarded(reward_js: str, doc_key: str) -> str:
     return (
         f"() => {{ if (window[{json.dumps(doc_key)}] !== true) "
         f"return {{{json.dumps(_OFF_TASK)}: String(location.href)}};\n"
-        f"const r = ({reward_js});\nreturn typeof r === 'function' ? r() : r; }}"
+        # A newline before the ")": a reward_js ending in a // comment must not swallow it.
+        f"const r = ({reward_js}\n);\nreturn typeof r === 'function' ? r() : r; }}"
     )
 
 
