@@ -132,14 +132,23 @@ class ScriptedEngine:
 
     @classmethod
     def for_model(
-        cls, script: str | Path, model: str | Path, max_context: int | None = None
+        cls,
+        script: str | Path,
+        model: str | Path,
+        max_context: int | None = None,
+        *,
+        tool_format: str | None = None,
+        reasoning_format: str | None = None,
     ) -> ScriptedEngine:
-        """The engine for ``script`` with ``model``'s tokenizer and tool-call template."""
+        """The engine for ``script`` with ``model``'s tokenizer, writing replies in its
+        family's tool-call and reasoning formats (or the named ones)."""
         from openforge.conversation import ToolCall
+        from openforge.rendering.families.catalog import resolve_family
         from openforge.rendering.renderer import Renderer
         from openforge.rendering.tokenizer import load_tokenizer
 
-        renderer = Renderer(load_tokenizer(str(model)))
+        tok = load_tokenizer(str(model))
+        renderer = Renderer(tok, family=resolve_family(tok, tool_format, reasoning_format))
 
         def encode(reply: ScriptedReply) -> list[int]:
             calls = [

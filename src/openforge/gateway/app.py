@@ -55,6 +55,9 @@ class GatewayConfig:
     allow_anonymous: bool = False
     finish_drain_s: float = 10.0  # a finish waits this long for the rollout's calls
     limits: Limits = field(default_factory=Limits)
+    # Format names overriding the model family's detected ones (rendering/families).
+    tool_format: str | None = None
+    reasoning_format: str | None = None
 
     def __post_init__(self) -> None:
         if not self.admin_token:
@@ -244,7 +247,7 @@ def build_apps(
     """The model and admin apps over ``engine`` and ``store``; ``roles``: the engines
     that answer judge and simulated-user keys (see :mod:`openforge.gateway.roles`)."""
     control = Control(store, weight_version=engine.info().weight_version)
-    prompting = Prompting(config.model)
+    prompting = Prompting(config.model, config.tool_format, config.reasoning_format)
     service = CallService(engine, store, control, prompting, limits=config.limits)
     services = {
         CallRole.POLICY: service,

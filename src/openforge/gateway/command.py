@@ -91,6 +91,19 @@ def gateway(
         str | None,
         typer.Option(help="Engine answering user-role keys (simulated users). SPEC as above."),
     ] = None,
+    tool_format: Annotated[
+        str | None,
+        typer.Option(
+            help="Tool-call format NAME instead of the model family's detected one "
+            "(like vLLM's --tool-call-parser; docs/rendering.md lists them)."
+        ),
+    ] = None,
+    reasoning_format: Annotated[
+        str | None,
+        typer.Option(
+            help="Reasoning format NAME instead of the detected one ('none': no reasoning)."
+        ),
+    ] = None,
     workers: Annotated[
         int,
         typer.Option(
@@ -106,6 +119,13 @@ def gateway(
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
     model_dir = resolve_model_dir(model, _fail)
+    from openforge.rendering.families.catalog import REASONING_FORMATS, TOOL_FORMATS
+
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        _fail(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}")
+    if reasoning_format is not None and reasoning_format not in REASONING_FORMATS:
+        known = ", ".join(REASONING_FORMATS)
+        _fail(f"--reasoning-format must be one of {known}, not {reasoning_format!r}")
 
     from openforge.gateway.limits import Limits
     from openforge.gateway.server import Gateway, bind_socket, serve
@@ -145,7 +165,15 @@ def gateway(
 
     def serve_one(index: int, sockets: tuple[socket.socket, socket.socket] | None) -> None:
         eng = build_engine(
-            engine, model_dir, script, url or [], api, max_context, _fail, served_model
+            engine,
+            model_dir,
+            script,
+            url or [],
+            api,
+            max_context,
+            _fail,
+            served_model,
+            (tool_format, reasoning_format),
         )
         roles = role_engines(judge_engine, user_engine, model_dir, _fail)
         try:
@@ -168,6 +196,8 @@ def gateway(
             limits=limits,
             roles=roles,
             sockets=sockets,
+            tool_format=tool_format,
+            reasoning_format=reasoning_format,
         )
 
     if workers == 1:

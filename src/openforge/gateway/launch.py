@@ -57,12 +57,15 @@ def build_engine(
     max_context: int | None,
     fail: Fail,
     served_model: str = "",
+    formats: tuple[str | None, str | None] = (None, None),
 ) -> Engine | TextEngine:
     """The engine ``--engine`` names, configured from the other options.
 
     ``upstream`` (a teacher API) is a text engine: ``--model`` still names the model whose
     tokenizer renders the recorded prompt and reply ids; the upstream is asked for
     ``served_model``, or else the model name each harness request carries.
+    ``formats``: the tool and reasoning format names the scripted engine writes replies in
+    (default: the model family's).
     """
     if kind == "scripted":
         from openforge.engines.scripted import ScriptedEngine, ScriptError
@@ -70,7 +73,13 @@ def build_engine(
         if script is None:
             _die(fail, "--engine scripted needs --script FILE (JSONL replies)")
         try:
-            return ScriptedEngine.for_model(script, model_dir, max_context=max_context)
+            return ScriptedEngine.for_model(
+                script,
+                model_dir,
+                max_context=max_context,
+                tool_format=formats[0],
+                reasoning_format=formats[1],
+            )
         except ScriptError as exc:
             _die(fail, f"--script: {exc}")
     try:

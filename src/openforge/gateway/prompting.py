@@ -28,7 +28,7 @@ from openforge.store.schemas import CallRecord, CallStatus
 
 if TYPE_CHECKING:  # rendering imports its tokenizer stack lazily; only the types here
     from openforge.rendering.history import RenderedPrompt
-    from openforge.rendering.parsing import StreamParser
+    from openforge.rendering.parsing import OutputParser
 
 __all__ = ["CallParser", "Prompting", "Rendered"]
 
@@ -46,7 +46,7 @@ class CallParser:
 
     __slots__ = ("_inner",)
 
-    def __init__(self, inner: StreamParser) -> None:
+    def __init__(self, inner: OutputParser) -> None:
         self._inner = inner
 
     def feed(self, ids: list[int]) -> list[CompletionDelta]:
@@ -86,14 +86,22 @@ class CallParser:
 class Prompting:
     """Renders prompts and parses answers for one model."""
 
-    def __init__(self, model_dir: str) -> None:
+    def __init__(
+        self, model_dir: str, tool_format: str | None = None, reasoning_format: str | None = None
+    ) -> None:
+        """``tool_format`` / ``reasoning_format``: format names that override the ones the
+        model's family is detected with (``openforge gateway --tool-format``)."""
+        from openforge.rendering.families.catalog import resolve_family
         from openforge.rendering.renderer import Renderer
         from openforge.rendering.tokenizer import load_tokenizer
         from openforge.rendering.vision import load_vision
 
         self.tokenizer = load_tokenizer(model_dir)
         self.vision = load_vision(model_dir, self.tokenizer.token_id)
-        self.renderer = Renderer(self.tokenizer, vision=self.vision)
+        family = resolve_family(self.tokenizer, tool_format, reasoning_format)
+        self.renderer = Renderer(self.tokenizer, vision=self.vision, family=family)
+        # Stop ids the family adds to the engine's eos (Harmony's <|call|>, say).
+        self._stop_ids = self.renderer.stop_token_ids
         # One token's text, for logprobs in answers.
         self.token_text = self.tokenizer.token_text
 
@@ -101,6 +109,11 @@ class Prompting:
         """Prompt ids for ``conversation``, extending the rollout's history where it can."""
         if state.history is None:
             state.history = self.renderer.new_history()
+        params = conversation.params
+        if self._stop_ids and not set(self._stop_ids) <= set(params.stop_token_ids):
+            # The engine must stop where the family's replies end (each conversation's
+            # params are its own: parsed from this request's body).
+            params.stop_token_ids = sorted({*params.stop_token_ids, *self._stop_ids})
         try:
             prompt = self.renderer.render(conversation, state.history)
         except ValueError as exc:  # RenderError, TokenizerError: the request cannot render
@@ -173,9 +186,16 @@ class Prompting:
             if p.data is not None
         ]
 
-    def parser(self, conversation: Conversation, tool_prefix: str) -> CallParser:
-        """A fresh parser whose tool calls get ids in the dialect's style."""
-        return CallParser(self.renderer.stream_parser(lambda: new_id(tool_prefix)))
+    def parser(
+        self, conversation: Conversation, tool_prefix: str, prompt_ids: list[int] | None = None
+    ) -> CallParser:
+        """A fresh parser whose tool calls get ids in the dialect's style; the request's
+        tools type some formats' argument values, and the prompt tells whether the
+        output starts inside a reasoning block the generation prompt opened."""
+        inner = self.renderer.stream_parser(
+            lambda: new_id(tool_prefix), tools=conversation.tools, prompt_ids=prompt_ids or ()
+        )
+        return CallParser(inner)
 
     def commit(self, state: RolloutState, rendered: Rendered, completion: Completion) -> None:
         """Remember the answer so the next call renders it from its exact ids."""

@@ -117,9 +117,12 @@ class Gateway:
         limits: Limits | None = None,
         roles: Mapping[CallRole, RoleEngine] | None = None,
         sockets: tuple[socket.socket, socket.socket] | None = None,
+        tool_format: str | None = None,
+        reasoning_format: str | None = None,
     ) -> None:
         """``sockets``: the model and admin listeners, already bound (workers share them);
-        else they are bound here on ``host:port`` and ``admin_host:admin_port``."""
+        else they are bound here on ``host:port`` and ``admin_host:admin_port``.
+        ``tool_format`` / ``reasoning_format``: override the model family's formats."""
         self.engine = engine
         self.roles = dict(roles or {})
         self.store = store
@@ -142,6 +145,8 @@ class Gateway:
             allow_anonymous=allow_anonymous,
             finish_drain_s=finish_drain_s,
             limits=limits or Limits(),
+            tool_format=tool_format,
+            reasoning_format=reasoning_format,
         )
         self.apps = build_apps(engine, store, self.config, self.roles)
         head_s = self.config.limits.header_timeout_s
@@ -239,6 +244,8 @@ def serve(
     limits: Limits | None = None,
     roles: Mapping[CallRole, RoleEngine] | None = None,
     sockets: tuple[socket.socket, socket.socket] | None = None,
+    tool_format: str | None = None,
+    reasoning_format: str | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound;
     ``sockets``: listeners already bound (a worker's; gateway/workers.py)."""
@@ -260,6 +267,8 @@ def serve(
             limits=limits,
             roles=roles,
             sockets=sockets,
+            tool_format=tool_format,
+            reasoning_format=reasoning_format,
         )
         await gateway.start()
         if on_ready is not None:

@@ -443,7 +443,7 @@ class CallService:
         try:
             try:
                 await asyncio.sleep(0)
-                parser = self.prompting.parser(conversation, spec.tool_prefix)
+                parser = self.prompting.parser(conversation, spec.tool_prefix, call.prompt_ids)
                 ctx = self._context(call, conversation)
                 if conversation.stream:
                     feed = parser.feed

@@ -59,8 +59,15 @@ def hf_messages(conv: Conversation) -> tuple[list[dict[str, Any]], int]:
 class TemplateRenderer:
     """Prompt rendering through the model's own chat template (see the module docstring)."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, turn_ends: tuple[str, ...] = (), rerenders: str | None = None
+    ) -> None:
+        """``turn_ends``: the texts of the tokens that may close an assistant turn in the
+        template's text (default: eos; Harmony's <|call|>, say). ``rerenders``: why the
+        model family's template re-renders earlier turns, for the fork reason."""
         self.tokenizer = tokenizer
+        self.turn_ends = turn_ends or (tokenizer.eos_text,)
+        self.rerenders = rerenders
 
     def _text(
         self, msgs: list[dict[str, Any]], tools: Any, k: int, gen: bool, cont: bool = False
@@ -104,6 +111,7 @@ class TemplateRenderer:
                 "the prompt does not extend an earlier call's prompt and reply"
                 if spliced is not None
                 else "the chat template does not render earlier turns as a prefix"
+                + (f" ({self.rerenders})" if self.rerenders else "")
             )
         return out
 
@@ -118,7 +126,6 @@ class TemplateRenderer:
     ) -> list[int] | None:
         if history is None or not history.calls:
             return None
-        eos = self.tokenizer.eos_text
         ids: list[int] = untracked([])
         consumed = ""
         for i, m in enumerate(messages[:-1]):
@@ -127,7 +134,7 @@ class TemplateRenderer:
                 continue
             head = self._text(msgs, tools, i, gen=True)
             closed = self._text(msgs, tools, i + 1, gen=False)
-            end = closed.rfind(eos, len(head))
+            end, eos = max((closed.rfind(t, len(head)), t) for t in self.turn_ends)
             if not head.startswith(consumed) or not closed.startswith(head) or end < 0:
                 return None
             ids += self.tokenizer.encode_template(head[len(consumed) :])

@@ -219,7 +219,7 @@ class RolloutHistory:
     def record(self, prompt: RenderedPrompt, output_ids: list[int], message: Message) -> Turn:
         """Remember a call: its prompt, the ids the engine sampled, the message they parsed to."""
         r = self._renderer
-        end = () if output_ids and output_ids[-1] == r.end_id else (r.end_id,)
+        end = () if output_ids and output_ids[-1] in r.turn_end_ids else (r.end_id,)
         index = len(self.calls)
         # Segments tokenized for this call stay cached for the rollout as they were made:
         # their lists are untracked already, so copying them into tuples buys nothing.

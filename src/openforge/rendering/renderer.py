@@ -21,8 +21,17 @@ from collections.abc import Hashable, Sequence
 
 import orjson
 
-from openforge.conversation import Conversation, ImagePart, Message, ToolCall, tools_json
+from openforge.conversation import (
+    Conversation,
+    ImagePart,
+    Message,
+    ToolCall,
+    ToolSpec,
+    tools_json,
+)
 from openforge.rendering.chat_template import render_chat_template
+from openforge.rendering.families.catalog import resolve_family
+from openforge.rendering.families.family import ModelFamily, Piece
 from openforge.rendering.hf_template import TemplateRenderer
 from openforge.rendering.history import (
     DriftPoint,
@@ -34,7 +43,7 @@ from openforge.rendering.history import (
     canonical_key,
     fast_key,
 )
-from openforge.rendering.parsing import IdFactory, ParsedOutput, StreamParser, parse
+from openforge.rendering.parsing import IdFactory, OutputParser, ParsedOutput, StreamParser
 from openforge.rendering.tokenizer import Tokenizer, TokenizerError
 from openforge.rendering.toolformat import (
     IMAGE_PLACEHOLDER,
@@ -124,22 +133,42 @@ class Renderer:
         cache_size: int = 256,
         use_model_template: bool | None = None,
         vision: Vision | None = None,
+        family: ModelFamily | None = None,
     ) -> None:
         """``use_model_template``: render through the model's own chat template (default:
-        when that template handles tools) instead of OpenForge's ChatML tool template.
-        ``vision``: the model reads images (user and tool-result images become its
-        expanded placeholders; see :mod:`openforge.rendering.vision`)."""
+        when that template handles tools, or the model's family writes calls in another
+        format than OpenForge's Hermes-style one) instead of OpenForge's ChatML tool
+        template. ``vision``: the model reads images (user and tool-result images become
+        its expanded placeholders; see :mod:`openforge.rendering.vision`). ``family``: the
+        model family (default: detected from the model directory; see
+        :mod:`openforge.rendering.families.catalog`)."""
         self.tokenizer = tokenizer
+        self.family = family if family is not None else resolve_family(tokenizer)
+        found = (tokenizer.token_id(t) for t in self.family.stop_tokens)
+        family_stops = frozenset(i for i in found if i is not None)
+        # Engine stop ids the family adds to the tokenizer's own (Harmony's <|call|>, say).
+        self.stop_token_ids = sorted(family_stops - tokenizer.stop_ids)
+        self._drop_ids = tokenizer.stop_ids | family_stops
+        call_end = self.family.call_end
+        self._call_end_id = tokenizer.token_id(call_end) if call_end else None
         self.vision = vision
         self._image_text = vision.marker if vision is not None else IMAGE_PLACEHOLDER
         self._shared = _LRU(cache_size)
         self._tools_text: OrderedDict[tuple[bytes, str, str | None], str] = OrderedDict()
         if use_model_template is None:
-            use_model_template = tokenizer.template_handles_tools
-        self._model_template = TemplateRenderer(tokenizer) if use_model_template else None
+            own = self.family.tools.name == "hermes"
+            use_model_template = tokenizer.template_handles_tools or not own
+        ends = (tokenizer.eos_text, *self.family.stop_tokens)
+        self._model_template = (
+            TemplateRenderer(tokenizer, ends, self.family.rerenders) if use_model_template else None
+        )
+        # Ids that close a reply as the template closes its turn (a recorded reply cut
+        # short gets end_id appended).
+        self.turn_end_ids: frozenset[int] = frozenset()
         if self._model_template is not None:
             # Replies are spliced in bare: the template writes their header and separator.
             self.end_id = tokenizer.eos_id
+            self.turn_end_ids = frozenset({self.end_id, *family_stops})
             self.generation_ids: list[int] = []
             self.turn_separator_ids: list[int] = []
             self.default_system: str | None = None
@@ -152,6 +181,7 @@ class Renderer:
                 "template is ChatML (use a model whose own chat template handles tools)"
             )
         self.start_id, self.end_id = start, end
+        self.turn_end_ids = frozenset({end})
         self.turn_separator_ids = untracked(tokenizer.encode("\n"))
         self.generation_ids = untracked([start, *tokenizer.encode("assistant\n")])
         self.default_system = _default_system(tokenizer, "<|im_start|>", "<|im_end|>")
@@ -308,15 +338,73 @@ class Renderer:
             for c in calls:
                 if not canonical_arguments(c.arguments).startswith("{"):
                     raise RenderError(f"tool call {c.name!r}: arguments must be a JSON object")
-        return [*self.tokenizer.encode(reply_body(text, reasoning, calls)), self.end_id]
+        end = self._call_end_id if calls and self._call_end_id is not None else self.end_id
+        return [*self.encode_pieces(self.family.reply_pieces(text, reasoning, calls)), end]
 
-    def parse(self, output_ids: list[int], id_factory: IdFactory | None = None) -> ParsedOutput:
+    def encode_pieces(self, pieces: list[Piece]) -> list[int]:
+        """A reply's pieces as ids: a marker that is one token of the vocabulary as that
+        token, everything else (content, markers the vocabulary lacks) as text."""
+        ids: list[int] = []
+        text = ""
+        for piece, marker in pieces:
+            tid = self.tokenizer.token_id(piece) if marker else None
+            if tid is None:
+                text += piece
+                continue
+            if text:
+                ids += self.tokenizer.encode(text)
+                text = ""
+            ids.append(tid)
+        if text:
+            ids += self.tokenizer.encode(text)
+        return ids
+
+    def parse(
+        self,
+        output_ids: list[int],
+        id_factory: IdFactory | None = None,
+        *,
+        tools: Sequence[ToolSpec] = (),
+        prompt_ids: Sequence[int] = (),
+    ) -> ParsedOutput:
         """Text, reasoning and tool calls from an engine's output ids."""
-        return parse(self.tokenizer, output_ids, id_factory)
+        parser = self.stream_parser(id_factory, tools=tools, prompt_ids=prompt_ids)
+        parser.feed(output_ids)
+        return parser.finish()
 
-    def stream_parser(self, id_factory: IdFactory | None = None) -> StreamParser:
-        """An incremental parser for one streamed output."""
-        return StreamParser(self.tokenizer, id_factory)
+    def stream_parser(
+        self,
+        id_factory: IdFactory | None = None,
+        *,
+        tools: Sequence[ToolSpec] = (),
+        prompt_ids: Sequence[int] = (),
+    ) -> OutputParser:
+        """An incremental parser for one streamed output. ``tools``: the request's (some
+        formats type argument values by their schema); ``prompt_ids``: the prompt, whose
+        generation prompt may have opened the reasoning block already."""
+        family = self.family
+        if family.tools.parser is not None:
+            return family.tools.parser(self.tokenizer, tools, id_factory, self._drop_ids)
+        if family.tools.name == "hermes" and not self.uses_model_template:
+            # OpenForge's own template: decoded exactly as it always was.
+            return StreamParser(self.tokenizer, id_factory, in_reasoning=self._opened(prompt_ids))
+        return StreamParser(
+            self.tokenizer,
+            id_factory,
+            tool_format=family.tools,
+            reasoning=family.reasoning,
+            tools=tools,
+            in_reasoning=self._opened(prompt_ids),
+            drop_ids=self._drop_ids,
+        )
+
+    def _opened(self, prompt_ids: Sequence[int]) -> bool:
+        """Whether the prompt ends inside an open reasoning block (``…<think>\n``)."""
+        think = self.family.reasoning
+        if think is None or not prompt_ids:
+            return False
+        tail = "".join(self.tokenizer.special_text(i) for i in prompt_ids[-4:])
+        return tail.rstrip().endswith(think.open)
 
     # ---- segments ---------------------------------------------------------------------
 

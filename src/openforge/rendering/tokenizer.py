@@ -71,26 +71,29 @@ class _ByteDetokenizer:
 class _WindowDetokenizer:
     """Generic fallback: decode a sliding window, emit only text that cannot change."""
 
-    __slots__ = ("_ids", "_prefix", "_read", "_tok")
+    __slots__ = ("_ids", "_prefix", "_read", "_skip", "_tok")
 
-    def __init__(self, tok: RustTokenizer) -> None:
+    def __init__(self, tok: RustTokenizer, skip_special: bool = True) -> None:
         self._tok = tok
+        self._skip = skip_special
         self._ids: list[int] = []
         self._prefix = 0
         self._read = 0
 
     def feed(self, ids: list[int]) -> str:
         self._ids.extend(ids)
-        before = self._tok.decode(self._ids[self._prefix : self._read], skip_special_tokens=True)
-        after = self._tok.decode(self._ids[self._prefix :], skip_special_tokens=True)
+        skip = self._skip
+        before = self._tok.decode(self._ids[self._prefix : self._read], skip_special_tokens=skip)
+        after = self._tok.decode(self._ids[self._prefix :], skip_special_tokens=skip)
         if len(after) > len(before) and not after.endswith("\ufffd"):
             self._prefix, self._read = self._read, len(self._ids)
             return str(after[len(before) :])
         return ""
 
     def flush(self) -> str:
-        before = self._tok.decode(self._ids[self._prefix : self._read], skip_special_tokens=True)
-        after = self._tok.decode(self._ids[self._prefix :], skip_special_tokens=True)
+        skip = self._skip
+        before = self._tok.decode(self._ids[self._prefix : self._read], skip_special_tokens=skip)
+        after = self._tok.decode(self._ids[self._prefix :], skip_special_tokens=skip)
         self._prefix = self._read = len(self._ids)
         return str(after[len(before) :])
 
@@ -168,11 +171,31 @@ class Tokenizer:
             return table[token_id].decode("utf-8", "replace") if 0 <= token_id < len(table) else ""
         return self.decode([token_id])
 
-    def detokenizer(self) -> Detokenizer:
-        """A fresh incremental detokenizer."""
+    def detokenizer(self, special: bool = False) -> Detokenizer:
+        """A fresh incremental detokenizer; ``special``: special tokens come out as their
+        text (families whose tool-call markers are special tokens need to see them)."""
         if self._bytes is not None:
-            return _ByteDetokenizer(self._bytes)
-        return _WindowDetokenizer(self._template)
+            return _ByteDetokenizer(self._special_bytes if special else self._bytes)
+        return _WindowDetokenizer(self._template, skip_special=not special)
+
+    @functools.cached_property
+    def _special_bytes(self) -> list[bytes]:
+        """The byte table with each special token's own text in place of nothing."""
+        assert self._bytes is not None
+        table = list(self._bytes)
+        for i, token in self._template.get_added_tokens_decoder().items():
+            if 0 <= i < len(table) and i in self.special_ids:
+                table[i] = token.content.encode()
+        return table
+
+    def special_text(self, token_id: int) -> str:
+        """The text of any token, special ones included (for reading prompts' markers)."""
+        return str(self._template.decode([token_id], skip_special_tokens=False))
+
+    @functools.cached_property
+    def added_tokens(self) -> frozenset[str]:
+        """The texts of the vocabulary's added tokens (special or not)."""
+        return frozenset(t.content for t in self._template.get_added_tokens_decoder().values())
 
     @property
     def template_handles_tools(self) -> bool:
