@@ -9,7 +9,7 @@ import pytest
 
 from openforge.store import SchemaMismatch, SqliteStore
 from openforge.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration
-from openforge.store.schemas import CallRole, RolloutStatus
+from openforge.store.schemas import CallRole, Flag, FlagSeverity, RolloutStatus
 from openforge.traces.source import open_store
 
 # The v1 schema as released (frozen here: the code only knows the current DDL).
@@ -124,6 +124,10 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
                 status=calls[0].status,
             )
         )
+    # v7: rollouts from before have no reward-hack flags, and take them.
+    assert (await store.get_rollout("ro_1")).flags == []
+    flag = Flag("reward-file", FlagSeverity.HIGH, "call 0", "bash: echo 1 > reward.txt")
+    assert (await store.flag_rollout("ro_1", [flag])).flags == [flag]
     await store.close()
     assert _version(path) == SCHEMA_VERSION
     backup = tmp_path / "old.db.v1.bak"

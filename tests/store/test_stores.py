@@ -27,7 +27,8 @@ from openforge.store import (
     Store,
 )
 from openforge.store.location import open_store
-from openforge.store.schemas import CallRole, ControlEvent, ControlKind
+from openforge.store.pgschema import PG_SCHEMA_VERSION
+from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Flag, FlagSeverity
 
 
 def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
@@ -95,6 +96,35 @@ async def test_finish_is_idempotent_and_conflicts(location: str) -> None:
     with pytest.raises(RolloutNotFound):
         await store.get_rollout("ro_missing")
     assert [x.id for x in await store.rollouts([RolloutStatus.COMPLETED])] == [r.id]
+    await store.close()
+
+
+async def test_flags_are_replaced_in_any_status_and_survive_reopening(location: str) -> None:
+    """The reward-hack monitor's flags: set after the finish, replaced whole, cleared with
+    []; every read (by id, key, listing, a fresh process) sees the same."""
+    store = open_store(location)
+    r = await store.create_rollout(task_id="t")
+    assert r.flags == []
+    await store.finish_rollout(r.id, RolloutStatus.COMPLETED, reward=1.0)
+    flags = [
+        Flag("verifier-files", FlagSeverity.HIGH, "call 0", "bash: cat .openforge-verify/v.py"),
+        Flag("git-other-commits", FlagSeverity.MEDIUM, "transcript turn 2", "git log --all"),
+    ]
+    got = await store.flag_rollout(r.id, flags)
+    assert got.flags == flags and got.status is RolloutStatus.COMPLETED and got.reward == 1.0
+    assert (await store.get_rollout(r.id)).flags == flags
+    with pytest.raises(RolloutNotFound):
+        await store.flag_rollout("ro_missing", flags)
+    await store.close()
+    store = open_store(location)
+    assert (await store.get_rollout(r.id)).flags == flags
+    assert [x.flags for x in await store.rollouts()] == [flags]
+    assert (await store.rollout_by_key(r.key)).flags == flags  # type: ignore[union-attr]
+    assert (await store.flag_rollout(r.id, flags[1:])).flags == flags[1:]
+    assert (await store.flag_rollout(r.id, [])).flags == []
+    await store.close()
+    store = open_store(location)
+    assert (await store.get_rollout(r.id)).flags == []
     await store.close()
 
 
@@ -319,11 +349,16 @@ async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
         conn.execute("ALTER TABLE calls DROP COLUMN role")
         conn.execute("ALTER TABLE calls DROP COLUMN delta")
         conn.execute("DROP TABLE role_keys")
+        conn.execute("ALTER TABLE rollouts DROP COLUMN flags")
         conn.execute("UPDATE schema_version SET version = 1")
     store = open_store(postgres_url)
     assert [c.role for c in await store.calls(r.id)] == [CallRole.POLICY]
     key = await store.mint_role_key(r.id, CallRole.USER)
     assert (await store.rollout_by_role_key(key)) is not None
+    # version 4: rollouts from before have no flags, and take them
+    assert (await store.get_rollout(r.id)).flags == []
+    flag = Flag("reward-file", FlagSeverity.HIGH, "call 0", "bash: echo 1 > reward.txt")
+    assert (await store.flag_rollout(r.id, [flag])).flags == [flag]
     await store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchone() == (3,)
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (PG_SCHEMA_VERSION,)

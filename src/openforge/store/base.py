@@ -14,6 +14,7 @@ from openforge.store.schemas import (
     CallRecord,
     CallRole,
     ControlEvent,
+    Flag,
     Rollout,
     RolloutStatus,
 )
@@ -76,6 +77,12 @@ class Store(Protocol):
         details: dict[str, Any] | None = None,
     ) -> Rollout:
         """Idempotent; a conflicting repeat raises :class:`RolloutConflict`."""
+        ...
+
+    async def flag_rollout(self, rollout_id: str, flags: Sequence[Flag]) -> Rollout:
+        """Replace the rollout's reward-hack flags with ``flags`` (empty clears them), in
+        any status: a monitor runs once the rollout's calls are all in, after its finish,
+        and may be run again with other rules. Raises :class:`RolloutNotFound`."""
         ...
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:

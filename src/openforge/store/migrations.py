@@ -30,6 +30,8 @@ History:
 * v6 — ``calls_mark_running``: a trigger moving a ``created`` rollout to ``running`` when
   a call of it is inserted, so a group of recorded calls is one ``INSERT`` statement even
   when some are their rollouts' first (see :mod:`openforge.store.writer`).
+* v7 — ``rollouts.flags``: what the reward-hack monitor (:mod:`openforge.traces.monitor`)
+  found in a rollout, a JSON list; existing rollouts have none (``[]``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ __all__ = [
     "migrate",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class SchemaMismatch(StoreError):
@@ -127,12 +129,17 @@ def _v6_mark_running(conn: sqlite3.Connection) -> None:
     conn.execute(MARK_RUNNING_DDL)
 
 
+def _v7_flags(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE rollouts ADD COLUMN flags TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
     3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
     4: Migration(4, "calls.role and role_keys: judge and simulated-user calls", _v4_roles),
     5: Migration(5, "calls.delta: calls stored relative to an earlier call", _v5_delta),
     6: Migration(6, "calls_mark_running: an insert marks its rollout running", _v6_mark_running),
+    7: Migration(7, "rollouts.flags: the reward-hack monitor's findings", _v7_flags),
 }
 
 

@@ -9,8 +9,8 @@ from openforge.store.migrations import SchemaMismatch
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 
-PG_SCHEMA_VERSION = 3
-# Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). A version-1
+PG_SCHEMA_VERSION = 4
+# Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). An older
 # store is brought up in place on open (under the advisory lock, in one transaction).
 _ROLES = """
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS role TEXT NOT NULL DEFAULT 'policy';
@@ -25,6 +25,9 @@ CREATE INDEX IF NOT EXISTS role_keys_rollout ON role_keys(rollout_id);
 # Version 3: ``calls.delta``, a call stored relative to an earlier call of its rollout
 # (store/delta.py); rows from before are whole (NULL).
 _DELTA = "ALTER TABLE calls ADD COLUMN IF NOT EXISTS delta BYTEA;"
+# Version 4: ``rollouts.flags``, the reward-hack monitor's findings (traces/monitor.py) as a
+# JSON list; rollouts from before have none.
+_FLAGS = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS flags BYTEA NOT NULL DEFAULT '[]'::bytea;"
 _LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 
 # Content-addressed images calls refer to by sha256. Added to version 1 as a new table
@@ -54,7 +57,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     created_at DOUBLE PRECISION NOT NULL,
     finished_at DOUBLE PRECISION,
     details BYTEA NOT NULL,
-    next_seq INTEGER NOT NULL DEFAULT 0
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    flags BYTEA NOT NULL DEFAULT '[]'::bytea
 );
 CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
@@ -114,10 +118,11 @@ def check_schema(url: str) -> None:
             return
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else None
-        if version in (1, 2):
+        if version in (1, 2, 3):
             conn.execute(_BLOBS)
             conn.execute(_ROLES)
             conn.execute(_DELTA)
+            conn.execute(_FLAGS)
             conn.execute("UPDATE schema_version SET version = %s", (PG_SCHEMA_VERSION,))
             return
         if version != PG_SCHEMA_VERSION:

@@ -49,9 +49,11 @@ from openforge.store.rows import (
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
+    ROLLOUT_WIDTH,
     RequestColumns,
     call_row,
     calls_from_rows,
+    flags_json,
     foreign_bases,
     mint_rollout,
     request_columns,
@@ -66,6 +68,7 @@ from openforge.store.schemas import (
     CallRole,
     ControlEvent,
     ControlKind,
+    Flag,
     Rollout,
     RolloutStatus,
 )
@@ -80,6 +83,7 @@ _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a bur
 _TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in sorted(str(t) for t in TERMINAL)) + ")"
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES ({', '.join(['%s'] * CALL_WIDTH)})"
+_ROLLOUT_MARKS = ", ".join(["%s"] * ROLLOUT_WIDTH)
 _MARK_RUNNING = "UPDATE rollouts SET status = 'running' WHERE status = 'created' AND id = ANY(%s)"
 _ALLOCATE = f"""
 UPDATE rollouts SET next_seq = GREATEST(
@@ -277,7 +281,7 @@ class PostgresStore:
 
         async def insert(conn: Conn) -> None:
             await conn.execute(
-                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})",
+                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({_ROLLOUT_MARKS})",
                 row,
             )
 
@@ -378,6 +382,26 @@ class PostgresStore:
             cached.status, cached.reward = result.status, result.reward
             cached.finished_at, cached.details = result.finished_at, result.details
             return cached
+        return result
+
+    async def flag_rollout(self, rollout_id: str, flags: Sequence[Flag]) -> Rollout:
+        """Replace the rollout's reward-hack flags; committed on return."""
+        column = flags_json(flags)
+
+        async def update(conn: Conn) -> Rollout:
+            cur = await conn.execute(
+                f"UPDATE rollouts SET flags = %s WHERE id = %s RETURNING {ROLLOUT_COLUMNS}",
+                (column, rollout_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise RolloutNotFound(rollout_id)
+            return rollout_from_row(row)
+
+        result = await self._write(update)
+        cached = self._by_key.get(result.key)
+        if cached is not None:  # keep the object others hold in step
+            cached.flags = result.flags
         return result
 
     async def rollouts(

@@ -33,6 +33,7 @@ from openforge.store.schemas import (
     CallRecord,
     CallRole,
     CallStatus,
+    Flag,
     Rollout,
     RolloutStatus,
     decode_ids,
@@ -47,9 +48,11 @@ __all__ = [
     "CALL_WIDTH",
     "ROLE_KEY_COLUMNS",
     "ROLLOUT_COLUMNS",
+    "ROLLOUT_WIDTH",
     "RequestColumns",
     "call_row",
     "calls_from_rows",
+    "flags_json",
     "foreign_bases",
     "mint_rollout",
     "new_rollout_key",
@@ -67,8 +70,9 @@ CALL_COLUMNS = (
 CALL_WIDTH = 29
 _DELTA = 28  # the ``delta`` column: NULL for a row stored whole
 ROLLOUT_COLUMNS = (
-    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details"
+    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details, flags"
 )
+ROLLOUT_WIDTH = 11
 
 
 ROLE_KEY_COLUMNS = "key, rollout_id, role, created_at"
@@ -102,6 +106,7 @@ def mint_rollout(
         rollout.created_at,
         None,
         b"{}",
+        b"[]",
     )
     return rollout, row
 
@@ -125,7 +130,13 @@ def rollout_from_row(row: Sequence[Any]) -> Rollout:
         created_at=row[7],
         finished_at=row[8],
         details=orjson.loads(row[9]),
+        flags=[Flag.from_json(d) for d in orjson.loads(row[10])],
     )
+
+
+def flags_json(flags: Sequence[Flag]) -> bytes:
+    """The ``flags`` column of a rollout's row."""
+    return orjson.dumps(list(flags))
 
 
 # Compared and hashed by identity (eq=False): the store keeps the calls in flight in a

@@ -21,6 +21,8 @@ __all__ = [
     "CallRecord",
     "CallRole",
     "CallStatus",
+    "Flag",
+    "FlagSeverity",
     "Rollout",
     "RolloutStatus",
     "decode_ids",
@@ -93,6 +95,38 @@ class ControlEvent:
     weight_version: str | None = None
 
 
+class FlagSeverity(enum.StrEnum):
+    """How sure a monitor rule is that what it matched is a shortcut (training acts on
+    flags at or above a chosen severity)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {FlagSeverity.LOW: 0, FlagSeverity.MEDIUM: 1, FlagSeverity.HIGH: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """A reward-hack monitor's finding on a rollout: which rule matched, how severe it is,
+    where (``call 3``, ``transcript turn 5``) and what it matched (cut short)."""
+
+    rule: str
+    severity: FlagSeverity
+    where: str
+    evidence: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Flag:
+        """A flag as the store and the admin API write it."""
+        return cls(str(d["rule"]), FlagSeverity(d["severity"]), str(d["where"]), str(d["evidence"]))
+
+
 @dataclass(slots=True)
 class Rollout:
     id: str
@@ -106,6 +140,9 @@ class Rollout:
     finished_at: float | None = None
     # Why a rollout ended as it did (an agent_error's message, a verifier's details).
     details: dict[str, Any] = field(default_factory=dict)
+    # What the reward-hack monitor found in its calls and transcript (traces/monitor.py);
+    # set after the finish, and replaced whole when the rules are run again.
+    flags: list[Flag] = field(default_factory=list)
 
 
 @dataclass(slots=True)

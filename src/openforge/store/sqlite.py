@@ -47,9 +47,11 @@ from openforge.store.rows import (
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
     ROLLOUT_COLUMNS,
+    ROLLOUT_WIDTH,
     RequestColumns,
     call_row,
     calls_from_rows,
+    flags_json,
     foreign_bases,
     mint_rollout,
     request_columns,
@@ -63,6 +65,7 @@ from openforge.store.schemas import (
     CallRecord,
     CallRole,
     ControlEvent,
+    Flag,
     Rollout,
     RolloutStatus,
 )
@@ -86,7 +89,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     metadata TEXT NOT NULL,
     created_at REAL NOT NULL,
     finished_at REAL,
-    details TEXT NOT NULL
+    details TEXT NOT NULL,
+    flags TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
@@ -130,6 +134,7 @@ CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_i
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
+_ROLLOUT_MARKS = ",".join("?" * ROLLOUT_WIDTH)
 _WAL_LIMIT = 64 << 20  # bytes a restarted WAL is cut back to
 
 
@@ -257,9 +262,7 @@ class SqliteStore:
         rollout, row = mint_rollout(task_id, group_id, metadata)
 
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row
-            )
+            conn.execute(f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({_ROLLOUT_MARKS})", row)
 
         await self._write(insert)
         # Made here, by the file's one writer: it has no calls, and its first allocate_seq
@@ -405,6 +408,26 @@ class SqliteStore:
         if cached is not None:  # keep the object others hold in step
             cached.status, cached.reward = result.status, result.reward
             cached.finished_at, cached.details = result.finished_at, result.details
+            return cached
+        return self._cache(result)
+
+    async def flag_rollout(self, rollout_id: str, flags: Sequence[Flag]) -> Rollout:
+        """Replace the rollout's reward-hack flags; durable on return."""
+        column = flags_json(flags)
+
+        def update(conn: sqlite3.Connection) -> Rollout:
+            cur = conn.execute("UPDATE rollouts SET flags = ? WHERE id = ?", (column, rollout_id))
+            if cur.rowcount == 0:
+                raise RolloutNotFound(rollout_id)
+            row = conn.execute(
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
+            ).fetchone()
+            return rollout_from_row(row)
+
+        result = await self._write(update)
+        cached = self._by_id.get(rollout_id)
+        if cached is not None:  # keep the object others hold in step
+            cached.flags = result.flags
             return cached
         return self._cache(result)
 
