@@ -8,11 +8,15 @@
          (a key whose calls are recorded under the rollout with that role and answered by
          the gateway's engine for it; 400 when the gateway has none, 409 once finished)
     GET  /admin/rollouts?status=&group_id=   → {rollouts: [rollout, ...]}
-    GET  /admin/rollouts/<id>[?tokens=1]     → rollout + {calls: [...]}
+    GET  /admin/rollouts/<id>[?tokens=1][&content=1]   → rollout + {calls: [...]}
+         (content=1: each call's canonical ``conversation`` and ``completion`` too, which
+         the orchestrator's reward-hack monitor reads)
     POST /admin/rollouts/<id>/finish    {status, reward?, details?} → rollout
          (the same finish again → 200; a conflicting one → 409). It first refuses the
          rollout's new calls and waits (bounded) for those in flight; any that end later
          are recorded with status ``late``, never as the rollout's samples.
+    POST /admin/rollouts/<id>/flags     {flags: [{rule, severity, where, evidence}]} → rollout
+         (replaces the rollout's reward-hack flags, in any status; [] clears them)
     POST /admin/pause[?wait=0]          → {paused, in_flight, weight_version}
          (returns once in-flight calls finished, unless wait=0)
     POST /admin/resume                  → {paused, in_flight, weight_version}
@@ -51,6 +55,7 @@ from openforge.store.schemas import (
     CallRecord,
     CallRole,
     ControlKind,
+    Flag,
     Rollout,
     RolloutStatus,
 )
@@ -80,7 +85,7 @@ def rollout_json(rollout: Rollout) -> dict[str, Any]:
     return out
 
 
-def _call_json(call: CallRecord, tokens: bool) -> dict[str, Any]:
+def _call_json(call: CallRecord, tokens: bool, content: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": call.id,
         "seq": call.seq,
@@ -102,6 +107,9 @@ def _call_json(call: CallRecord, tokens: bool) -> dict[str, Any]:
         "first_token_s": call.first_token_s,
         "total_s": call.total_s,
     }
+    if content:
+        out["conversation"] = call.conversation
+        out["completion"] = call.completion
     if tokens:
         out["prompt_ids"] = call.prompt_ids
         out["output_ids"] = call.output_ids
@@ -177,6 +185,7 @@ class AdminApi:
             Route("/admin/rollouts/{rollout_id}", h(self.get), methods=["GET"]),
             Route("/admin/rollouts/{rollout_id}/finish", h(self.finish), methods=["POST"]),
             Route("/admin/rollouts/{rollout_id}/keys", h(self.mint_key), methods=["POST"]),
+            Route("/admin/rollouts/{rollout_id}/flags", h(self.flag), methods=["POST"]),
             Route("/admin/pause", h(self.pause), methods=["POST"]),
             Route("/admin/resume", h(self.resume), methods=["POST"]),
             Route("/admin/weights", h(self.weights), methods=["POST"]),
@@ -280,10 +289,29 @@ class AdminApi:
     async def get(self, request: Request) -> Response:
         rollout = await self.store.get_rollout(request.path_params["rollout_id"])
         tokens = request.query_params.get("tokens", "0") not in ("0", "", "false")
+        content = request.query_params.get("content", "0") not in ("0", "", "false")
         calls = await self.store.calls(rollout.id, tokens=True)
         out = rollout_json(rollout)
-        out["calls"] = [_call_json(c, tokens) for c in calls]
+        out["calls"] = [_call_json(c, tokens, content) for c in calls]
         return _json(out)
+
+    async def flag(self, request: Request) -> Response:
+        body = await _body(request, self.limits)
+        raw = body.get("flags")
+        if not isinstance(raw, list):
+            raise _AdminError(400, "invalid_request", "'flags' must be a list of flags")
+        flags: list[Flag] = []
+        for i, item in enumerate(raw):
+            fields = ("rule", "severity", "where", "evidence")
+            if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in fields):
+                message = f"'flags[{i}]' must be an object with string {', '.join(fields)}"
+                raise _AdminError(400, "invalid_request", message)
+            try:
+                flags.append(Flag.from_json(item))
+            except ValueError as exc:
+                raise _AdminError(400, "invalid_request", f"'flags[{i}]': {exc}") from None
+        rollout = await self.store.flag_rollout(request.path_params["rollout_id"], flags)
+        return _json(rollout_json(rollout))
 
     async def blob(self, request: Request) -> Response:
         digest = request.path_params["sha256"]

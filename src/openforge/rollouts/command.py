@@ -75,6 +75,14 @@ RewardKeyOpt = Annotated[
         "--reward-key", help="Harbor tasks: the reward.json key that is the reward (default: mean)."
     ),
 ]
+MonitorRulesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--monitor-rules",
+        help="A TOML file of reward-hack monitor rules: adds to, replaces or disables the "
+        "defaults (docs/traces.md).",
+    ),
+]
 RetryInfraOpt = Annotated[
     bool, typer.Option("--retry-infra", help="On resume, rerun rollouts that ended in infra_error.")
 ]
@@ -137,6 +145,7 @@ def _run(
     reward_key: str | None = None,
     price: Prices | None = None,
     allow_reachable_evidence: bool = False,
+    monitor_rules: Path | None = None,
 ) -> None:
     import asyncio
     import dataclasses
@@ -157,8 +166,14 @@ def _run(
     from openforge.sandboxes.base import SandboxError
     from openforge.tasks.harbor import with_reward_key
     from openforge.tasks.loading import SUITE_SPLITS, load_tasks
+    from openforge.traces.monitor import RuleError, load_rules
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
+    try:
+        load_rules(monitor_rules)  # checked before anything runs
+    except RuleError as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2) from None
     if split not in (None, "train", "test", *SUITE_SPLITS):
         allowed = ", ".join(("train", "test", *SUITE_SPLITS))
         raise typer.BadParameter(f"must be one of {allowed}", param_hint="--split")
@@ -199,6 +214,7 @@ def _run(
             retry_infra=retry_infra,
             allow_task_internet=allow_task_internet,
             allow_reachable_evidence=allow_reachable_evidence,
+            monitor_rules=monitor_rules,
             handle_signals=True,
             on_result=live.finished,
             on_start=live.started,
@@ -273,6 +289,7 @@ def register(app: typer.Typer) -> None:
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
         reward_key: RewardKeyOpt = None,
+        monitor_rules: MonitorRulesOpt = None,
         price_input: PriceInputOpt = None,
         price_output: PriceOutputOpt = None,
         price_sandbox_hour: PriceSandboxOpt = None,
@@ -297,6 +314,7 @@ def register(app: typer.Typer) -> None:
             reward_key,
             prices(price_input, price_output, price_sandbox_hour),
             allow_reachable_evidence,
+            monitor_rules,
         )
 
     @app.command(name="eval")
@@ -319,6 +337,7 @@ def register(app: typer.Typer) -> None:
         retry_infra: RetryInfraOpt = False,
         allow_task_internet: InternetOpt = False,
         reward_key: RewardKeyOpt = None,
+        monitor_rules: MonitorRulesOpt = None,
         price_input: PriceInputOpt = None,
         price_output: PriceOutputOpt = None,
         price_sandbox_hour: PriceSandboxOpt = None,
@@ -347,4 +366,5 @@ def register(app: typer.Typer) -> None:
             reward_key,
             prices(price_input, price_output, price_sandbox_hour),
             allow_reachable_evidence,
+            monitor_rules,
         )

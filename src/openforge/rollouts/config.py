@@ -54,6 +54,9 @@ class RolloutResult:
     # Engine tokens by call role over every attempt: {"policy": {"calls", "prompt",
     # "output"}, ...}, read back from the gateway (rollouts/cost.py adds them up).
     usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The ids of the reward-hack monitor's rules that matched the last attempt, most
+    # severe first (traces/monitor.py; the store holds each flag's place and evidence).
+    flags: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -97,6 +100,11 @@ class RolloutConfig:
     # tasks' result files, the web apps' database); refused by default (rollouts/reach.py).
     allow_reachable_evidence: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)  # added to every gateway rollout
+    # The reward-hack monitor (traces/monitor.py) runs on every finished rollout with the
+    # default rules, plus this file's (which may add, replace and disable rules); its flags
+    # go to the store through the admin API and into ``RolloutResult.flags``.
+    monitor: bool = True
+    monitor_rules: Path | str | None = None
     run_id: str | None = None  # default: the run dir's, or a fresh one
     handle_signals: bool = False  # SIGINT/SIGTERM cancel the run (the CLI sets this)
     on_result: Callable[[RolloutResult], None] | None = None

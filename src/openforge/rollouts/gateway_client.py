@@ -1,14 +1,17 @@
 """The gateway's admin API as the orchestrator uses it: mint a rollout key (and its judge's and
-simulated user's keys), finish it, probe it."""
+simulated user's keys), finish it, read its calls back, record the monitor's flags, probe it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
+
+from openforge.store.schemas import Flag
 
 __all__ = ["GatewayClient", "GatewayConflict", "GatewayError", "Minted", "RoleKey"]
 
@@ -104,16 +107,25 @@ class GatewayClient:
         if resp.status_code != 200:
             raise GatewayError(f"finish {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
 
-    async def calls(self, rollout_id: str) -> list[dict[str, Any]]:
-        """The rollout's calls as the admin API lists them (token counts, no token ids)."""
+    async def calls(self, rollout_id: str, content: bool = False) -> list[dict[str, Any]]:
+        """The rollout's calls as the admin API lists them (token counts, no token ids;
+        ``content``: each call's conversation and completion too)."""
+        params = {"content": "1"} if content else None
         try:
-            resp = await self._http.get(f"/admin/rollouts/{rollout_id}")
+            resp = await self._http.get(f"/admin/rollouts/{rollout_id}", params=params)
         except httpx.HTTPError as exc:
             raise GatewayError(f"gateway {self.url}: {type(exc).__name__}: {exc}") from exc
         if resp.status_code != 200:
             raise GatewayError(f"calls {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
         calls = resp.json().get("calls")
         return list(calls) if isinstance(calls, list) else []
+
+    async def flag(self, rollout_id: str, flags: Sequence[Flag]) -> None:
+        """Record the reward-hack monitor's flags on the rollout (replacing any before)."""
+        body = {"flags": [dataclasses.asdict(f) for f in flags]}
+        resp = await self._post(f"/admin/rollouts/{rollout_id}/flags", body)
+        if resp.status_code != 200:
+            raise GatewayError(f"flag {rollout_id}: HTTP {resp.status_code}: {resp.text[:500]}")
 
     async def health(self, timeout_s: float) -> None:
         """Probe ``GET /health``; raise :class:`GatewayError` unless it answers 200."""

@@ -7,7 +7,8 @@ With n scored samples of a task of which c pass:
 
 ``infra_error`` rollouts carry no reward and are left out of n (they are masked, not failed).
 A task with fewer than k scored samples has no value for that k. Overall figures are the
-mean over the tasks that have one.
+mean over the tasks that have one. ``flagged`` counts the rollouts the reward-hack monitor
+flagged (traces/monitor.py), whatever their status; ``flagged_rules`` how often each rule did.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class RunSummary:
     tasks: list[TaskStats]
     pass_at: dict[int, float] = field(default_factory=dict)
     pass_hat: dict[int, float] = field(default_factory=dict)
+    flagged: int = 0
+    flagged_rules: dict[str, int] = field(default_factory=dict)
 
 
 def summarize(
@@ -67,7 +70,12 @@ def summarize(
     stats: list[TaskStats] = []
     all_rewards: list[float] = []
     statuses: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
+    flagged = 0
     for task_id, rs in by_task.items():
+        for r in rs:
+            flagged += bool(r.flags)
+            rules.update(r.flags)
         rewards = [r.reward for r in rs if r.status != "infra_error" and r.reward is not None]
         all_rewards += rewards
         counts = Counter(r.status for r in rs)
@@ -90,6 +98,8 @@ def summarize(
         statuses={s: statuses.get(s, 0) for s in STATUSES},
         mean_reward=sum(all_rewards) / len(all_rewards) if all_rewards else None,
         tasks=stats,
+        flagged=flagged,
+        flagged_rules=dict(sorted(rules.items())),
     )
     for k in ks:
         at = [s.pass_at[k] for s in stats if k in s.pass_at]

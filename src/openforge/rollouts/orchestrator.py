@@ -47,6 +47,7 @@ from openforge.sandboxes.base import SandboxBackend
 from openforge.tasks.judge import judge_from_env
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task, TaskError
+from openforge.traces.monitor import load_rules
 
 __all__ = ["Interrupted", "load_results", "resolve_tasks", "run_rollouts"]
 
@@ -191,7 +192,8 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     """Run every (task, sample) of ``config`` not already in its run dir; return all results.
 
     The returned list holds the earlier results of a resumed run too, ordered by task then
-    sample. Raises :class:`Interrupted` when stopped by a signal (``handle_signals``).
+    sample. Raises :class:`Interrupted` when stopped by a signal (``handle_signals``), and
+    :class:`~openforge.traces.monitor.RuleError` for a monitor rule file that cannot be used.
     """
     tasks, _errors = resolve_tasks(config)
     harness: Harness = (
@@ -201,6 +203,8 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     )
     if not config.allow_reachable_evidence:
         refuse_reachable_evidence(tasks, harness)  # before anything is made or written
+    # A bad rule file stops the run before anything starts (RuleError names the field).
+    monitor = load_rules(config.monitor_rules) if config.monitor else None
     out_dir = Path(config.out_dir) if config.out_dir is not None else None
     done: dict[tuple[str, int], RolloutResult] = {}
     run_id = config.run_id or "run-" + secrets.token_hex(4)
@@ -239,6 +243,7 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
             metadata={**harness_meta, **config.metadata, "run_id": run_id},
             allow_internet=config.allow_task_internet,
             serving_roles=serving[0],
+            monitor=monitor,
         )
 
     loop = asyncio.get_running_loop()

@@ -12,7 +12,7 @@ from rich.table import Table
 from openforge.rollouts.config import STATUSES, RolloutResult
 from openforge.rollouts.metrics import RunSummary
 
-__all__ = ["LiveCounts", "summary_table"]
+__all__ = ["LiveCounts", "flagged_line", "summary_table"]
 
 _STYLE = {"completed": "green", "agent_error": "yellow", "timeout": "magenta", "infra_error": "red"}
 
@@ -84,6 +84,15 @@ def summary_table(summary: RunSummary, ks: list[int], per_task: bool = True) -> 
     return table
 
 
+def flagged_line(summary: RunSummary) -> str:
+    """How many rollouts the reward-hack monitor flagged, and by which rules."""
+    rules = ", ".join(f"{rule} {n}" for rule, n in summary.flagged_rules.items())
+    return f"reward-hack monitor: {summary.flagged} of {summary.total} rollouts flagged" + (
+        f" ({rules}; see openforge traces show ROLLOUT_ID --store STORE)" if rules else ""
+    )
+
+
 def print_summary(console: Console, summary: RunSummary, ks: list[int]) -> None:
-    """Print the summary table."""
+    """Print the summary table and the monitor's line."""
     console.print(summary_table(summary, ks, per_task=len(summary.tasks) <= 200))
+    console.print(flagged_line(summary), markup=False)

@@ -8,6 +8,9 @@ a harness that runs past the task's timeout is ``timeout``; one that exits non-z
 agent left behind. The task runs as an episode (``tasks/episode.py``): in its own image,
 workdir and env when it brings them, one harness launch per step for multi-step tasks.
 
+Every finished attempt is read back: its engine tokens (the run's cost) and the reward-hack
+monitor's verdict on its calls and transcript (traces/monitor.py), recorded on the gateway.
+
 A lost gateway is infra too, whatever the harness did: an attempt during whose agent run
 the gateway's health check failed (:class:`GatewayWatch`) is not verified, and an attempt
 whose finish the gateway did not record is not scored (the store would disagree with
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,8 +57,11 @@ from openforge.tasks.episode import (
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.verify import VerifierError, VerifyResult
+from openforge.traces.monitor import CallContent, RuleSet, scan
 
 __all__ = ["Attempt", "RolloutJob", "run_job"]
+
+log = logging.getLogger("openforge.rollouts")
 
 _LOG_TAIL = 64 * 1024
 _INFRA = (SandboxError, GatewayError, HarnessError, OSError)
@@ -77,6 +84,8 @@ class RolloutJob:
     allow_internet: bool = False  # honour tasks' allow_internet (else gateway-only)
     # The roles besides the policy the gateway has engines for ("judge", "user").
     serving_roles: frozenset[str] = frozenset()
+    # The reward-hack monitor's rules, run on each finished attempt (None: no monitor).
+    monitor: RuleSet | None = None
 
 
 @dataclass(slots=True)
@@ -331,17 +340,32 @@ async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> bo
     return True
 
 
-async def _count_usage(job: RolloutJob, rollout_id: str, result: RolloutResult) -> None:
-    """Add the attempt's engine tokens by role to ``result.usage`` (what the run cost).
-    A gateway that cannot list the calls leaves the count short, never fails the rollout."""
+async def _read_back(
+    job: RolloutJob, rollout_id: str, result: RolloutResult, transcript: dict[str, Any] | None
+) -> None:
+    """Once the attempt is finished (its calls all in): add its engine tokens by role to
+    ``result.usage`` (what the run cost), and run the reward-hack monitor over its calls
+    and transcript, recording the flags on the gateway. A gateway that cannot list the
+    calls leaves the count short and the rollout unchecked, never fails it."""
     try:
-        calls = await job.gateway.calls(rollout_id)
-    except GatewayError:
+        calls = await job.gateway.calls(rollout_id, content=job.monitor is not None)
+    except GatewayError as exc:
+        if job.monitor is not None:
+            log.warning("rollout %s: not checked by the monitor: %s", rollout_id, exc)
         return
     for role, counts in usage_from_calls(calls).items():
         mine = result.usage.setdefault(role, {"calls": 0, "prompt": 0, "output": 0})
         for key, value in counts.items():
             mine[key] = mine.get(key, 0) + value
+    if job.monitor is None:
+        return
+    flags = scan(job.monitor, [CallContent.from_json(c) for c in calls], transcript)
+    result.flags = [f.rule for f in flags]
+    if flags:
+        try:
+            await job.gateway.flag(rollout_id, flags)
+        except GatewayError as exc:
+            log.warning("rollout %s: flags %s not recorded: %s", rollout_id, result.flags, exc)
 
 
 async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResult, Attempt]:
@@ -382,7 +406,8 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
             # A verifier that crashed is not retried: rerunning the agent would not fix it.
             final = result.status != "infra_error" or result.verifier_output is not None
             finished = await _finish(job, minted.rollout_id, result)
-            await _count_usage(job, minted.rollout_id, result)
+            result.flags = []
+            await _read_back(job, minted.rollout_id, result, out.transcript)
             if finished and final:
                 break
         if attempt <= job.retries:

@@ -1,4 +1,5 @@
-"""``openforge traces export|show|stats``: samples from a store, for trainers and for people."""
+"""``openforge traces export|show|stats|flag``: samples from a store, for trainers and for
+people, and the reward-hack monitor run again over it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,23 @@ _OUT = typer.Option(..., "--out", help="Output file (.parquet, or .pkl for a veR
 _HTML = typer.Option(None, "--html", help="Also write a self-contained HTML page.")
 _TOKENIZER = typer.Option(
     None, "--tokenizer", help="Model dir to decode ids with (default: the served model)."
+)
+_FLAGGED = typer.Option(
+    "drop",
+    "--flagged",
+    help="Rollouts the reward-hack monitor flagged: drop (no samples), zero (reward 0) or keep.",
+)
+_RULES = typer.Option(
+    None, "--rules", help="A TOML rule file: adds to, replaces or disables the defaults."
+)
+_RUN_DIR = typer.Option(
+    None,
+    "--run-dir",
+    help="An orchestrator run directory (or one above several) whose transcripts the rules "
+    "read too (repeatable).",
+)
+_FLAG_SEVERITY = typer.Option(
+    "medium", "--flag-severity", help="The least severe flag --flagged acts on: low|medium|high."
 )
 
 
@@ -78,6 +96,18 @@ async def _with_images(
         await store.close()
 
 
+def _flag_options(flagged: str, severity: str) -> dict[str, Any]:
+    """``TraceOptions``' flag fields from the CLI's words (refused clearly when wrong)."""
+    from openforge.store.schemas import FlagSeverity
+    from openforge.traces.samples import FlagPolicy
+
+    if flagged not in tuple(FlagPolicy):
+        raise _fail(f"--flagged must be drop, zero or keep, not {flagged!r}")
+    if severity not in tuple(FlagSeverity):
+        raise _fail(f"--flag-severity must be low, medium or high, not {severity!r}")
+    return {"flagged": FlagPolicy(flagged), "flag_severity": FlagSeverity(severity)}
+
+
 def _export(
     store: str,
     fmt: str,
@@ -86,6 +116,7 @@ def _export(
     include_running: bool,
     mask_forks: bool,
     min_group_size: int,
+    flags: dict[str, Any],
 ) -> None:
     from openforge.traces import export
     from openforge.traces.samples import Mode, TraceOptions
@@ -100,6 +131,7 @@ def _export(
         mask_forks=mask_forks,
         require_reward=fmt == "verl",
         min_group_size=min_group_size,
+        **flags,
     )
     plan, blobs = asyncio.run(_with_images(store, options, fmt))
     masked = ", ".join(f"{k}: {v}" for k, v in sorted(plan.counts.masked_rollouts.items()))
@@ -128,14 +160,16 @@ def _export(
         typer.echo(f"wrote {n} rollouts to {out}{why}")
 
 
-def _stats_rows(store: str, include_running: bool, mask_forks: bool) -> dict[str, Any]:
+def _stats_rows(
+    store: str, include_running: bool, mask_forks: bool, flags: dict[str, Any]
+) -> dict[str, Any]:
     from openforge.traces.samples import Mode, TraceOptions
 
     per_call = asyncio.run(
-        _with_store(store, TraceOptions(Mode.PER_CALL, include_running, mask_forks))
+        _with_store(store, TraceOptions(Mode.PER_CALL, include_running, mask_forks, **flags))
     ).counts
     merged = asyncio.run(
-        _with_store(store, TraceOptions(Mode.MERGED, include_running, mask_forks))
+        _with_store(store, TraceOptions(Mode.MERGED, include_running, mask_forks, **flags))
     ).counts
     ratio = per_call.tokens / merged.tokens if merged.tokens else 0.0
     return {
@@ -156,6 +190,8 @@ def _stats_rows(store: str, include_running: bool, mask_forks: bool) -> dict[str
         "ambiguous parents": merged.ambiguous,
         "drifted turns": merged.drift,
         "groups dropped": merged.groups_dropped,
+        f"flagged rollouts ({flags['flag_severity']} and up: {flags['flagged']})": merged.flagged,
+        **{f"flags: {rule}": n for rule, n in sorted(merged.flags.items())},
         **{f"masked rollouts: {k}": v for k, v in sorted(merged.masked_rollouts.items())},
         **{f"masked calls: {k}": v for k, v in sorted(merged.masked_calls.items())},
     }
@@ -177,24 +213,31 @@ def register(app: typer.Typer) -> None:
         include_running: bool = typer.Option(False, "--include-running"),
         mask_forks: bool = typer.Option(False, "--mask-forks", help="Train no forked branch."),
         min_group_size: int = typer.Option(1, "--min-group-size", min=1),
+        flagged: str = _FLAGGED,
+        flag_severity: str = _FLAG_SEVERITY,
     ) -> None:
         """Export samples for veRL (parquet or DataProto), SFT (chat JSONL) or analysis."""
+        flags = _flag_options(flagged, flag_severity)
         with _gc_paused():
-            _export(store, fmt, mode, out, include_running, mask_forks, min_group_size)
+            _export(store, fmt, mode, out, include_running, mask_forks, min_group_size, flags)
 
     @traces.command("stats")
     def stats_cmd(
         store: str = _STORE,
         include_running: bool = typer.Option(False, "--include-running"),
         mask_forks: bool = typer.Option(False, "--mask-forks"),
+        flagged: str = _FLAGGED,
+        flag_severity: str = _FLAG_SEVERITY,
     ) -> None:
-        """Calls, samples, tokens trained, merge compression, forks, retries, drift, masking."""
+        """Calls, samples, tokens trained, merge compression, forks, retries, drift, masking,
+        the reward-hack monitor's flags."""
         from rich.console import Console
         from rich.table import Table
 
+        flags = _flag_options(flagged, flag_severity)
         table = Table("", "value", title=f"traces in {store}")
         with _gc_paused():
-            rows = _stats_rows(store, include_running, mask_forks)
+            rows = _stats_rows(store, include_running, mask_forks, flags)
         for k, v in rows.items():
             table.add_row(k, str(v))
         Console().print(table)
@@ -210,3 +253,52 @@ def register(app: typer.Typer) -> None:
         from openforge.traces.view import show
 
         asyncio.run(show(store, rollout_id, html, tokenizer))
+
+    @traces.command("flag")
+    def flag_cmd(
+        store: str = _STORE,
+        rules: Path | None = _RULES,
+        run_dir: list[Path] | None = _RUN_DIR,
+        dry_run: bool = typer.Option(False, "--dry-run", help="Report; change no flag."),
+    ) -> None:
+        """Run the reward-hack monitor's rules again over every finished rollout of a store
+        and replace each rollout's flags with what they find."""
+        _flag(store, rules, run_dir or [], dry_run)
+
+
+def _flag(location: str, rules_file: Path | None, run_dirs: list[Path], dry_run: bool) -> None:
+    from openforge.store.base import StoreError
+    from openforge.store.location import open_store
+    from openforge.traces.flagging import FlagReport, flag_store, run_transcripts
+    from openforge.traces.monitor import RuleError, load_rules
+
+    try:
+        rules = load_rules(rules_file)
+    except RuleError as e:
+        raise _fail(str(e)) from None
+    for d in run_dirs:
+        if not d.is_dir():
+            raise _fail(f"--run-dir {d}: no such directory")
+    transcripts = run_transcripts(run_dirs)
+
+    async def run() -> FlagReport:
+        try:
+            store = open_store(location, create=False)
+        except (FileNotFoundError, StoreError) as e:
+            raise _fail(str(e)) from None
+        try:
+            return await flag_store(store, rules, transcripts, write=not dry_run)
+        finally:
+            await store.close()
+
+    report = asyncio.run(run())
+    for rollout_id, task_id, found in report.flagged:
+        typer.echo(f"{rollout_id} ({task_id}): {', '.join(found)}")
+    rules_seen = ", ".join(f"{rule} {n}" for rule, n in sorted(report.by_rule.items()))
+    verb = "would change" if dry_run else "changed"
+    typer.echo(
+        f"checked {report.checked} finished rollouts ({report.with_transcript} with their "
+        f"transcript) against {len(rules.rules)} rules: {len(report.flagged)} flagged"
+        + (f" ({rules_seen})" if rules_seen else "")
+        + f"; {verb} the flags of {report.changed}"
+    )

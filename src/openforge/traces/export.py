@@ -21,6 +21,7 @@ the processor settings.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import pickle
 import struct
@@ -500,6 +501,7 @@ def plan_record(plan: RolloutPlan) -> dict[str, Any]:
             "group_id": r.group_id,
             "reward": r.reward,
             "metadata": r.metadata,
+            "flags": [dataclasses.asdict(f) for f in r.flags],
         },
         "excluded": plan.excluded,
         "nodes": [
@@ -538,6 +540,7 @@ def plan_record(plan: RolloutPlan) -> dict[str, Any]:
                 "weight_versions": s.weight_versions,
                 "drift": s.drift,
                 "reward": s.reward,
+                "flags": s.flags,
                 "images": [_image_json(i) for i in s.images],
             }
             for s in plan.samples

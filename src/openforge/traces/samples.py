@@ -13,6 +13,10 @@ merged path that did keep every screenshot would make one sequence carry all of 
 A sample that shows a VLM images lists them (:class:`SampleImage`, in order, by digest,
 with their placeholder offsets in the sample's ``input_ids``); the bytes are store blobs.
 
+A rollout the reward-hack monitor flagged (:mod:`openforge.traces.monitor`) is kept, left
+out (reason ``flagged``) or kept with reward 0, as ``TraceOptions.flagged`` says, counting
+only flags at or above ``flag_severity``.
+
 Either way every sampled token of a trained call appears exactly once with its logprob.
 Planning is pure (:func:`plan_rollout`, :func:`plan_groups`); reading a store and writing
 exports live in :mod:`openforge.traces.source` and :mod:`openforge.traces.export`.
@@ -26,16 +30,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.store.schemas import CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import CallRecord, FlagSeverity, Rollout, RolloutStatus
 from openforge.traces.graph import DriftNote, Node, RolloutGraph, build_graph, retry_header_count
 
 __all__ = [
+    "FlagPolicy",
     "Mode",
     "RolloutPlan",
     "Sample",
     "SampleImage",
     "TraceCounts",
     "TraceOptions",
+    "acted_flags",
     "plan_groups",
     "plan_rollout",
 ]
@@ -45,6 +51,14 @@ class Mode(enum.StrEnum):
     PER_CALL = "per_call"
     MERGED = "merged"
     AUTO = "auto"  # per_call for rollouts with images, merged otherwise
+
+
+class FlagPolicy(enum.StrEnum):
+    """What becomes of a rollout the reward-hack monitor flagged."""
+
+    KEEP = "keep"  # trained as if unflagged (the flag is only reported)
+    DROP = "drop"  # no samples (reason ``flagged``); its group trains without it
+    ZERO = "zero"  # trained with reward 0: the shortcut is pushed down, not ignored
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,6 +72,8 @@ class TraceOptions:
     RL exports need one, SFT and analysis do not.
     ``min_group_size``: a group with fewer usable rollouts than this is dropped whole
     (reason ``group``); 1 keeps any group with a usable member.
+    ``flagged``: what to do with a rollout that has a monitor flag at or above
+    ``flag_severity`` (:class:`FlagPolicy`).
     """
 
     mode: Mode = Mode.AUTO
@@ -65,6 +81,8 @@ class TraceOptions:
     mask_forks: bool = False
     require_reward: bool = False
     min_group_size: int = 1
+    flagged: FlagPolicy = FlagPolicy.KEEP
+    flag_severity: FlagSeverity = FlagSeverity.LOW
 
     def __post_init__(self) -> None:
         if self.min_group_size < 1:
@@ -127,6 +145,9 @@ class Sample:
     drift: str = "clean"  # the path's worst DriftKind: fork > realign > clean
     images: list[SampleImage] = field(default_factory=list)
     image_processor: dict[str, Any] = field(default_factory=dict)
+    # The monitor's rules that flagged the rollout at or above the options' severity (its
+    # reward is 0 when the options zero flagged rollouts).
+    flags: list[str] = field(default_factory=list)
 
     @property
     def input_ids(self) -> list[int]:
@@ -156,6 +177,10 @@ class TraceCounts:
     ambiguous: int = 0
     drift: int = 0
     groups_dropped: int = 0
+    # Rollouts with a monitor flag at or above the options' severity, and the flags by rule
+    # (every severity): counted whether the options keep, drop or zero them.
+    flagged: int = 0
+    flags: Counter[str] = field(default_factory=Counter)
     masked_rollouts: Counter[str] = field(default_factory=Counter)
     masked_calls: Counter[str] = field(default_factory=Counter)
 
@@ -193,7 +218,7 @@ class RolloutPlan:
 _DRIFT_RANK = {"clean": 0, "realign": 1, "fork": 2}
 
 
-def _rollout_exclusion(rollout: Rollout, options: TraceOptions) -> str | None:
+def _rollout_exclusion(rollout: Rollout, options: TraceOptions, flagged: bool) -> str | None:
     if rollout.status == RolloutStatus.INFRA_ERROR:
         return "infra_error"
     unfinished = rollout.status in (RolloutStatus.CREATED, RolloutStatus.RUNNING)
@@ -201,7 +226,14 @@ def _rollout_exclusion(rollout: Rollout, options: TraceOptions) -> str | None:
         return "running"
     if options.require_reward and rollout.reward is None:
         return "unscored"
+    if flagged and options.flagged == FlagPolicy.DROP:
+        return "flagged"
     return None
+
+
+def acted_flags(rollout: Rollout, severity: FlagSeverity) -> list[str]:
+    """The rules that flagged ``rollout`` at or above ``severity``, each once."""
+    return list(dict.fromkeys(f.rule for f in rollout.flags if f.severity.rank >= severity.rank))
 
 
 def _mask_forks(graph: RolloutGraph) -> None:
@@ -327,7 +359,10 @@ def plan_rollout(
         ambiguous=graph.ambiguous,
         drift=len(graph.drift),
     )
-    excluded = _rollout_exclusion(rollout, options)
+    acted = acted_flags(rollout, options.flag_severity)
+    counts.flagged = int(bool(acted))
+    counts.flags.update(f.rule for f in rollout.flags)
+    excluded = _rollout_exclusion(rollout, options, bool(acted))
     samples: list[Sample] = []
     if excluded is None:
         if options.mask_forks:
@@ -337,6 +372,10 @@ def plan_rollout(
                 counts.masked_calls[node.excluded] += 1
         builder = _per_call if _resolve(options.mode, graph) == Mode.PER_CALL else _merged
         samples = builder(rollout, graph)
+        for sample in samples:
+            sample.flags = list(acted)
+            if acted and options.flagged == FlagPolicy.ZERO and sample.reward is not None:
+                sample.reward = 0.0
         if not samples:
             excluded = "no_trainable_calls"
     if excluded is not None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Protocol
 
 from openforge.store.location import open_store as _open_location
-from openforge.store.schemas import Blob, CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import Blob, CallRecord, FlagSeverity, Rollout, RolloutStatus
 from openforge.traces.samples import (
+    FlagPolicy,
     Mode,
     RolloutPlan,
     Sample,
@@ -142,12 +143,15 @@ async def iter_samples(
     mask_forks: bool = False,
     require_reward: bool = True,
     min_group_size: int = 1,
+    flagged: FlagPolicy | str = FlagPolicy.DROP,
+    flag_severity: FlagSeverity | str = FlagSeverity.MEDIUM,
 ) -> AsyncIterator[Sample]:
     """The store's training samples, group by group (a group's samples are contiguous).
 
     ``async for sample in iter_samples(store, "merged"): ...`` (``auto``: per-call for
     rollouts with images, merged otherwise). Defaults suit RL: rollouts
-    must be finished and scored; ``infra_error`` rollouts and failed calls give nothing.
+    must be finished and scored; ``infra_error`` rollouts and failed calls give nothing,
+    and neither do rollouts the reward-hack monitor flagged at medium severity or above.
     """
     options = TraceOptions(
         mode=Mode(mode),
@@ -155,6 +159,8 @@ async def iter_samples(
         mask_forks=mask_forks,
         require_reward=require_reward,
         min_group_size=min_group_size,
+        flagged=FlagPolicy(flagged),
+        flag_severity=FlagSeverity(flag_severity),
     )
     async for plans in iter_plans(store, options):
         for p in plans:

@@ -5,6 +5,7 @@ trained (sampled by the policy and trained in this path), shared (sampled, but t
 an earlier path), or masked (sampled by a call that is not trained: failed, forked under
 ``--mask-forks``). A path starting a new branch is marked as a fork. Calls made with a
 judge's or a simulated user's key are listed apart, after the paths: they are never trained.
+The reward-hack monitor's flags (traces/monitor.py) come first, under the header.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from openforge.traces.samples import TraceOptions, plan_rollout
 
 __all__ = [
     "Segment",
+    "flag_lines",
     "load_decoder",
     "path_segments",
     "render_html",
@@ -117,6 +119,11 @@ def _abbreviate(text: str, limit: int) -> str:
     return f"{text[:half]} … [{len(text) - limit} chars] … {text[-half:]}"
 
 
+def flag_lines(rollout: Rollout) -> list[str]:
+    """One line per monitor flag: severity, rule, where it matched and what."""
+    return [f"{f.severity} {f.rule} at {f.where}: {f.evidence}" for f in rollout.flags]
+
+
 def serving_lines(graph: RolloutGraph, limit: int = 300) -> list[str]:
     """One line per judge or simulated-user call: role, seq, status, what it was asked
     (the last message's text) and what it answered."""
@@ -152,6 +159,11 @@ def render_rich(rollout: Rollout, graph: RolloutGraph, decode: Decoder, limit: i
         f"task={rollout.task_id} group={rollout.group_id}  calls={len(graph.nodes)} "
         f"forks={graph.forks} retries={graph.retries} drift={len(graph.drift)}"
     )
+    flags = flag_lines(rollout)
+    if flags:
+        console.print(Text(f"flagged by the reward-hack monitor ({len(flags)}):", style="bold red"))
+        for line in flags:
+            console.print(Text("  " + line, style="red"))
     legend = Text("legend: ")
     for kind in _KINDS:
         legend.append(kind, style=_STYLE[kind])
@@ -187,7 +199,7 @@ def render_html(rollout: Rollout, graph: RolloutGraph, decode: Decoder) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>rollout {esc(rollout.id)}</title><style>",
         "body{font-family:sans-serif;margin:2em}pre{white-space:pre-wrap;font-size:13px;"
-        "border:1px solid #ccc;padding:1em}h2.fork{color:#b60}",
+        "border:1px solid #ccc;padding:1em}h2.fork{color:#b60}.flagged{color:#b00}",
         css,
         "</style></head><body>",
         f"<h1>rollout {esc(rollout.id)}</h1>",
@@ -197,6 +209,11 @@ def render_html(rollout: Rollout, graph: RolloutGraph, decode: Decoder) -> str:
         *(f"<span class='{k}'>{k}</span> " for k in _KINDS),
         "</p>",
     ]
+    flags = flag_lines(rollout)
+    if flags:
+        parts.append("<h2 class='flagged'>flagged by the reward-hack monitor</h2><ul>")
+        parts.extend(f"<li class='flagged'>{esc(line)}</li>" for line in flags)
+        parts.append("</ul>")
     for i, (path, segments) in enumerate(path_segments(graph)):
         cls = "fork" if path[0].drift == DriftKind.FORK else ""
         parts.append(f"<h2 class='{cls}'>{esc(_header(path, i))}</h2><pre>")
