@@ -105,8 +105,11 @@ class Rule:
             return None if found is None else f"{event.tool}: {found}"
         if self.result is not None or (self.tool is None and self.arguments is None):
             return None
-        if self.arguments is None:
-            return f"{event.tool} called"
+        if self.arguments is None:  # the tool alone is the shortcut: show what it was given
+            given = " ".join(" ".join(v for _, v in event.arguments).split())
+            return (
+                f"{event.tool}: {given[:_EVIDENCE]}" if given else f"{event.tool}: (no arguments)"
+            )
         for key, value in event.arguments:
             if self.keys is not None and not self.keys.fullmatch(key):
                 continue
@@ -158,14 +161,14 @@ def _regex(entry: Mapping[str, Any], name: str, where: str) -> re.Pattern[str] |
 def _rule(entry: Any, where: str) -> Rule:
     if not isinstance(entry, dict):
         raise RuleError(f"{where}: must be a table ([[rule]] with id, severity, …)")
-    unknown = sorted(set(entry) - _RULE_KEYS)
-    if unknown:
-        allowed = ", ".join(sorted(_RULE_KEYS))
-        raise RuleError(f"{where}.{unknown[0]}: unknown field; a rule has {allowed}")
     rule_id = entry.get("id")
     if not isinstance(rule_id, str) or not _ID.fullmatch(rule_id):
         raise RuleError(f"{where}.id: must be lower-case letters, digits and '-', got {rule_id!r}")
     where = f"{where} ({rule_id})"
+    unknown = sorted(set(entry) - _RULE_KEYS)
+    if unknown:
+        allowed = ", ".join(sorted(_RULE_KEYS))
+        raise RuleError(f"{where}.{unknown[0]}: unknown field; a rule has {allowed}")
     description = entry.get("description", "")
     if not isinstance(description, str):
         raise RuleError(f"{where}.description: must be a string")

@@ -35,6 +35,7 @@ from openforge.traces.graph import DriftNote, Node, RolloutGraph, build_graph, r
 
 __all__ = [
     "FlagPolicy",
+    "FlagSeverity",
     "Mode",
     "RolloutPlan",
     "Sample",

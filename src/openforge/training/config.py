@@ -134,6 +134,14 @@ class TrainConfig:
     eval_temperature: float | None = None  # claw harness in evaluation; null: ``temperature``
     max_tokens: int = 512  # claw harness: max tokens per call
     rollout_options: dict[str, Any] = field(default_factory=dict)  # passed to the orchestrator
+    # --- the reward-hack monitor (traces/monitor.py; docs/traces.md) ---
+    # A TOML rule file that adds to, replaces or disables the default rules; null: defaults.
+    monitor_rules: str | None = None
+    # What a rollout flagged at flag_severity or above becomes: drop (no samples; its group
+    # trains without it), zero (trained with reward 0, pushing the shortcut down) or keep
+    # (trained as scored; the flag is only reported).
+    flagged_rollouts: Literal["drop", "zero", "keep"] = "drop"
+    flag_severity: Literal["low", "medium", "high"] = "medium"
     # --- where the config came from, for error messages (not a YAML key) ---
     source: str = field(default="<config>", metadata={"internal": True})
 
@@ -207,6 +215,13 @@ class TrainConfig:
                 )
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", "must be in [0, 1)", self.source)
+        if self.monitor_rules is not None:
+            from openforge.traces.monitor import RuleError, load_rules
+
+            try:
+                load_rules(self.monitor_rules)
+            except RuleError as exc:
+                raise ConfigError("monitor_rules", str(exc), self.source) from None
 
 
 def _fields() -> dict[str, dataclasses.Field[Any]]:

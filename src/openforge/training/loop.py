@@ -10,6 +10,9 @@ trains, with the weights of version ``v``; they are trained at ``v+1`` (stalenes
 A sample is dropped when ``trainer.version − (oldest version it was sampled with)``
 exceeds ``max_staleness``. Truncated importance sampling corrects what remains.
 
+Rollouts the reward-hack monitor flagged (``flag_severity`` and up) are dropped, trained
+with reward 0 or kept, as ``flagged_rollouts`` says; each step counts them.
+
 Failures: a step whose rollouts all failed (or left nothing trainable) is logged and
 skipped; a rejected (non-finite) update pushes nothing. Each step's rollouts go to
 ``<run_dir>/rollouts/step-N`` and the orchestrator skips finished ``(task, sample)`` pairs
@@ -30,7 +33,14 @@ from typing import Any
 
 from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.tasks.model import Task
-from openforge.traces.samples import Mode, Sample, TraceCounts, TraceOptions
+from openforge.traces.samples import (
+    FlagPolicy,
+    FlagSeverity,
+    Mode,
+    Sample,
+    TraceCounts,
+    TraceOptions,
+)
 from openforge.traces.source import CallSource, load_blobs, plan_rollouts
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
@@ -120,6 +130,7 @@ def _rollout_config(
         harness_options.setdefault(
             "temperature", cfg.eval_temperature if evaluating else cfg.temperature
         )
+    extra.setdefault("monitor_rules", cfg.monitor_rules)
     return RolloutConfig(
         tasks=tasks,
         harness=cfg.harness,
@@ -144,10 +155,21 @@ async def collect(
 
 
 async def read_samples(
-    source: CallSource, results: Sequence[RolloutResult], mode: str
+    source: CallSource,
+    results: Sequence[RolloutResult],
+    mode: str,
+    flagged: str = "keep",
+    flag_severity: str = "low",
 ) -> tuple[list[Sample], TraceCounts]:
-    """The finished rollouts' samples, read from the store through ``traces/``."""
-    options = TraceOptions(mode=Mode(mode), require_reward=True)
+    """The finished rollouts' samples, read from the store through ``traces/``; rollouts
+    the monitor flagged at ``flag_severity`` or above are kept, dropped or zeroed
+    (``flagged``)."""
+    options = TraceOptions(
+        mode=Mode(mode),
+        require_reward=True,
+        flagged=FlagPolicy(flagged),
+        flag_severity=FlagSeverity(flag_severity),
+    )
     counts = TraceCounts()
     read: list[str] = []
     rewards: dict[str, float] = {}
@@ -190,7 +212,9 @@ async def _gather_step(
         kept += sampler.observe(_groups(got).items(), step)
         rounds += 1
         drawn += len(tasks)
-    samples, counts = await read_samples(env.store, results, cfg.sample_mode)
+    samples, counts = await read_samples(
+        env.store, results, cfg.sample_mode, cfg.flagged_rollouts, cfg.flag_severity
+    )
     blobs = await load_blobs(env.store, (i.sha256 for s in samples for i in s.images))
     images = {digest: blob.data for digest, blob in blobs.items()}
     batch = StepBatch(results, samples, counts, time.perf_counter() - started, images)
@@ -223,6 +247,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         "masked_rollouts": float(len(batch.results) - len(ok)),
         "rollout_s": batch.rollout_s,
         "trace_masked": dict(batch.counts.masked_rollouts),
+        "flagged_rollouts": float(batch.counts.flagged),
     }
     sampled = float(sum(sum(s.loss_mask) for s in batch.samples))
     if batch.rollout_s > 0:  # tokens the engine sampled (and the trainer can train) per s
@@ -236,7 +261,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
     reward_of = {r.rollout_id: float(r.reward or 0.0) for r in ok if r.rollout_id}
     adv = grpo_advantages(
         (
-            (s.group_id or s.rollout_id, s.rollout_id, reward_of.get(s.rollout_id, s.reward or 0.0))
+            (s.group_id or s.rollout_id, s.rollout_id, _reward(s, reward_of, cfg))
             for s in _one_per_rollout(fresh)
         ),
         scale=cfg.advantage_scale,
@@ -282,6 +307,14 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
     return True
 
 
+def _reward(sample: Sample, reward_of: dict[str, float], cfg: TrainConfig) -> float:
+    """The reward a sample trains with: its rollout's, as the orchestrator finished it;
+    0 for a rollout the monitor flagged when flagged rollouts are zeroed."""
+    if sample.flags and cfg.flagged_rollouts == "zero":
+        return 0.0
+    return reward_of.get(sample.rollout_id, sample.reward or 0.0)
+
+
 def _one_per_rollout(samples: Sequence[Sample]) -> list[Sample]:
     seen: set[str] = set()
     out = []
@@ -314,6 +347,7 @@ async def evaluate(cfg: TrainConfig, env: LoopEnv, tag: str, step: int) -> dict[
         **reward_summary(by_task, ks=ks),
         "per_skill": mean_by_skill(by_task, skills(env.eval_tasks)),
         "masked_rollouts": float(masked),
+        "flagged_rollouts": float(sum(1 for r in results if r.flags)),
         "tag": tag,
         "version": env.trainer.version,
         "eval_s": time.perf_counter() - started,
