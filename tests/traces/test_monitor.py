@@ -15,6 +15,7 @@ import pytest
 
 from openforge.store.schemas import Flag, FlagSeverity
 from openforge.tasks.loading import load_tasks
+from openforge.traces import export
 from openforge.traces.monitor import CallContent, RuleError, call_events, load_rules, scan
 from openforge.traces.samples import FlagPolicy, TraceOptions, plan_rollout
 from openforge.traces.synthetic import linear_agent, make_rollout
@@ -385,3 +386,17 @@ def test_flagged_rollouts_are_kept_dropped_or_zeroed(
     ]
     assert sum(p.counts.masked_rollouts["flagged"] for p in plans) == excluded.count("flagged")
     assert plans[2].counts.flags == {"verifier-files": 1, "git-other-commits": 1}
+
+
+@pytest.mark.parametrize("policy", list(FlagPolicy))
+def test_sft_exports_teach_no_rollout_that_is_dropped_or_zeroed(policy: FlagPolicy) -> None:
+    rollout = make_rollout("r0")
+    rollout.flags = [Flag("reward-file", FlagSeverity.HIGH, "call 0", "bash: echo 1 > reward.txt")]
+    calls = linear_agent("r0", 2, random.Random(1))
+    for call in calls:
+        call.conversation = {"messages": [{"role": "user", "content": [{"text": "count"}]}]}
+        call.completion = {"text": "done"}
+    plan = plan_rollout(rollout, calls, TraceOptions(flagged=policy))
+    chat, _ = export.sft_records([plan])
+    assert (len(chat) > 0) == (policy == FlagPolicy.KEEP)
+    assert plan.flagged == (None if policy == FlagPolicy.KEEP else policy)

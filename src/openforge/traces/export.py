@@ -366,7 +366,8 @@ def sft_records(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Chat records and tokenized records: every completed teacher call (whatever its
     rollout's outcome; SDK retries collapsed), and every trained call of a completed rollout
-    whose reward is at least ``min_reward``.
+    whose reward is at least ``min_reward``; nothing of a rollout the reward-hack monitor
+    flagged where the plan's options drop or zero flagged rollouts.
 
     Each record teaches its final assistant message; the tokenized form (exact ids, loss
     mask on the answer) is present where the call recorded token ids. For teacher calls
@@ -377,6 +378,8 @@ def sft_records(
     tokens: list[dict[str, Any]] = []
     for plan in plans:
         r = plan.rollout
+        if plan.flagged is not None:
+            continue  # a shortcut the options drop or zero is taught by no one, teacher included
         good = (
             plan.excluded is None
             and r.status == RolloutStatus.COMPLETED

@@ -210,6 +210,9 @@ class RolloutPlan:
     samples: list[Sample]
     excluded: str | None  # why the whole rollout gives no samples (None: it may)
     counts: TraceCounts
+    # The flag policy applied to it (drop or zero) when the monitor flagged it at the
+    # options' severity; None when unflagged or kept. SFT exports leave such rollouts out.
+    flagged: FlagPolicy | None = None
 
     @property
     def drift(self) -> list[DriftNote]:
@@ -387,7 +390,8 @@ def plan_rollout(
     counts.samples = len(samples)
     counts.tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
     counts.tokens_trained = sum(s.trained_tokens for s in samples)
-    return RolloutPlan(rollout, graph, samples, excluded, counts)
+    applied = options.flagged if acted and options.flagged != FlagPolicy.KEEP else None
+    return RolloutPlan(rollout, graph, samples, excluded, counts, applied)
 
 
 def plan_groups(plans: Sequence[RolloutPlan], options: TraceOptions) -> list[RolloutPlan]:

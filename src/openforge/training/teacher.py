@@ -250,12 +250,16 @@ async def export_teacher_sft(store_path: Path, out: Path) -> Path | None:
     """``openforge traces export --format sft`` of the teacher store; returns the tokenized
     file (``<out stem>.tokens.jsonl``), or None when no rollout passed."""
     from openforge.traces import export
-    from openforge.traces.samples import Mode, TraceOptions
+    from openforge.traces.samples import FlagPolicy, FlagSeverity, Mode, TraceOptions
     from openforge.traces.source import load_blobs, open_store, plan_store
 
     store = open_store(store_path)
     try:
-        plan = await plan_store(store, TraceOptions(mode=Mode.MERGED))
+        # A teacher that went for a shortcut (the monitor flagged it) teaches nothing.
+        options = TraceOptions(
+            Mode.MERGED, flagged=FlagPolicy.DROP, flag_severity=FlagSeverity.MEDIUM
+        )
+        plan = await plan_store(store, options)
         blobs = await load_blobs(store, export.sft_image_digests(plan.plans))
     finally:
         await store.close()
