@@ -6,7 +6,7 @@ SETUP := $(VENV)/.setup-done
 
 # A fresh machine is set up on first use; `make setup` redoes it.
 $(SETUP): pyproject.toml scripts/setup.sh scripts/install-harnesses.sh scripts/install-verl.sh \
-		scripts/install-environments.sh
+		scripts/install-vllm.sh scripts/install-environments.sh
 	bash scripts/setup.sh
 	touch $@
 

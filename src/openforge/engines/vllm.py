@@ -16,6 +16,21 @@ Request (``POST /v1/completions``)::
 ``structured_outputs`` is ``CompletionRequest.structured_outputs`` (a
 ``StructuredOutputsParams``); vLLM applies the grammar's bitmask to the logits before
 sampling, so with ``processed_logprobs`` the reported logprobs are the constrained ones.
+Confirmed live on vLLM 0.32.0 (CPU): the request's ``disable_any_whitespace`` is not read
+(the xgrammar and guidance backends take it from the server's
+``--structured-outputs-config``), so a server meant to give compact JSON is started with
+``--structured-outputs-config '{"backend": "xgrammar", "disable_any_whitespace": true}'``
+(the default ``auto`` backend refuses that option); the field is still sent for servers
+that read it. A schema the xgrammar backend cannot compile is reported after the
+stream's headers, as an error event with ``code: 400``: it is the request's own error
+(:class:`EngineRequestError`) all the same.
+
+Context: ``--max-model-len`` may be below the model's configured context, and vLLM
+refuses a ``max_tokens`` above it (400). Before its first request the engine reads the
+served model's ``max_model_len`` from ``GET /v1/models`` and caps its context to it; a
+prompt past it is a :class:`ContextOverflow` (a context-length error in the caller's
+dialect), as is vLLM's own 400 for one ("This model's maximum context length is N
+tokens ...").
 
 Every sampling field is sent even at its neutral value: vLLM fills a field the request
 leaves out from the model's ``generation_config.json`` first ("user -> server default ->
@@ -28,8 +43,8 @@ with ``exclude_unset``; ``choices[0]`` carries ``text`` (the delta), ``token_ids
 new ids only; several per chunk under ``--stream-interval``), ``logprobs`` (delta lists
 ``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), ``finish_reason``
 (null, "stop", "length", "abort"), ``stop_reason`` (the matched stop string, the
-matched stop token id, or null for EOS) and, on the first chunk only,
-``prompt_token_ids``. A stop string's tokens stay in ``token_ids`` whatever
+matched stop token id, or null for EOS) and ``prompt_token_ids`` (the ids on the first
+chunk, null on the others: 0.32.0 sends the field on every chunk). A stop string's tokens stay in ``token_ids`` whatever
 ``include_stop_str_in_output`` says (that flag trims ``text`` only). A failure after the
 stream started arrives as ``data: {"error": {...}}`` before ``[DONE]``.
 
@@ -87,15 +102,28 @@ error, which surfaces here as an :class:`EngineError`.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
+import httpx
+import orjson
+
 from openforge.conversation import ResponseFormat
-from openforge.engines.base import EngineError, EngineRequest, EngineRequestError, TokenChunk
+from openforge.engines.base import (
+    ContextOverflow,
+    EngineError,
+    EngineRequest,
+    EngineRequestError,
+    TokenChunk,
+)
 from openforge.engines.remote import RemoteEngine, StreamState, fit_max_tokens
 
 __all__ = ["VLLMEngine", "structured_outputs"]
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+# vLLM's refusal of a prompt past its context (``InputProcessor``'s "This model's maximum
+# context length is N tokens. However, your prompt contains M input tokens ...").
+_CONTEXT_LIMIT = re.compile(rb"maximum context length is (\d+) tokens")
 
 
 class VLLMEngine(RemoteEngine):
@@ -171,6 +199,42 @@ class VLLMEngine(RemoteEngine):
             if isinstance(stop, str):
                 chunk.stop_text = stop
         return chunk
+
+    async def prepare(self) -> bool:
+        """Cap the context to the ``max_model_len`` the server reports on ``/v1/models``
+        (``--max-model-len`` may be below the model's own context; a ``max_tokens`` past
+        it is refused with a 400)."""
+        try:
+            response = await self.client.get(
+                self.url + "/v1/models", headers=self._headers, timeout=10.0
+            )
+        except httpx.HTTPError:
+            return False  # unreachable now: the request reports it; asked again next time
+        if response.status_code != 200:
+            return response.status_code < 500
+        try:
+            cards = orjson.loads(response.content).get("data") or []
+        except (orjson.JSONDecodeError, AttributeError):
+            return True
+        # The served model (LoRA adapters are listed beside it, with a parent).
+        for card in cards:
+            if not isinstance(card, dict):
+                continue
+            named = card.get("id") == self.model if self.model else card.get("parent") is None
+            limit = card.get("max_model_len")
+            if named and isinstance(limit, int) and limit > 0:
+                self.context_length = min(self.context_length, limit)
+                break
+        return True
+
+    def refused(self, status: int, body: bytes, request: EngineRequest) -> EngineError:
+        """vLLM's 400 for a prompt past its context becomes :class:`ContextOverflow`."""
+        found = _CONTEXT_LIMIT.search(body)
+        if found is None:
+            return super().refused(status, body, request)
+        limit = int(found.group(1))
+        self.context_length = min(self.context_length, limit)
+        return ContextOverflow(len(request.prompt_ids), limit, f"{self.url} refused it")
 
     async def update_weights(self, path: str, version: str) -> None:
         """Drain, reload the checkpoint at ``path`` on every worker, reset caches, resume."""

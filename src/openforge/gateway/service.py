@@ -29,6 +29,7 @@ from openforge.dialects.errors import ApiError
 from openforge.dialects.ids import new_id
 from openforge.dialects.prefix import BodyMemo
 from openforge.engines.base import (
+    ContextOverflow,
     Engine,
     EngineError,
     EngineOverloaded,
@@ -164,6 +165,8 @@ def _refused(rollout: Rollout, exc: StoreError) -> ApiError:
 
 
 def _engine_error(exc: EngineError, conversation: Conversation | None = None) -> ApiError:
+    if isinstance(exc, ContextOverflow):  # the engine serves less context than configured
+        return ApiError.context_length(exc.prompt_tokens, exc.limit)
     if isinstance(exc, EngineRequestError):  # the request's own fault: retrying won't help
         fmt = conversation.params.response_format if conversation is not None else None
         param = fmt.param if fmt is not None else None
