@@ -376,13 +376,18 @@ async def test_weight_updates_reach_every_replica() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
 async def test_against_a_real_server(kind: str) -> None:
-    """Runs where a real engine serves SmolLM2: OPENFORGE_TEST_VLLM_URL / _SGLANG_URL."""
+    """Runs where a real engine serves SmolLM2: OPENFORGE_TEST_VLLM_URL / _SGLANG_URL.
+
+    vLLM's CPU build runs here too: tests/live starts one and tests this client (and the
+    gateway) against it in every run; this test reaches a server started elsewhere."""
     url = os.environ.get(f"OPENFORGE_TEST_{kind.upper()}_URL")
     if not url:
-        pytest.skip(
-            f"no real {kind} server: set OPENFORGE_TEST_{kind.upper()}_URL "
-            "(needs a GPU machine with the engine installed)"
+        where = (
+            "tests/live runs a vLLM of its own"
+            if kind == "vllm"
+            else "SGLang has no CPU build: a GPU machine with SGLang installed"
         )
+        pytest.skip(f"no {kind} server given: set OPENFORGE_TEST_{kind.upper()}_URL ({where})")
     from transformers import AutoTokenizer
 
     from openforge.models.registry import resolve_model
