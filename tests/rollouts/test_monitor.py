@@ -25,7 +25,8 @@ from openforge.store.sqlite import SqliteStore
 from openforge.tasks.loading import load_tasks
 from openforge.tasks.miniwob import miniwob_task
 from openforge.tasks.model import Task
-from openforge.training.loop import read_samples
+from openforge.training.config import TrainConfig
+from openforge.training.loop import _reward, read_samples
 from openforge.training.teacher import record_teacher
 
 pytestmark = pytest.mark.slow
@@ -225,6 +226,15 @@ def test_training_drops_or_zeroes_the_flagged_rollouts(recorded: Recorded) -> No
         finally:
             await store.close()
         assert counts.flagged == len(flagged)
+        # The reward GRPO's advantage is computed from (the loop's own rule): the
+        # orchestrator's, except for a zeroed rollout.
+        cfg = TrainConfig(flagged_rollouts=policy)  # type: ignore[arg-type]
+        reward_of = {r.rollout_id: float(r.reward or 0.0) for r in results if r.rollout_id}
+        for s in samples:
+            expected = (
+                0.0 if policy == "zero" and s.rollout_id in flagged else reward_of[s.rollout_id]
+            )
+            assert _reward(s, reward_of, cfg) == expected
         return {s.rollout_id: s.reward for s in samples}
 
     dropped = asyncio.run(read("drop"))
