@@ -30,7 +30,6 @@ from openforge.environments.base import (
     select_python,
 )
 from openforge.sandboxes.base import Sandbox
-from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = [
     "APP_DB",
@@ -193,8 +192,7 @@ def verify_script() -> bytes:
     non-zero, which the orchestrator records as ``infra_error``, never a reward of 0.
     """
     return f"""import json, os, sys
-# The agent's home, where the environment wrote (a verifier's own $HOME may be another).
-path = os.path.join({SANDBOX_HOME!r}, {RESULT_FILE!r})
+path = os.path.join(os.environ.get("HOME", "/home/sandbox"), {RESULT_FILE!r})
 try:
     with open(path, encoding="utf-8") as f:
         state = json.load(f)

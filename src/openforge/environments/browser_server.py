@@ -626,8 +626,7 @@ def _guarded(reward_js: str, doc_key: str) -> str:
     return (
         f"() => {{ if (window[{json.dumps(doc_key)}] !== true) "
         f"return {{{json.dumps(_OFF_TASK)}: String(location.href)}};\n"
-        # A newline before the ")": a reward_js ending in a // comment must not swallow it.
-        f"const r = ({reward_js}\n);\nreturn typeof r === 'function' ? r() : r; }}"
+        f"const r = ({reward_js});\nreturn typeof r === 'function' ? r() : r; }}"
     )
 
 

@@ -7,8 +7,10 @@ SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.rows import RequestColumns
 from openforge.store.schemas import (
     Blob,
     CallRecord,
@@ -19,22 +21,7 @@ from openforge.store.schemas import (
     RolloutStatus,
 )
 
-if TYPE_CHECKING:  # rows.py imports this module (StoreError)
-    from openforge.store.rows import RequestColumns
-
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
-
-
-class StoreError(Exception):
-    """Base of the store's errors."""
-
-
-class RolloutNotFound(StoreError):
-    pass
-
-
-class RolloutConflict(StoreError):
-    """A transition the rollout's state does not allow (finish twice, differently)."""
 
 
 class Store(Protocol):

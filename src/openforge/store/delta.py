@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import orjson
 
 from openforge.overlap import shared_prefix, shared_suffix
-from openforge.store.base import StoreError
+from openforge.store.errors import StoreError
 from openforge.store.schemas import CallRole
 
 __all__ = [

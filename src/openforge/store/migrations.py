@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from openforge.store.base import StoreError
+from openforge.store.errors import StoreError
 
 __all__ = [
     "BLOBS_DDL",

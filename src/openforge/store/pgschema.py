@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from openforge.store.base import StoreError
+from openforge.store.errors import StoreError
 from openforge.store.migrations import SchemaMismatch
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]

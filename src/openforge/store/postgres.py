@@ -40,8 +40,8 @@ import psycopg
 import zstandard
 from psycopg_pool import AsyncConnectionPool
 
-from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.delta import Bases
+from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
     BASE_HOPS,

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 import zstandard
 
-from openforge.store.base import StoreError
 from openforge.store.delta import (
     Delta,
     StoredBase,
@@ -29,6 +28,7 @@ from openforge.store.delta import (
     resolve_order,
     splice,
 )
+from openforge.store.errors import StoreError
 from openforge.store.schemas import (
     CallRecord,
     CallRole,

@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 import orjson
 import zstandard
 
-from openforge.store.base import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.delta import Bases
+from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.migrations import (
     BLOBS_DDL,
     MARK_RUNNING_DDL,

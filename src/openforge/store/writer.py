@@ -38,8 +38,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from openforge.store.base import StoreError
 from openforge.store.checkpoint import WalCheckpointer
+from openforge.store.errors import StoreError
 
 __all__ = ["GroupWriter"]
 

@@ -15,31 +15,21 @@ the task's loader puts it there). Metrics: ``exact_match``, ``check_include_excl
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-# The agent's home (sandboxes.runtime.SANDBOX_HOME; this file runs in the sandbox, stdlib
-# only): where the desktop wrote and what OSWorld's "~" means. A verifier's own $HOME may be
-# another, fresh one.
-AGENT_HOME = "/home/sandbox"
-RESULT = Path(AGENT_HOME) / ".openforge/gui/desktop-result.json"
-
-
-def agent_path(path: str) -> Path:
-    """``path`` with a leading ``~`` meaning the agent's home, as in the task's VM."""
-    if path == "~" or path.startswith("~/"):
-        return Path(AGENT_HOME + path[1:])
-    return Path(path)
+RESULT = Path(os.environ.get("HOME", "/home/sandbox")) / ".openforge/gui/desktop-result.json"
 
 
 def get(spec: dict[str, Any]) -> Any:
     """The value of one OSWorld getter spec."""
     kind = spec.get("type")
     if kind == "vm_file":
-        path = agent_path(str(spec["path"]))
+        path = Path(str(spec["path"])).expanduser()
         return str(path) if path.is_file() else None
     if kind == "cloud_file":
         return str(HERE / "files" / str(spec["dest"]))

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from openforge.environments.browser import APP_DB, RESULT_FILE, BrowserEnvironment
-from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.drills import cached_suite
 from openforge.tasks.model import Task, TaskError, check_keys
 
@@ -108,7 +107,7 @@ def verify_script(checks: list[dict[str, Any]], answer: list[str]) -> bytes:
     spec = json.dumps({"checks": checks, "answer": answer})
     return f"""import json, os, sqlite3, sys
 SPEC = json.loads({spec!r})
-home = {SANDBOX_HOME!r}  # the agent's home, where the environment wrote; not the verifier's $HOME
+home = os.environ.get("HOME", "/home/sandbox")
 try:
     with open(os.path.join(home, {RESULT_FILE!r}), encoding="utf-8") as f:
         state = json.load(f)
