@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +36,18 @@ from typing import Any, TypeVar
 
 import orjson
 import psycopg
-import zstandard
 from psycopg_pool import AsyncConnectionPool
 
-from openforge.store.delta import Bases
+from openforge.store.core import (
+    CallCodec,
+    blob_rows,
+    call_columns,
+    check_open,
+    decide_finish,
+    rollouts_query,
+    sync_finished,
+    terminal,
+)
 from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.rows import (
@@ -51,18 +58,14 @@ from openforge.store.rows import (
     ROLLOUT_COLUMNS,
     ROLLOUT_WIDTH,
     RequestColumns,
-    call_row,
-    calls_from_rows,
     flags_json,
     foreign_bases,
     mint_rollout,
-    request_columns,
     role_key_row,
     rollout_from_row,
 )
 from openforge.store.schemas import (
     TERMINAL,
-    TRANSITIONS,
     Blob,
     CallRecord,
     CallRole,
@@ -124,10 +127,7 @@ class PostgresStore:
         self._started: asyncio.Lock | None = None
         self._by_key: dict[str, Rollout] = {}
         self._running: set[str] = set()  # rollouts known past "created"
-        self._compressor = zstandard.ZstdCompressor(level=3)
-        self._compress_lock = threading.Lock()
-        self._bases = Bases()  # each rollout's last call here, which its next is stored against
-        self._decompressor = zstandard.ZstdDecompressor()
+        self._codec = CallCodec()  # bases: each rollout's last call made here
         self._closed = False
         self._origin = secrets.token_hex(8)  # tells this process's notifications apart
 
@@ -316,9 +316,7 @@ class PostgresStore:
 
     async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
         """A fresh key through which calls are recorded under the rollout as ``role``."""
-        rollout = await self.get_rollout(rollout_id)
-        if rollout.status in TERMINAL:
-            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        check_open(await self.get_rollout(rollout_id))
         key, row = role_key_row(rollout_id, role)
 
         async def insert(conn: Conn) -> None:
@@ -360,9 +358,7 @@ class PostgresStore:
         As :meth:`SqliteStore.finish_rollout <openforge.store.sqlite.SqliteStore.finish_rollout>`;
         the row is locked while deciding, so replicas finishing at once agree.
         """
-        status = RolloutStatus(status)
-        if status not in TERMINAL:
-            raise RolloutConflict(f"{status} is not a terminal status")
+        status = terminal(status)
         now = time.time()
 
         async def finish(conn: Conn) -> Rollout:
@@ -372,17 +368,15 @@ class PostgresStore:
             row = await cur.fetchone()
             if row is None:
                 raise RolloutNotFound(rollout_id)
-            current = rollout_from_row(row)
-            return await _finish_row(conn, current, status, reward, details, now)
+            decided = decide_finish(rollout_from_row(row), status, reward, details, now)
+            if (update := decided.update("%s")) is not None:
+                await conn.execute(*update)
+            return decided.rollout
 
         result = await self._write(finish)
-        self._bases.drop(rollout_id)
-        cached = self._by_key.get(result.key)
-        if cached is not None:  # keep the object others hold in step
-            cached.status, cached.reward = result.status, result.reward
-            cached.finished_at, cached.details = result.finished_at, result.details
-            return cached
-        return result
+        self._codec.drop(rollout_id)
+        synced = sync_finished(self._by_key.get(result.key), result)
+        return synced if synced is not None else result
 
     async def flag_rollout(self, rollout_id: str, flags: Sequence[Flag]) -> Rollout:
         """Replace the rollout's reward-hack flags; committed on return."""
@@ -410,37 +404,20 @@ class PostgresStore:
         group_id: str | None = None,
     ) -> list[Rollout]:
         """Rollouts filtered by status and group, oldest first."""
-        where: list[str] = []
-        args: list[Any] = []
-        if statuses:
-            where.append("status = ANY(%s)")
-            args.append([str(s) for s in statuses])
-        if group_id is not None:
-            where.append("group_id = %s")
-            args.append(group_id)
-        sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, n"
+        sql, args = rollouts_query(statuses, group_id, "%s", "created_at, n")
         return [rollout_from_row(r) for r in await self._read(sql, args)]
 
     # -- calls -----------------------------------------------------------------
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
         """The request-side columns of ``call``, against its rollout's current base."""
-        role = str(call.role)
-        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
-        with self._compress_lock:
-            return request_columns(call, self._compressor, base, roots)
+        return self._codec.prepare(call)
 
     async def record_call(self, call: CallRecord, request: RequestColumns | None = None) -> None:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.name} is closed")
-        role = str(call.role)
-        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
-        with self._compress_lock:
-            row, stored = call_row(call, self._compressor, base, request, roots)
+        row, stored = self._codec.encode(call, request)
         # Statuses only move forward: a rollout this store allocated for or marked needs
         # no update (one statement less per group).
         mark = None if call.rollout_id in self._running else call.rollout_id
@@ -448,14 +425,12 @@ class PostgresStore:
         await self._submit(_Write(future, row=row, mark=mark))
         # Committed: a base the next call may name. Another replica's calls of the rollout
         # are not seen here; their rows name their own replica's bases.
-        self._bases.put(call.rollout_id, role, stored)
+        self._codec.committed(call, stored)
         self._note_running(call.rollout_id)
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
-        columns = CALL_COLUMNS
-        if not tokens:
-            columns = columns.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
+        columns = call_columns(tokens)
         rows = await self._read(
             f"SELECT {columns} FROM calls WHERE rollout_id = %s ORDER BY seq", (rollout_id,)
         )
@@ -465,7 +440,7 @@ class PostgresStore:
             if not missing:
                 break
             bases += await self._read(f"SELECT {columns} FROM calls WHERE id = ANY(%s)", (missing,))
-        return calls_from_rows(rows, tokens, self._decompressor, bases)
+        return self._codec.decode(rows, tokens, bases)
 
     async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
         """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
@@ -484,8 +459,7 @@ class PostgresStore:
         on return."""
         if not blobs:
             return
-        now = time.time()
-        rows = [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs]
+        rows = blob_rows(blobs)
 
         async def insert(conn: Conn) -> None:
             async with conn.cursor() as cur:
@@ -591,40 +565,3 @@ async def _configure_reader(conn: Conn) -> None:
     # Reader connections write only sequence allocations, which need no flush of their
     # own (see the module docstring).
     await conn.execute("SET synchronous_commit = off")
-
-
-async def _finish_row(
-    conn: Conn,
-    current: Rollout,
-    status: RolloutStatus,
-    reward: float | None,
-    details: dict[str, Any] | None,
-    now: float,
-) -> Rollout:
-    """The finish decided on the locked row ``current`` (see ``finish_rollout``)."""
-    if current.status in TERMINAL:
-        if current.status != status or (
-            reward is not None and current.reward is not None and reward != current.reward
-        ):
-            raise RolloutConflict(
-                f"rollout {current.id} already finished as {current.status}"
-                f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
-            )
-        if reward is not None and current.reward is None:
-            await conn.execute(
-                "UPDATE rollouts SET reward = %s WHERE id = %s", (reward, current.id)
-            )
-            current.reward = reward
-        return current
-    if status not in TRANSITIONS[current.status]:
-        raise RolloutConflict(f"rollout {current.id}: {current.status} → {status}")
-    current.status = status
-    current.reward = reward
-    current.finished_at = now
-    current.details = dict(details or {})
-    await conn.execute(
-        "UPDATE rollouts SET status = %s, reward = %s, finished_at = %s, details = %s"
-        " WHERE id = %s",
-        (str(status), reward, now, orjson.dumps(current.details), current.id),
-    )
-    return current

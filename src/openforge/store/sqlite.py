@@ -26,12 +26,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-import zstandard
-
 from openforge.store.checkpoint import WalCheckpointer
-from openforge.store.delta import Bases
-from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
+from openforge.store.core import (
+    CallCodec,
+    blob_rows,
+    call_columns,
+    check_open,
+    decide_finish,
+    rollouts_query,
+    sync_finished,
+    terminal,
+)
+from openforge.store.errors import RolloutNotFound, StoreError
 from openforge.store.migrations import (
     BLOBS_DDL,
     MARK_RUNNING_DDL,
@@ -49,18 +55,13 @@ from openforge.store.rows import (
     ROLLOUT_COLUMNS,
     ROLLOUT_WIDTH,
     RequestColumns,
-    call_row,
-    calls_from_rows,
     flags_json,
     foreign_bases,
     mint_rollout,
-    request_columns,
     role_key_row,
     rollout_from_row,
 )
 from openforge.store.schemas import (
-    TERMINAL,
-    TRANSITIONS,
     Blob,
     CallRecord,
     CallRole,
@@ -211,11 +212,8 @@ class SqliteStore:
         self._role_keys: dict[str, tuple[str, CallRole]] = {}  # key → (rollout id, role)
         self._next_seq: dict[str, int] = {}  # allocate_seq's counters, per live rollout
         # Rows are built by the caller, so the writer thread runs little more than SQLite
-        # (see store/writer.py); the lock keeps the compressor to one thread at a time.
-        self._compressor = zstandard.ZstdCompressor(level=3)
-        self._compress_lock = threading.Lock()
-        self._bases = Bases()  # each rollout's last call, which its next is stored against
-        self._decompressor = zstandard.ZstdDecompressor()
+        # (see store/writer.py).
+        self._codec = CallCodec()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
         self._closing = asyncio.Event()
@@ -272,30 +270,21 @@ class SqliteStore:
 
     async def get_rollout(self, rollout_id: str) -> Rollout:
         """The rollout; raises :class:`RolloutNotFound` when absent."""
-        cached = self._by_id.get(rollout_id)
-        if cached is not None:
-            return cached
-
-        def select(conn: sqlite3.Connection) -> Rollout | None:
-            row = conn.execute(
-                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
-            ).fetchone()
-            return rollout_from_row(row) if row else None
-
-        found = await self._read(select)
+        found = self._by_id.get(rollout_id) or await self._select_rollout("id", rollout_id)
         if found is None:
             raise RolloutNotFound(rollout_id)
-        return self._cache(found)
+        return found
 
     async def rollout_by_key(self, key: str) -> Rollout | None:
         """The rollout a key belongs to; cached after the first lookup."""
-        cached = self._by_key.get(key)
-        if cached is not None:
-            return cached
+        return self._by_key.get(key) or await self._select_rollout("key", key)
+
+    async def _select_rollout(self, column: str, value: str) -> Rollout | None:
+        """The rollout whose ``column`` (id or key) is ``value``, read and cached."""
 
         def select(conn: sqlite3.Connection) -> Rollout | None:
             row = conn.execute(
-                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE key = ?", (key,)
+                f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE {column} = ?", (value,)
             ).fetchone()
             return rollout_from_row(row) if row else None
 
@@ -304,9 +293,7 @@ class SqliteStore:
 
     async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
         """A fresh key through which calls are recorded under the rollout as ``role``."""
-        rollout = await self.get_rollout(rollout_id)
-        if rollout.status in TERMINAL:
-            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        check_open(await self.get_rollout(rollout_id))
         key, row = role_key_row(rollout_id, role)
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -362,9 +349,7 @@ class SqliteStore:
         from a recorded one; a repeat may add a reward to a finish that had none
         (scoring happens after the harness ends).
         """
-        status = RolloutStatus(status)
-        if status not in TERMINAL:
-            raise RolloutConflict(f"{status} is not a terminal status")
+        status = terminal(status)
         now = time.time()
 
         def finish(conn: sqlite3.Connection) -> Rollout:
@@ -373,43 +358,16 @@ class SqliteStore:
             ).fetchone()
             if row is None:
                 raise RolloutNotFound(rollout_id)
-            current = rollout_from_row(row)
-            if current.status in TERMINAL:
-                if current.status != status or (
-                    reward is not None and current.reward is not None and reward != current.reward
-                ):
-                    raise RolloutConflict(
-                        f"rollout {rollout_id} already finished as {current.status}"
-                        f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
-                    )
-                if reward is not None and current.reward is None:
-                    conn.execute(
-                        "UPDATE rollouts SET reward = ? WHERE id = ?", (reward, rollout_id)
-                    )
-                    current.reward = reward
-                return current
-            if status not in TRANSITIONS[current.status]:
-                raise RolloutConflict(f"rollout {rollout_id}: {current.status} → {status}")
-            current.status = status
-            current.reward = reward
-            current.finished_at = now
-            current.details = dict(details or {})
-            conn.execute(
-                "UPDATE rollouts SET status = ?, reward = ?, finished_at = ?, details = ?"
-                " WHERE id = ?",
-                (str(status), reward, now, orjson.dumps(current.details), rollout_id),
-            )
-            return current
+            decided = decide_finish(rollout_from_row(row), status, reward, details, now)
+            if (update := decided.update("?")) is not None:
+                conn.execute(*update)
+            return decided.rollout
 
         result = await self._write(finish)
         self._next_seq.pop(rollout_id, None)
-        self._bases.drop(rollout_id)
-        cached = self._by_id.get(rollout_id)
-        if cached is not None:  # keep the object others hold in step
-            cached.status, cached.reward = result.status, result.reward
-            cached.finished_at, cached.details = result.finished_at, result.details
-            return cached
-        return self._cache(result)
+        self._codec.drop(rollout_id)
+        synced = sync_finished(self._by_id.get(rollout_id), result)
+        return synced if synced is not None else self._cache(result)
 
     async def flag_rollout(self, rollout_id: str, flags: Sequence[Flag]) -> Rollout:
         """Replace the rollout's reward-hack flags; durable on return."""
@@ -437,18 +395,7 @@ class SqliteStore:
         group_id: str | None = None,
     ) -> list[Rollout]:
         """Rollouts filtered by status and group, oldest first."""
-        where: list[str] = []
-        args: list[Any] = []
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            args.extend(str(s) for s in statuses)
-        if group_id is not None:
-            where.append("group_id = ?")
-            args.append(group_id)
-        sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, rowid"
+        sql, args = rollouts_query(statuses, group_id, "?", "created_at, rowid")
 
         def select(conn: sqlite3.Connection) -> list[Rollout]:
             return [rollout_from_row(r) for r in conn.execute(sql, args)]
@@ -459,10 +406,7 @@ class SqliteStore:
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
         """The request-side columns of ``call``, against its rollout's current base."""
-        role = str(call.role)
-        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
-        with self._compress_lock:
-            columns = request_columns(call, self._compressor, base, roots)
+        columns = self._codec.prepare(call)
         self._unrecorded.add(columns)
         return columns
 
@@ -470,16 +414,13 @@ class SqliteStore:
         """Return once the call is committed. Marks a ``created`` rollout running."""
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
-        role = str(call.role)
-        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
-        with self._compress_lock:
-            row, stored = call_row(call, self._compressor, base, request, roots)
+        row, stored = self._codec.encode(call, request)
         if request is not None:
             self._unrecorded.discard(request)
         # The insert moves a created rollout to running itself (a trigger, schema v6).
         await self._writer.insert(row, alone=not self._unrecorded)
         cached = self._by_id.get(call.rollout_id)
-        self._bases.put(call.rollout_id, role, stored)  # committed: a base others may name
+        self._codec.committed(call, stored)
         counted = self._next_seq.get(call.rollout_id)
         if counted is not None and call.seq >= counted:  # recorded without allocate_seq
             self._next_seq[call.rollout_id] = call.seq + 1
@@ -488,22 +429,18 @@ class SqliteStore:
 
     async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
         """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
-        columns = CALL_COLUMNS
-        if not tokens:
-            columns = columns.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
-        decompressor = self._decompressor  # used only on the reader thread
+        columns = call_columns(tokens)
 
         def select(conn: sqlite3.Connection) -> list[CallRecord]:
             rows = conn.execute(
                 f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
             ).fetchall()
-            return calls_from_rows(rows, tokens, decompressor, _bases(conn, columns, rows))
+            return self._codec.decode(rows, tokens, _bases(conn, columns, rows))
 
         return await self._read(select)
 
     async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
         """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
-        decompressor = self._decompressor  # used only on the reader thread
 
         def select(conn: sqlite3.Connection) -> CallRecord | None:
             row = conn.execute(
@@ -517,7 +454,7 @@ class SqliteStore:
                 f"SELECT {CALL_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY seq",
                 (rollout_id,),
             ).fetchall()
-            calls = calls_from_rows(rows, True, decompressor, _bases(conn, CALL_COLUMNS, rows))
+            calls = self._codec.decode(rows, True, _bases(conn, CALL_COLUMNS, rows))
             return next(c for c in calls if c.response_id == response_id)
 
         return await self._read(select)
@@ -569,9 +506,7 @@ class SqliteStore:
         A SQLite store has one writing process (the file's single gateway), so a counter
         here is as good as one in the file and costs no write per call.
         """
-        rollout = await self.get_rollout(rollout_id)
-        if rollout.status in TERMINAL:
-            raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
+        check_open(await self.get_rollout(rollout_id))
         seq = self._next_seq.get(rollout_id)
         if seq is None:
             seq = await self.next_seq(rollout_id)
@@ -595,8 +530,7 @@ class SqliteStore:
         """Store blobs not stored yet (``INSERT OR IGNORE`` on the digest); durable on return."""
         if not blobs:
             return
-        now = time.time()
-        rows = [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs]
+        rows = blob_rows(blobs)
 
         def insert(conn: sqlite3.Connection) -> None:
             conn.executemany(

@@ -1,0 +1,201 @@
+"""What the SQLite and PostgreSQL stores share: everything but SQL text and connections.
+
+A store turns calls into rows and back the same way whichever database holds them
+(:class:`CallCodec`), and decides a rollout's finish by the same rules
+(:func:`decide_finish`); each backend keeps only how it reaches its database, the SQL
+dialect it speaks and what it may cache (SQLite caches rollouts, as its file has one
+writer; PostgreSQL does not, as replicas share the database).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+import zstandard
+
+from openforge.store.delta import Bases, StoredBase
+from openforge.store.errors import RolloutConflict
+from openforge.store.rows import (
+    CALL_COLUMNS,
+    ROLLOUT_COLUMNS,
+    RequestColumns,
+    call_row,
+    calls_from_rows,
+    request_columns,
+)
+from openforge.store.schemas import TERMINAL, TRANSITIONS, Blob, CallRecord, Rollout, RolloutStatus
+
+__all__ = [
+    "CallCodec",
+    "Finish",
+    "blob_rows",
+    "call_columns",
+    "check_open",
+    "decide_finish",
+    "rollouts_query",
+    "sync_finished",
+    "terminal",
+]
+
+
+class CallCodec:
+    """Calls to rows and back: one compressor (used by one thread at a time), each
+    rollout's last committed call (the base its next call is stored against:
+    :mod:`openforge.store.delta`) and the decompressor."""
+
+    def __init__(self) -> None:
+        self._compressor = zstandard.ZstdCompressor(level=3)
+        self._compress_lock = threading.Lock()
+        self._bases = Bases()
+        self._decompressor = zstandard.ZstdDecompressor()
+
+    def prepare(self, call: CallRecord) -> RequestColumns:
+        """The request-side columns of ``call``, against its rollout's current base."""
+        role = str(call.role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
+        with self._compress_lock:
+            return request_columns(call, self._compressor, base, roots)
+
+    def encode(
+        self, call: CallRecord, request: RequestColumns | None
+    ) -> tuple[tuple[Any, ...], StoredBase]:
+        """The call's row and the call as its successor's base (``request``: what
+        :meth:`prepare` returned for it, reused when it still fits)."""
+        role = str(call.role)
+        base, roots = self._bases.get(call.rollout_id, role), self._bases.roots(role)
+        with self._compress_lock:
+            return call_row(call, self._compressor, base, request, roots)
+
+    def committed(self, call: CallRecord, stored: StoredBase) -> None:
+        """``call`` is committed: a base its rollout's next call (and others) may name."""
+        self._bases.put(call.rollout_id, str(call.role), stored)
+
+    def drop(self, rollout_id: str) -> None:
+        """The rollout is finished: forget its bases."""
+        self._bases.drop(rollout_id)
+
+    def decode(
+        self, rows: Sequence[Sequence[Any]], tokens: bool, bases: Sequence[Sequence[Any]] = ()
+    ) -> list[CallRecord]:
+        """The calls of ``rows`` (see :func:`~openforge.store.rows.calls_from_rows`)."""
+        return calls_from_rows(rows, tokens, self._decompressor, bases)
+
+
+def call_columns(tokens: bool) -> str:
+    """The ``calls`` columns to select; ``tokens=False`` reads NULL for the id blobs."""
+    if tokens:
+        return CALL_COLUMNS
+    return CALL_COLUMNS.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
+
+
+def rollouts_query(
+    statuses: Sequence[RolloutStatus] | None, group_id: str | None, mark: str, order: str
+) -> tuple[str, list[Any]]:
+    """The listing of rollouts by status and group, ordered by ``order``, with ``mark``
+    (``?`` or ``%s``) as the placeholder."""
+    where: list[str] = []
+    args: list[Any] = []
+    if statuses:
+        where.append(f"status IN ({','.join([mark] * len(statuses))})")
+        args.extend(str(s) for s in statuses)
+    if group_id is not None:
+        where.append(f"group_id = {mark}")
+        args.append(group_id)
+    sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return sql + f" ORDER BY {order}", args
+
+
+def blob_rows(blobs: Sequence[Blob]) -> list[tuple[str, str, int, bytes, float]]:
+    """The ``blobs`` rows (sha256, media type, size, data, created at) of ``blobs``."""
+    now = time.time()
+    return [(b.sha256, b.media_type, len(b.data), b.data, now) for b in blobs]
+
+
+def check_open(rollout: Rollout) -> None:
+    """Raise :class:`RolloutConflict` when ``rollout`` is finished."""
+    if rollout.status in TERMINAL:
+        raise RolloutConflict(f"rollout {rollout.id} is finished ({rollout.status})")
+
+
+def terminal(status: RolloutStatus | str) -> RolloutStatus:
+    """``status`` as a terminal status; :class:`RolloutConflict` when it is not one."""
+    status = RolloutStatus(status)
+    if status not in TERMINAL:
+        raise RolloutConflict(f"{status} is not a terminal status")
+    return status
+
+
+_FINISHED_COLUMNS = ("status", "reward", "finished_at", "details")
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """A finish decided on the rollout's current row: the rollout as it is afterwards and
+    what of the row changes (``none``: a repeat; ``reward``: a repeat adding the reward;
+    ``full``: the move to a terminal status)."""
+
+    rollout: Rollout
+    change: Literal["none", "reward", "full"]
+
+    def update(self, mark: str) -> tuple[str, tuple[Any, ...]] | None:
+        """The ``UPDATE`` that writes it (``mark``: the placeholder), or None."""
+        r = self.rollout
+        if self.change == "reward":
+            return f"UPDATE rollouts SET reward = {mark} WHERE id = {mark}", (r.reward, r.id)
+        if self.change == "full":
+            sets = ", ".join(
+                f"{c} = {mark}" for c in ("status", "reward", "finished_at", "details")
+            )
+            args = (str(r.status), r.reward, r.finished_at, orjson.dumps(r.details), r.id)
+            return f"UPDATE rollouts SET {sets} WHERE id = {mark}", args
+        return None
+
+
+def decide_finish(
+    current: Rollout,
+    status: RolloutStatus,
+    reward: float | None,
+    details: dict[str, Any] | None,
+    now: float,
+) -> Finish:
+    """Finish ``current`` (the row as read, locked where the database has locks) as
+    ``status``. The same finish again changes nothing; a repeat may add a reward to a
+    finish that had none (scoring happens after the harness ends); a repeat with another
+    status or another reward, or a move the state table does not allow, raises
+    :class:`RolloutConflict`."""
+    if current.status in TERMINAL:
+        if current.status != status or (
+            reward is not None and current.reward is not None and reward != current.reward
+        ):
+            raise RolloutConflict(
+                f"rollout {current.id} already finished as {current.status}"
+                f" (reward {current.reward}); cannot finish as {status} (reward {reward})"
+            )
+        if reward is not None and current.reward is None:
+            current.reward = reward
+            return Finish(current, "reward")
+        return Finish(current, "none")
+    if status not in TRANSITIONS[current.status]:
+        raise RolloutConflict(f"rollout {current.id}: {current.status} → {status}")
+    current.status = status
+    current.reward = reward
+    current.finished_at = now
+    current.details = dict(details or {})
+    return Finish(current, "full")
+
+
+def sync_finished(cached: Rollout | None, result: Rollout) -> Rollout | None:
+    """Bring ``cached`` (an object others hold) in step with the finished ``result``;
+    None when nothing was cached."""
+    if cached is None:
+        return None
+    cached.status, cached.reward = result.status, result.reward
+    cached.finished_at, cached.details = result.finished_at, result.details
+    return cached
