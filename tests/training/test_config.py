@@ -53,3 +53,22 @@ def test_shipped_configs_load() -> None:
     assert shipped, "configs/train*.yaml missing"
     for p in shipped:
         load_config(p)
+
+
+def test_the_monitor_keys_are_checked_at_load(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[rule]]\nid = 'x'\nseverity = 'high'\ntext = 'a'\ncolour = 'red'\n")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"monitor_rules: {rules}\nflagged_rollouts: zero\n")
+    with pytest.raises(ConfigError, match=rf"monitor_rules: {rules}: rule\[0\] \(x\)\.colour"):
+        load_config(cfg)
+    rules.write_text("disable = ['sqlite-write']\n")
+    loaded = load_config(cfg)
+    assert (loaded.monitor_rules, loaded.flagged_rollouts) == (str(rules), "zero")
+    assert (load_config(None).flagged_rollouts, load_config(None).flag_severity) == (
+        "drop",
+        "medium",
+    )
+    cfg.write_text("flagged_rollouts: ignore\n")
+    with pytest.raises(ConfigError, match="flagged_rollouts: expected one of 'drop'"):
+        load_config(cfg)
