@@ -44,9 +44,10 @@ new ids only; several per chunk under ``--stream-interval``), ``logprobs`` (delt
 ``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), ``finish_reason``
 (null, "stop", "length", "abort"), ``stop_reason`` (the matched stop string, the
 matched stop token id, or null for EOS) and ``prompt_token_ids`` (the ids on the first
-chunk, null on the others: 0.32.0 sends the field on every chunk). A stop string's tokens stay in ``token_ids`` whatever
-``include_stop_str_in_output`` says (that flag trims ``text`` only). A failure after the
-stream started arrives as ``data: {"error": {...}}`` before ``[DONE]``.
+chunk, null on the others: 0.32.0 sends the field on every chunk). A stop string's tokens
+stay in ``token_ids`` whatever ``include_stop_str_in_output`` says (that flag trims
+``text`` only). A failure after the stream started arrives as ``data: {"error": {...}}``
+before ``[DONE]``.
 
 Whole answers: a call whose client does not stream (``EngineRequest.stream`` false) is
 sent with ``"stream": false`` and answered by one ``CompletionResponse`` whose

@@ -541,7 +541,8 @@ class CallService:
     async def _fail(
         self, call: _Call, err: ApiError, writer: StreamWriter | None, send: Send
     ) -> None:
-        refused = err.kind == "invalid_request"  # the request's fault, not the engine's
+        # The request's fault, not the engine's (a prompt past a context the engine found).
+        refused = err.kind in ("invalid_request", "context_length")
         call.status = CallStatus.REJECTED if refused else CallStatus.ENGINE_ERROR
         call.error, call.finish = err.message, "error"
         await self._record(call)
