@@ -226,14 +226,19 @@ async def test_no_browser_process_outlives_its_exec_or_a_cancel(backend: LocalBa
         await box.close()
 
 
-async def test_missing_result_is_not_a_reward(backend: LocalBackend) -> None:
-    # The environment never ran: the verifier fails (the orchestrator's infra_error).
+async def test_a_result_gone_after_the_environment_ran_scores_zero(backend: LocalBackend) -> None:
+    # The orchestrator verifies only rollouts whose environment came up (status 96 is its
+    # infra_error; test_webjudge's unreachable site), and the server writes its result at
+    # once: a result gone at verify time was removed from inside the sandbox, the agent's
+    # doing, so it is a 0 with the reason, never an infra_error masking the failure.
     task = miniwob_task("click-button", 1)
     box = await backend.create(SandboxSpec(network="none"))
     try:
         await box.put(task.verify_bytes())
         res = await box.exec(task.verify_command, timeout=60)
-        assert res.exit_code != 0 and b"no browser environment result" in res.stderr
+        assert res.exit_code == 0, res.stderr.decode()
+        verdict = json.loads(res.stdout.decode().splitlines()[-1])
+        assert verdict["reward"] == 0.0 and "gone or unreadable" in verdict["details"]["why_zero"]
     finally:
         await box.close()
 

@@ -257,7 +257,8 @@ async def test_an_environment_missing_from_the_image_ends_the_exec_as_infra(
     podman: ContainerBackend, podman_images: dict[str, str]
 ) -> None:
     # The plain sandbox image has neither the GUI venv nor Chromium: the wrapped exec ends
-    # with status 96 saying what is missing, and the verifier then finds no result.
+    # with status 96 saying what is missing, which the orchestrator makes infra_error before
+    # any verifier runs (rollouts/runner.py).
     task = miniwob_task("click-button", 1)
     assert task.gui is not None
     box = await podman.create(SandboxSpec(network="none"))
@@ -266,9 +267,6 @@ async def test_an_environment_missing_from_the_image_ends_the_exec_as_infra(
         res = await box.exec(task.gui.wrap_argv(["true"], HOME), timeout=60)
         assert res.exit_code == 96
         assert b"needs a Python with playwright in the sandbox" in res.stderr
-        await box.put(task.verify_bytes())
-        verdict = await box.exec(task.verify_command, timeout=60)
-        assert verdict.exit_code != 0 and b"no browser environment result" in verdict.stderr
     finally:
         await box.close()
 

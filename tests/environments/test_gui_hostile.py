@@ -15,7 +15,10 @@ Shortcut → where it is stopped:
 * a shell harness writing the web app's database or the result file → refused at start
   (``--allow-reachable-evidence`` to override);
 * the result file forged, the server's old fixed temporary name blocked by a directory → the
-  server writes through fresh temporary names, after every action and last.
+  server writes through fresh temporary names, after every action and last;
+* a desktop result deleted and its server killed by the agent's ``pyautogui`` code (was
+  ``infra_error``) → the orchestrator tells an environment that never came up by the exec's
+  status, so a missing result is the evaluator's 0.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from openforge.cli import app
 from openforge.environments import browser
 from openforge.environments.base import server_python
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
+from openforge.environments.desktop import DESKTOP_RESULT_FILE
 from openforge.harnesses.browser_use import PREFIX
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
@@ -39,8 +43,11 @@ from openforge.rollouts.reach import EvidenceReachable, refuse_reachable_evidenc
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks import Task, load_tasks
+from openforge.tasks import Task, load_tasks, osworld_eval
 from openforge.tasks.miniwob import miniwob_task
+
+from .conftest import ScriptedGateway
+from .test_desktop import EDIT_ID, _suite
 
 HOME = SANDBOX_HOME
 # MiniWoB's reward globals, set by a page the agent made (58 tokens in the issue's report).
@@ -164,7 +171,9 @@ async def _sandbox(backend: LocalBackend, task: Task, files: dict[str, bytes]) -
 
 async def _verdict(box: Sandbox, task: Task) -> dict[str, Any]:
     await box.put(task.verify_bytes())
-    res = await box.exec(task.verify_command, timeout=60)
+    # A verifier's own $HOME is not the agent's (it may be a fresh one): the GUI verifiers
+    # read where the environment wrote.
+    res = await box.exec(task.verify_command, env={"HOME": "/tmp"}, timeout=60)
     assert res.exit_code == 0, res.stderr.decode()
     got: dict[str, Any] = json.loads(res.stdout.decode().splitlines()[-1])
     return got
@@ -276,3 +285,29 @@ def test_shell_harnesses_are_refused_on_tasks_whose_evidence_is_in_the_sandbox(
     assert "harness claw can run commands in the sandbox" in got.output
     assert "--allow-reachable-evidence" in got.output
     assert not out.exists()
+
+
+def test_the_desktop_evaluator_reads_the_agents_home() -> None:
+    assert osworld_eval.AGENT_HOME == SANDBOX_HOME
+    assert osworld_eval.agent_path("~/notes.txt") == Path(SANDBOX_HOME, "notes.txt")
+    assert osworld_eval.agent_path("/etc/hosts") == Path("/etc/hosts")
+
+
+async def test_a_desktop_result_destroyed_by_the_agent_is_its_zero(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    """OSWorld's ``pyautogui`` actions run any Python in the desktop server: one deletes the
+    result file and kills the server (so nothing writes it again). That used to end as
+    ``infra_error`` (masked from training); the environment did come up, so it is the
+    evaluator's verdict on what the agent left: 0."""
+    task = load_tasks(_suite(tmp_path)).by_id()[f"osworld/os/{EDIT_ID}"]
+    code = (
+        f"import os, signal; os.remove({f'{SANDBOX_HOME}/{DESKTOP_RESULT_FILE}'!r}); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    call = {"tool_calls": [{"name": "computer", "arguments": {"code": code}}]}
+    gateway = scripted_gateway([call])
+    config = _config(tmp_path, gateway, "computer-agent", [task], max_steps=3)
+    (res,) = await run_rollouts(config)
+    assert (res.status, res.reward) == ("agent_error", 0.0), res
+    assert res.details is not None and res.details["status"] is None

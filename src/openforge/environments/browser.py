@@ -30,6 +30,7 @@ from openforge.environments.base import (
     select_python,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = [
     "APP_DB",
@@ -188,20 +189,31 @@ exit $rc
 def verify_script() -> bytes:
     """The verifier every browser task runs: the reward state the server last wrote.
 
-    A missing or unreadable result means the environment never ran: the script exits
-    non-zero, which the orchestrator records as ``infra_error``, never a reward of 0.
+    The orchestrator verifies only rollouts whose environment came up (an exec that ended
+    with :data:`UNAVAILABLE_STATUS` is ``infra_error`` before any verifier runs), and the
+    server writes its result as soon as it is up: a result missing or unreadable now was
+    removed or spoiled from inside the sandbox, the agent's doing, so it scores 0 — never
+    ``infra_error``, which would mask the failure from training. The same for an ``error``
+    in it: the server writes one only before it is up.
     """
     return f"""import json, os, sys
-path = os.path.join(os.environ.get("HOME", "/home/sandbox"), {RESULT_FILE!r})
+# The agent's home, where the environment wrote (a verifier's own $HOME may be another).
+path = os.path.join({SANDBOX_HOME!r}, {RESULT_FILE!r})
 try:
     with open(path, encoding="utf-8") as f:
         state = json.load(f)
+    if not isinstance(state, dict):
+        raise ValueError("not a JSON object")
 except (OSError, ValueError) as exc:
-    print("no browser environment result: %s" % exc, file=sys.stderr)
-    sys.exit(3)
+    why = "the environment's result is gone or unreadable: %s" % exc
+    print(json.dumps({{"reward": 0.0, "details": {{"done": False, "why_zero": why}}}}))
+    sys.exit(0)
 if state.get("error"):
-    print("browser environment: %s" % state["error"], file=sys.stderr)
-    sys.exit(3)
+    # Written only before the environment was up, whose failure the orchestrator has told
+    # already: here it can only have been written from inside the sandbox.
+    why = "the result says error: %s" % str(state["error"])[:200]
+    print(json.dumps({{"reward": 0.0, "details": {{"done": False, "why_zero": why}}}}))
+    sys.exit(0)
 reward = min(1.0, max(0.0, float(state.get("reward") or 0.0)))
 print(json.dumps({{"reward": reward, "details": state}}))
 """.encode()

@@ -295,8 +295,9 @@ class BrowserEnv:
         except PlaywrightError as exc:
             # A task's site that cannot be reached from here (offline, blocked, down): the
             # rollout is an infrastructure failure the verifier reports, never a 0.
-            self.write_error(f"unreachable: {self.config['start_url']}: {_first_line(exc)}")
-            raise SystemExit(f"start page unreachable: {_first_line(exc)}") from None
+            why = f"unreachable: {self.config['start_url']}: {_first_line(exc)}"
+            self.write_error(why)
+            raise SystemExit(f"start page {why}") from None
         if self.config.get("setup_js"):
             self.page.evaluate(self.config["setup_js"])
         self.page.evaluate(
@@ -626,7 +627,8 @@ def _guarded(reward_js: str, doc_key: str) -> str:
     return (
         f"() => {{ if (window[{json.dumps(doc_key)}] !== true) "
         f"return {{{json.dumps(_OFF_TASK)}: String(location.href)}};\n"
-        f"const r = ({reward_js});\nreturn typeof r === 'function' ? r() : r; }}"
+        # A newline before the ")": a reward_js ending in a // comment must not swallow it.
+        f"const r = ({reward_js}\n);\nreturn typeof r === 'function' ? r() : r; }}"
     )
 
 

@@ -85,7 +85,8 @@ class DesktopEnvironment:
         """``argv`` run with the display, the window manager and the server up.
 
         Status 96: Xvfb, openbox or the server's Python is missing in the sandbox, or the
-        display or the server did not come up (no result file: infra).
+        display or the server did not come up (the orchestrator's ``infra_error``; the server
+        writes its result file before it is ready).
         """
         d = shlex.quote(f"{home}/{_DIR}")
         w, h = self.screen

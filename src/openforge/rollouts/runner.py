@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from openforge.environments.base import UNAVAILABLE_STATUS
 from openforge.harnesses.base import (
     ExplainsFailure,
     ExposesTaskTools,
@@ -205,6 +206,12 @@ def _harness_act(
         if lost is not None:
             # What the harness did without its model is not the model's doing: not verified.
             raise _Infra(lost)
+        if task.gui is not None and res.exit_code == UNAVAILABLE_STATUS and not res.timed_out:
+            # The wrapper's own status: its environment never came up, so no harness ran. Told
+            # here, from the exec's status (no harness can end with it), not from files the
+            # agent could delete: a GUI verifier then reads a missing result as the agent's 0.
+            tail = res.stderr.decode(errors="replace").strip().splitlines()[-4:]
+            raise _Infra("the GUI environment did not start: " + " | ".join(tail))
         if res.timed_out:
             return TurnOutcome(
                 "timeout", None, f"harness ran past the task timeout ({turn.timeout_s:g}s)"

@@ -15,21 +15,31 @@ the task's loader puts it there). Metrics: ``exact_match``, ``check_include_excl
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-RESULT = Path(os.environ.get("HOME", "/home/sandbox")) / ".openforge/gui/desktop-result.json"
+# The agent's home (sandboxes.runtime.SANDBOX_HOME; this file runs in the sandbox, stdlib
+# only): where the desktop wrote and what OSWorld's "~" means. A verifier's own $HOME may be
+# another, fresh one.
+AGENT_HOME = "/home/sandbox"
+RESULT = Path(AGENT_HOME) / ".openforge/gui/desktop-result.json"
+
+
+def agent_path(path: str) -> Path:
+    """``path`` with a leading ``~`` meaning the agent's home, as in the task's VM."""
+    if path == "~" or path.startswith("~/"):
+        return Path(AGENT_HOME + path[1:])
+    return Path(path)
 
 
 def get(spec: dict[str, Any]) -> Any:
     """The value of one OSWorld getter spec."""
     kind = spec.get("type")
     if kind == "vm_file":
-        path = Path(str(spec["path"])).expanduser()
+        path = agent_path(str(spec["path"]))
         return str(path) if path.is_file() else None
     if kind == "cloud_file":
         return str(HERE / "files" / str(spec["dest"]))
@@ -80,11 +90,14 @@ def main() -> int:
     """Evaluate and print the verdict line."""
     task = json.loads((HERE / "task.json").read_text())
     ev = task["evaluator"]
+    # Verified only after the desktop came up (the orchestrator's rule; it writes this file
+    # at once): a result gone or spoiled now is the agent's doing (its pyautogui code can
+    # delete it), read as "said neither DONE nor FAIL" — never an infrastructure error.
     try:
-        status = json.loads(RESULT.read_text()).get("status")
-    except (OSError, ValueError) as exc:
-        print(f"no desktop environment result: {exc}", file=sys.stderr)
-        return 3
+        got = json.loads(RESULT.read_text())
+        status = got.get("status") if isinstance(got, dict) else None
+    except (OSError, ValueError):
+        status = None
     funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
     if funcs == ["infeasible"]:
         reward = float(status == "fail")

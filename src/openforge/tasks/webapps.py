@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from openforge.environments.browser import APP_DB, RESULT_FILE, BrowserEnvironment
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.drills import cached_suite
 from openforge.tasks.model import Task, TaskError, check_keys
 
@@ -101,23 +102,31 @@ SUITE: tuple[tuple[str, str, str, tuple[_Check, ...], tuple[str, ...], str], ...
 def verify_script(checks: list[dict[str, Any]], answer: list[str]) -> bytes:
     """The verifier: the checks' SQL on the apps' database (read-only), the agent's answer.
 
-    It exits non-zero (``infra_error``) when the environment reported an error, the
-    database is missing or a query fails; else prints the reward and each check's rows.
+    It exits non-zero (``infra_error``) when a query fails; a result or database gone or
+    spoiled after the environment came up (the only time it is run) is the agent's 0;
+    else it prints the reward and each check's rows.
     """
     spec = json.dumps({"checks": checks, "answer": answer})
     return f"""import json, os, sqlite3, sys
 SPEC = json.loads({spec!r})
-home = os.environ.get("HOME", "/home/sandbox")
+home = {SANDBOX_HOME!r}  # the agent's home, where the environment wrote; not the verifier's $HOME
+def zero(why):
+    # Verified only after the environment came up (the orchestrator's rule), which wrote
+    # both: one gone now was removed from inside the sandbox, the agent's doing.
+    print(json.dumps({{"reward": 0.0, "details": {{"why_zero": why}}}}))
+    sys.exit(0)
 try:
     with open(os.path.join(home, {RESULT_FILE!r}), encoding="utf-8") as f:
         state = json.load(f)
+    if not isinstance(state, dict):
+        raise ValueError("not a JSON object")
 except (OSError, ValueError) as exc:
-    sys.exit("no browser environment result: %s" % exc)
-if state.get("error"):
-    sys.exit("browser environment: %s" % state["error"])
+    zero("the environment's result is gone or unreadable: %s" % exc)
+if state.get("error"):  # written only before the environment was up: not the server's now
+    zero("the result says error: %s" % str(state["error"])[:200])
 db = os.path.join(home, {APP_DB!r})
 if not os.path.isfile(db):
-    sys.exit("the web apps' database %s is missing: the apps never started" % db)
+    zero("the web apps' database %s is gone" % db)
 con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
 results, ok = [], True
 for check in SPEC["checks"]:
