@@ -96,7 +96,6 @@ def test_history_items_group_into_assistant_turns() -> None:
                 },
                 {"type": "function_call_output", "call_id": "call_1", "output": "spawned"},
                 {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "x"},
-                {"type": "web_search_call", "id": "ws_1", "status": "completed"},
                 {"type": "function_call", "call_id": "call_2", "name": "ls", "arguments": "{}"},
             ],
             tools=[
@@ -119,7 +118,7 @@ def test_history_items_group_into_assistant_turns() -> None:
     assert first.tool_calls == [ToolCall("call_1", "multi_agent_v1__spawn_agent", "{}")]
     assert conv.messages[4].tool_call_id == "call_1"
     assert conv.messages[5].tool_calls[0].id == "call_2"
-    assert conv.metadata["ignored_items"] == 2  # encrypted-only reasoning, web_search_call
+    assert conv.metadata["ignored_items"] == 1  # encrypted-only reasoning
     assert conv.ignored_tools == ["local_shell", "apply_patch"]
     assert conv.tool_choice.name == "ls" and conv.params.max_tokens == 50
     assert conv.params.logprobs and conv.params.top_logprobs == 2

@@ -62,21 +62,33 @@ def _serialise(body: dict[str, object], style: int) -> bytes:
     return json.dumps(body, indent=1, ensure_ascii=False).encode()
 
 
-def _message(rng: random.Random, i: int) -> dict[str, object]:
-    kind = rng.choice(["user", "assistant", "calls", "tool", "parts", "bad"])
+def _message(rng: random.Random, i: int) -> list[dict[str, object]]:
+    """One turn's messages: mostly valid (calls with their results), now and then not."""
+    kind = rng.choice(["user", "assistant", "calls", "parts", "bad"])
     if kind == "assistant":
-        return {"role": "assistant", "content": _text(rng)}
+        return [{"role": "assistant", "content": _text(rng)}]
     if kind == "calls":
         call = {"id": f"c{i}", "type": "function"}
         call["function"] = {"name": "bash", "arguments": json.dumps({"cmd": _text(rng)})}
-        return {"role": "assistant", "content": None, "tool_calls": [call]}
-    if kind == "tool":
-        return {"role": "tool", "tool_call_id": f"c{i}", "content": _text(rng)}
+        turn: list[dict[str, object]] = [
+            {"role": "assistant", "content": None, "tool_calls": [call]}
+        ]
+        if rng.random() < 0.8:
+            turn.append({"role": "tool", "tool_call_id": f"c{i}", "content": _text(rng)})
+        return turn
     if kind == "parts":
-        return {"role": "user", "content": [{"type": "text", "text": _text(rng)}]}
+        return [{"role": "user", "content": [{"type": "text", "text": _text(rng)}]}]
     if kind == "bad" and rng.random() < 0.3:  # an invalid message, named by its index
-        return rng.choice([{"role": "wizard", "content": "x"}, {"role": "assistant"}])
-    return {"role": "user", "content": _text(rng)}
+        return [
+            rng.choice(
+                [
+                    {"role": "wizard", "content": "x"},
+                    {"role": "assistant"},
+                    {"role": "tool", "tool_call_id": f"x{i}", "content": "orphan"},
+                ]
+            )
+        ]
+    return [{"role": "user", "content": _text(rng)}]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -92,9 +104,10 @@ def test_memo_parse_equals_whole_parse(seed: int) -> None:
     for _turn in range(12):
         action = rng.random()
         if action < 0.55:
-            messages += [_message(rng, len(messages)) for _ in range(rng.randint(1, 3))]
+            for _ in range(rng.randint(1, 3)):
+                messages += _message(rng, len(messages))
         elif action < 0.65 and len(messages) > 1:
-            messages[rng.randrange(len(messages))] = _message(rng, 0)  # an edit
+            messages[rng.randrange(len(messages))] = _message(rng, 0)[0]  # an edit
         elif action < 0.72:
             style = rng.choice([0, 1, 2])  # the harness re-serialises differently
         elif action < 0.78:
@@ -115,29 +128,39 @@ def test_memo_parse_equals_whole_parse(seed: int) -> None:
         assert _memo(raw, memo) == _whole(raw)
 
 
-def _anthropic_message(rng: random.Random, i: int) -> dict[str, object]:
+def _anthropic_message(rng: random.Random, i: int) -> list[dict[str, object]]:
+    """One turn's messages: mostly valid (tool uses answered in the next message)."""
     kind = rng.choice(["user", "blocks", "assistant", "results", "bad"])
-    if kind == "assistant":
+    if kind in ("assistant", "results"):
         blocks: list[dict[str, object]] = [{"type": "text", "text": _text(rng)}]
         if rng.random() < 0.4:
             blocks.insert(0, {"type": "thinking", "thinking": _text(rng), "signature": "s"})
-        if rng.random() < 0.5:
-            blocks.append({"type": "tool_use", "id": f"t{i}", "name": "bash",
-                           "input": {"cmd": _text(rng)}})  # fmt: skip
-        return {"role": "assistant", "content": blocks}
-    if kind == "results":  # tool results, one flagged, and a block left out
-        return {"role": "user", "content": [
+        if rng.random() < 0.2:  # left out of the prompt, counted
+            blocks.append({"type": "redacted_thinking", "data": "opaque"})
+        if kind == "assistant":
+            if rng.random() < 0.5:
+                blocks.append({"type": "tool_use", "id": f"t{i}", "name": "bash",
+                               "input": {"cmd": _text(rng)}})  # fmt: skip
+            return [{"role": "assistant", "content": blocks}]
+        # Tool uses and their results, one flagged as an error.
+        blocks += [{"type": "tool_use", "id": f"{x}{i}", "name": "bash",
+                    "input": {"cmd": _text(rng)}} for x in "tu"]  # fmt: skip
+        return [{"role": "assistant", "content": blocks}, {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"t{i}", "content": _text(rng)},
             {"type": "tool_result", "tool_use_id": f"u{i}", "is_error": True,
              "content": [{"type": "text", "text": _text(rng)}]},
-            {"type": "document", "source": {"type": "text", "data": "d"}},
             {"type": "text", "text": _text(rng)},
-        ]}  # fmt: skip
+        ]}]  # fmt: skip
     if kind == "blocks":
-        return {"role": "user", "content": [{"type": "text", "text": _text(rng)}]}
+        return [{"role": "user", "content": [{"type": "text", "text": _text(rng)}]}]
     if kind == "bad" and rng.random() < 0.3:
-        return rng.choice([{"role": "user"}, {"role": "assistant", "content": [{"type": "x"}]}])
-    return {"role": "user", "content": _text(rng)}
+        return [rng.choice([
+            {"role": "user"},
+            {"role": "assistant", "content": [{"type": "x"}]},
+            {"role": "user", "content": [{"type": "document", "source": {"type": "text"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"o{i}"}]},
+        ])]  # fmt: skip
+    return [{"role": "user", "content": _text(rng)}]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -152,9 +175,10 @@ def test_anthropic_memo_parse_equals_whole_parse(seed: int) -> None:
     for _turn in range(12):
         action = rng.random()
         if action < 0.6:
-            messages += [_anthropic_message(rng, len(messages)) for _ in range(rng.randint(1, 3))]
+            for _ in range(rng.randint(1, 3)):
+                messages += _anthropic_message(rng, len(messages))
         elif action < 0.7:
-            messages[rng.randrange(len(messages))] = _anthropic_message(rng, 0)
+            messages[rng.randrange(len(messages))] = _anthropic_message(rng, 0)[0]
         sent = [dict(m) for m in messages]
         last = sent[-1]
         if isinstance(last.get("content"), list) and last["content"]:
@@ -176,11 +200,14 @@ def _responses_items(rng: random.Random, i: int) -> list[dict[str, object]]:
     if kind == "user":
         return [{"type": "message", "role": "user",
                  "content": [{"type": "input_text", "text": _text(rng)}]}]  # fmt: skip
-    if kind == "odd":  # dropped: encrypted-only reasoning, an item type not served
-        encrypted = {"type": "reasoning", "summary": [], "encrypted_content": "e"}
-        return [rng.choice([encrypted, {"type": "web_search_call", "id": f"w{i}"}])]
+    if kind == "odd":  # left out of the prompt, counted: encrypted-only reasoning
+        return [{"type": "reasoning", "summary": [], "encrypted_content": "e"}]
     if kind == "bad" and rng.random() < 0.3:
-        return [{"type": "function_call", "call_id": f"c{i}"}]  # no name, no arguments
+        return [rng.choice([
+            {"type": "function_call", "call_id": f"c{i}"},  # no name, no arguments
+            {"type": "web_search_call", "id": f"w{i}"},  # an item type not served
+            {"type": "function_call_output", "call_id": f"o{i}", "output": "orphan"},
+        ])]  # fmt: skip
     out: list[dict[str, object]] = []
     if rng.random() < 0.6:
         out.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": _text(rng)}]})

@@ -144,9 +144,11 @@ def _clean_loc(loc: tuple[int | str, ...], tags: frozenset[str]) -> tuple[int | 
     # type names ("str", "list[...]") to locations; a client wants the JSON path only. A tag
     # is one element: the one after it is a field even when it has the tag's name
     # (``response_format`` tag "json_schema", then its field ``json_schema``).
-    out: list[int | str] = []
+    # A top-level member is never a tag (Anthropic's ``thinking`` config shares its name
+    # with the thinking block's tag).
+    out: list[int | str] = list(loc[:1])
     after_tag = False
-    for p in loc:
+    for p in loc[1:]:
         if isinstance(p, int) or after_tag:
             out.append(p)
             after_tag = False

@@ -18,6 +18,8 @@ import base64
 import binascii
 import hashlib
 import io
+import re
+import struct
 import threading
 import warnings
 from collections import OrderedDict
@@ -42,14 +44,24 @@ __all__ = [
 MAX_IMAGE_BYTES = 20 << 20
 # 8K by 8K: above any screen; a decompression bomb (a small PNG of huge size) is refused
 # before a single pixel is decoded.
-MAX_IMAGE_PIXELS = 8192 * 8192
+_SIDE = 8192
+MAX_IMAGE_PIXELS = _SIDE * _SIDE
 # The formats both APIs accept, by Pillow format name.
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 _ALIASES = {"image/jpg": "image/jpeg"}
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _bad(message: str, param: str | None) -> ApiError:
     return ApiError("invalid_request", message, param)
+
+
+def _bomb(where: str, size: str, param: str | None) -> ApiError:
+    return _bad(
+        f"Invalid image at '{where}': refused as a decompression bomb: its header declares "
+        f"{size}, over the limit of {MAX_IMAGE_PIXELS} pixels ({_SIDE}x{_SIDE}).",
+        param,
+    )
 
 
 def decode_image(data: bytes, declared: str | None, param: str | None) -> ImagePart:
@@ -74,15 +86,21 @@ def decode_image(data: bytes, declared: str | None, param: str | None) -> ImageP
             with Image.open(io.BytesIO(data)) as img:
                 fmt, (width, height) = img.format, img.size
                 if width * height > MAX_IMAGE_PIXELS:
-                    raise _bad(
-                        f"Invalid image at '{where}': {width}x{height} pixels exceed the "
-                        f"limit of {MAX_IMAGE_PIXELS} pixels.",
-                        param,
-                    )
+                    raise _bomb(where, f"{width}x{height} pixels", param)
                 img.verify()
     except ApiError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError):
+    except Image.DecompressionBombError as exc:
+        # Pillow refuses past twice its own limit before it reports the size: a PNG's is
+        # read from its header, any other's pixel count from Pillow's message.
+        if data.startswith(_PNG) and len(data) >= 24:
+            w, h = struct.unpack(">II", data[16:24])
+            size = f"{w}x{h} pixels"
+        else:
+            found = re.search(r"\((\d+) pixels\)", str(exc))
+            size = f"{found.group(1) if found else 'too many'} pixels"
+        raise _bomb(where, size, param) from None
+    except UnidentifiedImageError:
         raise _bad(
             f"Invalid image at '{where}': the bytes are not an image in a supported format "
             f"({', '.join(MEDIA_TYPES.values())}).",

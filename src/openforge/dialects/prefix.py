@@ -43,7 +43,7 @@ import secrets
 import threading
 import weakref
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -61,6 +61,7 @@ __all__ = [
     "Resent",
     "extend",
     "forget_known_members",
+    "indexed",
     "learn",
     "messages_of",
     "parse_body",
@@ -140,6 +141,14 @@ class Parsed:
 def messages_of(items: list[Parsed]) -> list[Message]:
     """The canonical messages of ``items``, in order."""
     return [m for item in items for m in item.messages]
+
+
+def indexed(items: list[Parsed]) -> Iterator[tuple[int | None, Message]]:
+    """The canonical messages of ``items``, each with the index of the element (the wire
+    message or item) that made it."""
+    for i, item in enumerate(items):
+        for m in item.messages:
+            yield i, m
 
 
 @dataclass(slots=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import orjson
 
 from openforge.conversation import (
@@ -17,6 +15,7 @@ from openforge.conversation import (
 )
 from openforge.conversation import ToolChoice as CanonicalToolChoice
 from openforge.dialects.anthropic.protocol import (
+    VENDOR_BLOCK_TYPES,
     Base64Source,
     ContentBlock,
     CountTokensRequest,
@@ -24,6 +23,7 @@ from openforge.dialects.anthropic.protocol import (
     ImageBlock,
     MessageParam,
     MessagesRequest,
+    OtherBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -31,13 +31,20 @@ from openforge.dialects.anthropic.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from openforge.dialects.errors import decode_body
+from openforge.dialects.errors import ApiError, decode_body
 from openforge.dialects.images import image_from_base64, image_from_url
-from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import (
+    BodyMemo,
+    KnownMember,
+    Parsed,
+    indexed,
+    messages_of,
+    parse_body,
+)
+from openforge.dialects.toolids import SCOPE_LAST_TURN, check_tool_ids
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
-log = logging.getLogger(__name__)
 _TAGS = frozenset(
     {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "other"}
     | {"custom", "server", "base64", "url"}
@@ -48,8 +55,14 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     """Parse a ``POST /v1/messages`` body.
 
     ``metadata`` carries the client's ``metadata``, ``thinking`` (as sent), and counts
-    of what could not be rendered: ``ignored_blocks`` (documents, server tool results,
-    redacted thinking) and ``tool_errors`` (tool results flagged ``is_error``).
+    ``ignored_blocks`` (redacted thinking, which has nothing readable to render) and
+    ``tool_errors`` (tool results flagged ``is_error``). Refused, naming the field (as
+    Anthropic refuses them, or as blocks this gateway cannot show the model): no
+    messages; a block type the API does not have, or one it has that cannot be rendered
+    (documents, server tool results); a block in a role that cannot hold it; a tool
+    result that answers no ``tool_use`` of the previous assistant turn, a ``tool_use`` id
+    used twice or answered twice; a ``tool_choice`` naming no offered tool; ``thinking``
+    enabled without a ``budget_tokens`` of at least 1024.
     ``memo``: the rollout's last body (see :mod:`openforge.dialects.prefix`), whose
     messages this body may resend; only what follows them is parsed, and the memo is
     updated.
@@ -115,6 +128,10 @@ def _conversation(
     if req.system:
         system = [req.system] if isinstance(req.system, str) else [b.text for b in req.system]
         messages.append(Message("system", [TextPart(t) for t in system]))
+    if not items:
+        raise ApiError("invalid_request", "messages: at least one message is required.", "messages")
+    check_tool_ids(indexed(items), _WORDS, SCOPE_LAST_TURN)
+    _check_thinking(req)
     messages += messages_of(items)
     counts = {"ignored_blocks": 0, "tool_errors": 0}
     for item in items:
@@ -123,7 +140,7 @@ def _conversation(
     metadata: dict[str, object] = {k: v for k, v in counts.items() if v}
     if req.thinking is not None:
         metadata["thinking"] = req.thinking.model_dump(exclude_none=True)
-    choice, parallel = _tool_choice(req.tool_choice)
+    choice, parallel = _tool_choice(req.tool_choice, req)
     return Conversation(
         messages=messages,
         tools=tools[0],
@@ -136,15 +153,84 @@ def _conversation(
     )
 
 
-def _tool_choice(choice: ToolChoice | None) -> tuple[CanonicalToolChoice, bool]:
+class _Words:
+    """Anthropic's refusals of unpaired tool ids (its own wording)."""
+
+    def orphan(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"messages.{where}.content: unexpected `tool_use_id` found in `tool_result` "
+            f"blocks: {call_id}. Each `tool_result` block must have a corresponding "
+            "`tool_use` block in the previous message.",
+            f"messages[{where}].content",
+        )
+
+    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"messages.{where}.content: `tool_use` ids must be unique ({call_id} is used twice).",
+            f"messages[{where}].content",
+        )
+
+    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"messages.{where}.content: `tool_result` for {call_id} is given twice; each "
+            "`tool_use` takes one result.",
+            f"messages[{where}].content",
+        )
+
+
+_WORDS = _Words()
+
+
+def _check_thinking(req: CountTokensRequest) -> None:
+    """``thinking`` enabled needs its budget (its lower bound is the protocol model's)."""
+    thinking = req.thinking
+    if thinking is not None and thinking.type == "enabled" and thinking.budget_tokens is None:
+        raise ApiError(
+            "invalid_request",
+            "thinking.budget_tokens: Field required when thinking is enabled (at least 1024).",
+            "thinking.budget_tokens",
+        )
+
+
+def _tool_choice(
+    choice: ToolChoice | None, req: CountTokensRequest
+) -> tuple[CanonicalToolChoice, bool]:
     if choice is None:
         return CanonicalToolChoice(), True
     parallel = not choice.disable_parallel_tool_use
     if choice.type == "any":
         return CanonicalToolChoice("required"), parallel
     if choice.type == "tool":
+        names = [t.name for t in req.tools or [] if t.name is not None]
+        if choice.name is None or choice.name not in names:
+            offered = ", ".join(repr(n) for n in names) or "none"
+            raise ApiError(
+                "invalid_request",
+                f"tool_choice.name: tool {choice.name!r} is not one of the tools offered "
+                f"(offered: {offered}).",
+                "tool_choice.name",
+            )
         return CanonicalToolChoice("required", choice.name), parallel
     return CanonicalToolChoice(choice.type), parallel
+
+
+def _refuse_block(block: ContentBlock, role: str, where: str) -> ApiError:
+    """The refusal of a block this gateway cannot put in the prompt (never dropped: the
+    model would answer a conversation other than the one sent)."""
+    kind = block.type
+    if kind not in VENDOR_BLOCK_TYPES:
+        message = f"{where}.type: '{kind}' is not a content block type."
+    elif isinstance(block, OtherBlock):
+        message = (
+            f"{where}: '{kind}' blocks are not supported by this gateway (it cannot show "
+            "them to the model)."
+        )
+    else:
+        message = f"{where}: a '{kind}' block cannot be in a {role} message."
+    return ApiError("invalid_request", message, f"{where}.type")
 
 
 def _part(block: TextBlock | ImageBlock, where: str) -> ContentPart:
@@ -162,13 +248,13 @@ def _messages(msg: MessageParam, counts: dict[str, int], where: str) -> list[Mes
     if isinstance(msg.content, str):
         return [Message(msg.role, [TextPart(msg.content)])]
     if msg.role == "assistant":
-        return [_assistant(msg.content, counts)]
+        return [_assistant(msg.content, counts, where)]
     out: list[Message] = []
     parts: list[ContentPart] = []
     for j, block in enumerate(msg.content):
-        if isinstance(block, TextBlock | ImageBlock):
+        if isinstance(block, TextBlock) or (isinstance(block, ImageBlock) and msg.role == "user"):
             parts.append(_part(block, f"{where}.content[{j}]"))
-        elif isinstance(block, ToolResultBlock):
+        elif isinstance(block, ToolResultBlock) and msg.role == "user":
             if parts:  # keep the order the client wrote
                 out.append(Message(msg.role, parts))
                 parts = []
@@ -181,26 +267,27 @@ def _messages(msg: MessageParam, counts: dict[str, int], where: str) -> list[Mes
             counts["tool_errors"] += block.is_error
             out.append(Message("tool", result, tool_call_id=block.tool_use_id))
         else:
-            counts["ignored_blocks"] += 1
-            log.debug("dropped a %s block in a %s message", block.type, msg.role)
+            raise _refuse_block(block, msg.role, f"{where}.content[{j}]")
     if parts or not out:
         out.append(Message(msg.role, parts))
     return out
 
 
-def _assistant(blocks: list[ContentBlock], counts: dict[str, int]) -> Message:
+def _assistant(blocks: list[ContentBlock], counts: dict[str, int], where: str) -> Message:
     parts: list[ContentPart] = []
     calls: list[ToolCall] = []
     reasoning: list[str] = []
-    for block in blocks:
+    for j, block in enumerate(blocks):
         if isinstance(block, TextBlock):
             parts.append(TextPart(block.text))
         elif isinstance(block, ToolUseBlock):
             calls.append(ToolCall(block.id, block.name, orjson.dumps(block.input).decode()))
         elif isinstance(block, ThinkingBlock):
             reasoning.append(block.thinking)
-        else:
+        elif isinstance(block, RedactedThinkingBlock):
+            # Encrypted reasoning: nothing readable to render (the gateway never makes
+            # one; a transcript from Anthropic's API may hold some). Counted.
             counts["ignored_blocks"] += 1
-            if not isinstance(block, RedactedThinkingBlock):
-                log.debug("dropped a %s block in an assistant message", block.type)
+        else:
+            raise _refuse_block(block, "assistant", f"{where}.content[{j}]")
     return Message("assistant", parts, tool_calls=calls, reasoning="".join(reasoning) or None)

@@ -69,9 +69,37 @@ class RedactedThinkingBlock(WireIn):
 
 
 class OtherBlock(WireIn):
-    """A block we cannot render (document, server tool results, …): logged and dropped."""
+    """A block we cannot render (document, server tool results, …): refused with its
+    name, or, when its type is none of the API's, refused as unknown."""
 
     type: str
+
+
+# Every block type the Messages API takes in a request
+# (https://docs.anthropic.com/en/api/messages, ``messages.content``): one of them that
+# this gateway cannot render is refused as unsupported, any other type as unknown.
+VENDOR_BLOCK_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
 
 
 _BLOCK_TAGS = frozenset(
@@ -135,7 +163,10 @@ class ToolChoice(WireIn):
 
 class ThinkingConfig(WireIn):
     type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: int | None = None
+    # The docs: "Must be ≥1024 and less than max_tokens", required when enabled (the
+    # parser checks that). The bound by max_tokens is not checked: interleaved thinking,
+    # a beta header Claude Code sends, lifts it, and the parser sees bodies only.
+    budget_tokens: int | None = Field(default=None, ge=1024)
 
 
 class CountTokensRequest(WireIn):

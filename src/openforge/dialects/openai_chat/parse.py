@@ -30,7 +30,15 @@ from openforge.dialects.openai_chat.protocol import (
     ToolMessage,
     UserMessage,
 )
-from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import (
+    BodyMemo,
+    KnownMember,
+    Parsed,
+    indexed,
+    messages_of,
+    parse_body,
+)
+from openforge.dialects.toolids import SCOPE_CONVERSATION, check_tool_ids
 
 __all__ = ["parse_request"]
 
@@ -42,7 +50,9 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     """Parse a ``POST /v1/chat/completions`` body.
 
     Raises ``ApiError("invalid_request")`` naming the field for malformed JSON, a
-    missing or ill-typed field, ``n`` > 1, or an unknown message role or content type.
+    missing or ill-typed field, ``n`` > 1, an unknown message role or content type, no
+    messages, a tool message answering no earlier call, a call id used twice or answered
+    twice, or a ``tool_choice`` naming a function that ``tools`` does not offer.
     ``metadata`` carries ``include_usage``, ``user``,
     ``reasoning_effort`` and the client's ``metadata`` when sent. ``memo``: the rollout's
     last body (see :mod:`openforge.dialects.prefix`), whose messages this body may
@@ -56,6 +66,8 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         raise ApiError("invalid_request", "Only n=1 is supported.", "n")
     if not messages:
         raise ApiError("invalid_request", "'messages' must not be empty.", "messages")
+    check_tool_ids(indexed(items), _WORDS, SCOPE_CONVERSATION)
+    _check_tool_choice(req.tool_choice, tools)
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     params = SamplingParams(
         max_tokens=req.max_completion_tokens or req.max_tokens,
@@ -133,6 +145,49 @@ def _name_of(extra: dict[str, object] | None, fallback: str) -> str:
     if isinstance(inner, dict) and isinstance(inner.get("name"), str):
         return str(inner["name"])
     return fallback
+
+
+class _Words:
+    """Chat Completions' refusals of unpaired tool ids (OpenAI's wording)."""
+
+    def orphan(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"Invalid parameter: messages[{where}] has role 'tool' and tool_call_id "
+            f"'{call_id}', which answers no 'tool_calls' of an earlier assistant message.",
+            f"messages[{where}].tool_call_id",
+        )
+
+    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"Invalid parameter: duplicate tool call id '{call_id}' in messages[{where}]"
+            ".tool_calls: each tool call needs its own id.",
+            f"messages[{where}].tool_calls",
+        )
+
+    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"Invalid parameter: duplicate value for 'tool_call_id' of '{call_id}' in "
+            f"messages[{where}]: that call was already answered.",
+            f"messages[{where}].tool_call_id",
+        )
+
+
+_WORDS = _Words()
+
+
+def _check_tool_choice(choice: object, tools: tuple[ToolSpec, ...]) -> None:
+    """A named function must be one of the function tools offered."""
+    if isinstance(choice, NamedToolChoice) and all(t.name != choice.function.name for t in tools):
+        offered = ", ".join(repr(t.name) for t in tools) or "none"
+        raise ApiError(
+            "invalid_request",
+            f"Invalid value for 'tool_choice.function.name': '{choice.function.name}' is not "
+            f"a function in 'tools' (offered: {offered}).",
+            "tool_choice.function.name",
+        )
 
 
 def _tool_choice(choice: object) -> ToolChoice:

@@ -163,6 +163,11 @@ ResponseFormatParam = Annotated[
 ]
 
 
+# https://platform.openai.com/docs/api-reference/chat/create#chat-create-reasoning_effort
+# (Responses' ``reasoning.effort`` takes the same values).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
 class ChatCompletionRequest(WireIn):
     messages: list[ChatMessage]
     model: str
@@ -172,7 +177,7 @@ class ChatCompletionRequest(WireIn):
     metadata: dict[str, Any] | None = None
     n: int | None = None
     parallel_tool_calls: bool | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
     response_format: ResponseFormatParam | None = None
     seed: int | None = None
     stop: str | list[str] | None = None

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from openforge.conversation import Completion, Conversation
 from openforge.dialects.dialect import StoredAnswer
 from openforge.dialects.errors import ApiError
+from openforge.dialects.openai_responses.parse import TOOL_ID_WORDS
+from openforge.dialects.toolids import SCOPE_CONVERSATION, check_tool_ids
 
 __all__ = ["StoredResponses"]
 
@@ -27,7 +29,8 @@ class StoredResponses:
         self._recent: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
 
     async def resolve(self, conversation: Conversation, rollout_id: str) -> Conversation:
-        """The stored conversation before ``conversation``'s own input; 404 if unknown."""
+        """The stored conversation before ``conversation``'s own input; 404 if unknown, 400
+        when an output of the input answers no call of either (or one is answered twice)."""
         previous = conversation.metadata.get("previous_response_id")
         if not previous:
             return conversation
@@ -40,7 +43,10 @@ class StoredResponses:
                 f"Previous response with id '{previous}' not found.",
                 "previous_response_id",
             )
-        return dataclasses.replace(conversation, messages=[*prior.messages, *conversation.messages])
+        messages = [*prior.messages, *conversation.messages]
+        # Its outputs may answer the stored calls: paired now that both are known.
+        check_tool_ids(((None, m) for m in messages), TOOL_ID_WORDS, SCOPE_CONVERSATION)
+        return dataclasses.replace(conversation, messages=messages)
 
     def remember(
         self, rollout_id: str, response_id: str, conversation: Conversation, completion: Completion

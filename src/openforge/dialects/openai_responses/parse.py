@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from openforge.conversation import (
@@ -19,6 +18,7 @@ from openforge.conversation import (
 from openforge.dialects.errors import ApiError
 from openforge.dialects.images import image_from_url
 from openforge.dialects.openai_responses.protocol import (
+    VENDOR_ITEM_TYPES,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionTool,
@@ -35,11 +35,18 @@ from openforge.dialects.openai_responses.protocol import (
     ResponsesRequest,
     TextConfig,
 )
-from openforge.dialects.prefix import BodyMemo, KnownMember, Parsed, messages_of, parse_body
+from openforge.dialects.prefix import (
+    BodyMemo,
+    KnownMember,
+    Parsed,
+    indexed,
+    messages_of,
+    parse_body,
+)
+from openforge.dialects.toolids import SCOPE_CONVERSATION, ToolIdWords, check_tool_ids
 
-__all__ = ["LOGPROBS_INCLUDE", "flat_tool_name", "parse_request"]
+__all__ = ["LOGPROBS_INCLUDE", "TOOL_ID_WORDS", "flat_tool_name", "parse_request"]
 
-log = logging.getLogger(__name__)
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _TAGS = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "other", "namespace"}
@@ -59,7 +66,14 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     listed in ``ignored_tools``. ``metadata`` keeps
     ``previous_response_id``, ``store``, ``include``, ``instructions``,
     ``client_metadata``, ``prompt_cache_key``, ``reasoning`` and item counts
-    ``ignored_items``. ``memo``: the rollout's last body (see
+    ``ignored_items`` (reasoning items with encrypted content only: nothing readable).
+    Refused, naming the field (as OpenAI refuses them, or as items this gateway cannot
+    show the model): an empty ``input``; an item type the API does not have, or one it
+    has that cannot be rendered (``web_search_call``, ``local_shell_call``, …); a
+    ``function_call_output`` answering no ``function_call`` (of this input or, with
+    ``previous_response_id``, of the stored conversation: checked when it is resolved), a
+    ``call_id`` used twice or answered twice; a ``tool_choice`` naming a function that
+    ``tools`` does not offer. ``memo``: the rollout's last body (see
     :mod:`openforge.dialects.prefix`), whose input items this body may resend; only what
     follows them is parsed (never after an item a later one may still join), and the
     memo is updated.
@@ -67,6 +81,12 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     req, items, (tools, ignored, namespaced) = parse_body(
         body, memo, "input", ResponsesRequest, _TAGS, _request_items, _TOOLS
     )
+    # A resent body's array holds only its new items: what it stands for is ``items``.
+    if req.input == "" or (isinstance(req.input, list) and not items):
+        raise ApiError("invalid_request", "Invalid value for 'input': it is empty.", "input")
+    if req.previous_response_id is None:  # else checked with the stored conversation
+        check_tool_ids(indexed(items), TOOL_ID_WORDS, SCOPE_CONVERSATION)
+    _check_tool_choice(req.tool_choice, tools, namespaced)
     messages: list[Message] = []
     if req.instructions:
         messages.append(Message("system", [TextPart(req.instructions)]))
@@ -178,6 +198,54 @@ def _spec(name: str, description: Any, parameters: Any) -> ToolSpec:
     return ToolSpec(name, description if isinstance(description, str) else "", schema)
 
 
+class _Words:
+    """Responses' refusals of unpaired call ids (OpenAI's wording); ``where`` is None for
+    a message of the stored conversation, or when the index is not known."""
+
+    def orphan(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"No tool call found for function call output with call_id {call_id}.",
+            "input" if where is None else f"input[{where}].call_id",
+        )
+
+    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"Duplicate 'call_id': {call_id} is the call_id of two function calls.",
+            "input" if where is None else f"input[{where}].call_id",
+        )
+
+    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
+        return ApiError(
+            "invalid_request",
+            f"Duplicate 'call_id': the function call {call_id} has two outputs.",
+            "input" if where is None else f"input[{where}].call_id",
+        )
+
+
+TOOL_ID_WORDS: ToolIdWords = _Words()
+
+
+def _check_tool_choice(
+    choice: object,
+    tools: tuple[ToolSpec, ...],
+    namespaced: tuple[tuple[str, tuple[str, str]], ...],
+) -> None:
+    """A named function must be one of the function tools offered (flat or inner name)."""
+    if not isinstance(choice, NamedToolChoice):
+        return
+    names = {t.name for t in tools} | {inner for _, (_, inner) in namespaced}
+    if choice.name not in names:
+        offered = ", ".join(repr(t.name) for t in tools) or "none"
+        raise ApiError(
+            "invalid_request",
+            f"Invalid value for 'tool_choice.name': '{choice.name}' is not a function in "
+            f"'tools' (offered: {offered}).",
+            "tool_choice.name",
+        )
+
+
 def _tool_choice(choice: object) -> ToolChoice:
     if choice == "none":
         return ToolChoice("none")
@@ -276,6 +344,18 @@ def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
             msg = messages[-1]
         msg.reasoning = (msg.reasoning or "") + "".join(texts)
     else:
-        log.debug("dropped a %s input item", item.type)
-        return False
+        raise _refuse_item(item.type, where)
     return True
+
+
+def _refuse_item(kind: str, where: str) -> ApiError:
+    """The refusal of an item this gateway cannot put in the prompt (never dropped: the
+    model would answer a conversation other than the one sent)."""
+    if kind not in VENDOR_ITEM_TYPES:
+        message = f"Invalid value for '{where}.type': '{kind}' is not an input item type."
+    else:
+        message = (
+            f"Invalid value for '{where}.type': '{kind}' items are not supported by this "
+            "gateway (it cannot show them to the model)."
+        )
+    return ApiError("invalid_request", message, f"{where}.type")

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from pydantic import Discriminator, Field, Tag
 
+from openforge.dialects.openai_chat.protocol import ReasoningEffort
 from openforge.dialects.wire import WireIn
 
 # ---- request ------------------------------------------------------------------------
@@ -84,9 +85,43 @@ class ReasoningItem(WireIn):
 
 
 class OtherItem(WireIn):
-    """An item we do not render (web_search_call, local_shell_call, …): logged, dropped."""
+    """An item we do not render (web_search_call, local_shell_call, …): refused with its
+    name, or, when its type is none of the API's, refused as unknown."""
 
     type: str
+
+
+# Every input item type of the API
+# (https://platform.openai.com/docs/api-reference/responses/create#responses-create-input):
+# one of them this gateway cannot render is refused as unsupported, any other as unknown.
+VENDOR_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "web_search_call",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "image_generation_call",
+        "code_interpreter_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_call",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "item_reference",
+        "compaction",
+    }
+)
 
 
 _ITEM_TAGS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -164,7 +199,7 @@ class NamedToolChoice(WireIn):
 
 
 class ReasoningConfig(WireIn):
-    effort: str | None = None
+    effort: ReasoningEffort | None = None
     summary: str | None = None
 
 
