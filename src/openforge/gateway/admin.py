@@ -119,6 +119,12 @@ def _call_json(call: CallRecord, tokens: bool, content: bool = False) -> dict[st
 
 async def _body(request: Request, limits: Limits) -> dict[str, Any]:
     """The JSON object of an admin request, read within the admin body limit and deadline."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.max_admin_body_bytes:  # refused at once
+        raise _AdminError(
+            413, "request_too_large",
+            f"an admin body may have at most {limits.max_admin_body_bytes} bytes",
+        )  # fmt: skip
     chunks, size = [], 0
     try:
         async with asyncio.timeout(limits.body_timeout_s):

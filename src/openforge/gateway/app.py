@@ -79,7 +79,9 @@ class _ModelEndpoint:
         t0 = time.perf_counter()
         key = scope.get("path_params", {}).get("key")
         try:
-            body = await read_body(receive, self.limits.max_body_bytes, self.limits.body_timeout_s)
+            body = await read_body(
+                scope, receive, self.limits.max_body_bytes, self.limits.body_timeout_s
+            )
             caller = await self.keys.authorize(scope, key)
             service = _service_for(self.services, caller.role)
         except ApiError as err:
@@ -140,7 +142,7 @@ class _CountTokens:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             limits = self.services[CallRole.POLICY].limits
-            body = await read_body(receive, limits.max_body_bytes, limits.body_timeout_s)
+            body = await read_body(scope, receive, limits.max_body_bytes, limits.body_timeout_s)
             caller = await self.keys.authorize(scope, scope.get("path_params", {}).get("key"))
             service = _service_for(self.services, caller.role)
             conversation = self.counting.parse(body)
