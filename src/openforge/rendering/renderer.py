@@ -68,6 +68,11 @@ class RenderError(ValueError):
     """The conversation cannot be rendered (the message says which part and why)."""
 
 
+# Segments of more ids than this are not kept in the shared cache (a harness's system
+# prompt and tools are a few thousand; 64 Ki ids are ~250 KB of text).
+_SHARED_MAX_IDS = 1 << 16
+
+
 class _LRU:
     """A bounded cache shared by every rollout. Locked: the gateway renders very large
     requests on worker threads while others render on its event loop."""
@@ -88,6 +93,10 @@ class _LRU:
             return found
 
     def put(self, key: Hashable, ids: list[int]) -> None:
+        if len(ids) > _SHARED_MAX_IDS:
+            # A huge task (a 60 MB tool log) would be kept, key text and ids, long after
+            # its rollout ended: the cache is for prompts many rollouts share.
+            return
         with self.lock:
             self._d[key] = ids
             self._json.pop(key, None)

@@ -42,6 +42,7 @@ from openforge.store.errors import StoreError
 from openforge.store.schemas import CallRole
 
 __all__ = [
+    "ROOT_MAX_BYTES",
     "Bases",
     "Delta",
     "StoredBase",
@@ -197,6 +198,15 @@ def base_ids(ids: list[int], n: int, call_id: str) -> list[int]:
     return ids[:n]
 
 
+# A whole row larger than this is no root: roots are kept for the store's life, and a
+# huge one-off call (a 60 MB tool log) would hold its size there for good.
+ROOT_MAX_BYTES = 4 << 20
+
+
+def _size(base: StoredBase) -> int:
+    return len(base.ids_text) + len(base.raw) + len(base.conversation)
+
+
 class Bases:
     """The last call each (rollout, role) recorded through this store, for the next one's
     delta. Entries are put once a call is committed (a base is always durable), dropped
@@ -227,7 +237,7 @@ class Bases:
         self._by.move_to_end(key)
         while len(self._by) > self.limit:
             self._by.popitem(last=False)
-        if base.root and self.roots_limit:
+        if base.root and self.roots_limit and _size(base) <= ROOT_MAX_BYTES:
             self._roots[role] = (base, *self._roots.get(role, ()))[: self.roots_limit]
 
     def drop(self, rollout_id: str) -> None:
