@@ -109,8 +109,9 @@ def test_responses_refusals_name_the_field() -> None:
     # With previous_response_id an output may answer a stored call: left to the state.
     conv = parse_responses(orjson.dumps(_resp([OUT], previous_response_id="resp_1")))
     assert conv.messages[-1].tool_call_id == "c1"
-    ok = parse_responses(orjson.dumps(_resp([HI, FC, OUT], tools=[FN], tool_choice=choice | {
-        "name": "ls"}, reasoning={"effort": "minimal"})))  # fmt: skip
+    named_ls = {"type": "function", "name": "ls"}
+    body = _resp([HI, FC, OUT], tools=[FN], tool_choice=named_ls, reasoning={"effort": "minimal"})
+    ok = parse_responses(orjson.dumps(body))
     assert [m.role for m in ok.messages] == ["user", "assistant", "tool"]
 
 

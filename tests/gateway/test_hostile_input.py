@@ -199,3 +199,156 @@ async def test_a_huge_body_does_not_stop_other_calls(make_gateway: Any) -> None:
         results = await asyncio.gather(one(big_r, huge), *(one(r, USER) for r in others))
         assert results[0] == "context_length_exceeded"
         assert results[1:] == ["ok"] * 20
+
+
+def _chat_bad() -> list[tuple[dict[str, Any], str]]:
+    """Chat bodies OpenAI refuses, each with the field the refusal names."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+    answer = {"role": "tool", "tool_call_id": "call_1", "content": "x"}
+    ls = {"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}
+    return [
+        ({"messages": [*USER, {**answer, "tool_call_id": "call_9"}]}, "messages[1].tool_call_id"),
+        ({"messages": [*USER, asked, asked]}, "messages[2].tool_calls"),
+        ({"messages": [*USER, asked, answer, answer]}, "messages[3].tool_call_id"),
+        ({"messages": []}, "messages"),
+        (
+            {
+                "messages": USER,
+                "tools": [ls],
+                "tool_choice": {"type": "function", "function": {"name": "rm"}},
+            },
+            "tool_choice.function.name",
+        ),
+        ({"messages": USER, "reasoning_effort": "maximal"}, "reasoning_effort"),
+    ]
+
+
+def _responses_bad() -> list[tuple[dict[str, Any], str]]:
+    out = {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    fc = {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}
+    hi = {"type": "message", "role": "user", "content": "hi"}
+    fn = {"type": "function", "name": "ls", "parameters": {"type": "object"}}
+    return [
+        ({"input": [hi, out]}, "input[1].call_id"),
+        ({"input": [hi, fc, fc]}, "input[1].call_id"),
+        ({"input": []}, "input"),
+        ({"input": [hi, {"type": "telepathy"}]}, "input[1].type"),
+        ({"input": [hi, {"type": "web_search_call", "id": "ws_1"}]}, "input[1].type"),
+        (
+            {"input": [hi], "tools": [fn], "tool_choice": {"type": "function", "name": "rm"}},
+            "tool_choice.name",
+        ),
+        ({"input": [hi], "reasoning": {"effort": "ultra"}}, "reasoning.effort"),
+    ]
+
+
+def _anthropic_bad() -> list[tuple[dict[str, Any], str]]:
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "out"}
+    asked = {"role": "assistant", "content": [use]}
+    bash = {"name": "Bash", "input_schema": {"type": "object"}}
+    return [
+        ({"messages": [*USER, {"role": "user", "content": [result]}]}, "messages[1].content"),
+        (
+            {"messages": [*USER, asked, {"role": "user", "content": [result]}, asked]},
+            "messages[3].content",
+        ),
+        ({"messages": []}, "messages"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "hologram"}]}]},
+            "messages[0].content[0].type",
+        ),
+        (
+            {"messages": USER, "tools": [bash], "tool_choice": {"type": "tool", "name": "Rm"}},
+            "tool_choice.name",
+        ),
+        (
+            {"messages": USER, "thinking": {"type": "enabled", "budget_tokens": -1}},
+            "thinking.budget_tokens",
+        ),
+    ]
+
+
+async def test_what_vendors_refuse_is_refused_in_the_dialect(make_gateway: Any) -> None:
+    """Each body a vendor's API refuses gets 400 in its caller's envelope, naming the field;
+    each refusal is recorded, and the rollout's next good call is served."""
+    async with make_gateway(TEXT * 3) as gw, httpx.AsyncClient() as c:
+        r = await new_rollout(gw)
+        sent = 0
+        for path, bad in (
+            ("/v1/chat/completions", _chat_bad()),
+            ("/v1/responses", _responses_bad()),
+            ("/v1/messages", _anthropic_bad()),
+        ):
+            for body, param in bad:
+                got = await c.post(
+                    r["base_url"] + path, json={"model": "m", "max_tokens": 1100, **body}
+                )
+                sent += 1
+                assert got.status_code == 400, (path, body, got.text)
+                error = got.json()["error"]
+                if path == "/v1/messages":
+                    assert got.json()["type"] == "error"
+                    assert error["type"] == "invalid_request_error" and error["message"]
+                else:
+                    assert error["type"] == "invalid_request_error" and error["param"] == param
+        # Through the SDKs, as a harness sees them.
+        orphan = [*USER, {"role": "tool", "tool_call_id": "call_9", "content": "x"}]
+        async with openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x") as client:
+            with pytest.raises(openai.BadRequestError) as err:
+                await client.chat.completions.create(model="m", messages=orphan)  # type: ignore[arg-type]
+            assert "call_9" in err.value.message
+            ok = await client.chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
+            assert ok.choices[0].message.content == "ok"
+        stray = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}
+        async with anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x") as a:
+            with pytest.raises(anthropic.BadRequestError) as aerr:
+                await a.messages.create(
+                    model="m", max_tokens=5, messages=[*USER, {"role": "user", "content": [stray]}]
+                )  # type: ignore[list-item]
+            assert "toolu_9" in aerr.value.message
+        calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
+        statuses = [c["status"] for c in calls]
+        assert statuses == ["rejected"] * (sent + 1) + ["ok", "rejected"]
+
+
+async def test_a_declared_huge_body_is_refused_at_once(make_gateway: Any) -> None:
+    """A Content-Length of 10 GB: 413 in the dialect at once (not after the body deadline),
+    on both listeners; the gateway serves on."""
+    async with make_gateway(TEXT) as gw:
+        r = await new_rollout(gw)
+        for port, path, shape in (
+            (gw.port, f"/r/{r['key']}/v1/chat/completions", "openai"),
+            (gw.port, f"/r/{r['key']}/v1/messages", "anthropic"),
+            (gw.admin_port, "/admin/rollouts", "admin"),
+        ):
+            rd, w = await asyncio.open_connection("127.0.0.1", port)
+            auth = f"authorization: Bearer {gw.admin_token}\r\n" if shape == "admin" else ""
+            w.write(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n{auth}"
+                f"content-length: {10 << 30}\r\n\r\n{{".encode()
+            )
+            await w.drain()
+            # The body deadline is 120 s: an answer within 10 s is one that did not wait.
+            raw = await asyncio.wait_for(rd.readuntil(b"}}"), 10)
+            w.close()
+            assert raw.startswith(b"HTTP/1.1 413"), raw[:200]
+            body = orjson.loads(_body(raw + await _rest(rd)))
+            if shape == "openai":
+                assert body["error"]["code"] == "request_too_large"
+            else:
+                assert body["error"]["type"] == "request_too_large"
+            if shape == "anthropic":
+                assert body["type"] == "error"
+        async with openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x") as client:
+            ok = await client.chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
+        assert ok.choices[0].message.content == "ok"
+
+
+async def _rest(reader: asyncio.StreamReader) -> bytes:
+    """What is left of a response already read to its last ``}}`` (nothing, or a chunk end)."""
+    try:
+        return await asyncio.wait_for(reader.read(100), 0.2)
+    except TimeoutError:
+        return b""
