@@ -37,6 +37,7 @@ import uvicorn
 
 from openforge.engines.base import Engine, TextEngine
 from openforge.gateway import cyclic_gc
+from openforge.gateway.admin_thread import AdminThread, LoopBridge
 from openforge.gateway.app import GatewayConfig, build_apps
 from openforge.gateway.connections import guarded_protocol
 from openforge.gateway.limits import Limits
@@ -149,12 +150,13 @@ class Gateway:
             reasoning_format=reasoning_format,
         )
         self.apps = build_apps(engine, store, self.config, self.roles)
-        head_s = self.config.limits.header_timeout_s
-        self._servers = (
-            _Server(_uvicorn_config(self.apps.model, log_level, head_s)),
-            _Server(_uvicorn_config(self.apps.admin, log_level, head_s)),
+        self._log_level = log_level
+        self._server = _Server(
+            _uvicorn_config(self.apps.model, log_level, self.config.limits.header_timeout_s)
         )
-        self._tasks: list[asyncio.Task[None]] = []
+        self._task: asyncio.Task[None] | None = None
+        # The admin listener runs on a thread of its own (gateway/admin_thread.py).
+        self._admin: AdminThread | None = None
         self._follow: asyncio.Task[None] | None = None
         self._gc_installed = False
 
@@ -178,13 +180,17 @@ class Gateway:
         """Start serving; returns once the socket accepts requests."""
         # Pause, resume and weight versions announced by other replicas on the store.
         self._follow = asyncio.create_task(self.apps.control.follow())
-        for server, sock in zip(self._servers, (self._sock, self._admin_sock), strict=True):
-            task = asyncio.create_task(server.serve(sockets=[sock]))
-            self._tasks.append(task)
-            while not server.started:
-                if task.done():
-                    task.result()  # raises the startup error
-                await asyncio.sleep(0.005)
+        self._task = task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
+        while not self._server.started:
+            if task.done():
+                task.result()  # raises the startup error
+            await asyncio.sleep(0.005)
+        bridge = LoopBridge(self.apps.admin)
+        bridge.loop = asyncio.get_running_loop()
+        head_s = self.config.limits.header_timeout_s
+        admin = _Server(_uvicorn_config(bridge, self._log_level, head_s))
+        self._admin = AdminThread(admin, self._admin_sock)
+        await self._admin.start()
         if not self._gc_installed:  # once started: a failed start leaves the GC as it was
             cyclic_gc.install()
             self._gc_installed = True
@@ -195,12 +201,16 @@ class Gateway:
         if self._gc_installed:
             cyclic_gc.uninstall()
             self._gc_installed = False
-        for server in self._servers:
-            server.should_exit = True
-        for task in self._tasks:
+        self._server.should_exit = True
+        if self._admin is not None:
+            self._admin.server.should_exit = True
+        if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+                await self._task
+            self._task = None
+        if self._admin is not None:
+            await self._admin.stop()
+            self._admin = None
         if self._follow is not None:
             self._follow.cancel()
             with contextlib.suppress(asyncio.CancelledError):
