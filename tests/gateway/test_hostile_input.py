@@ -4,6 +4,8 @@ answered is lost, and one client cannot hold the gateway (deadlines, sizes, coun
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import anthropic
@@ -14,6 +16,7 @@ import pytest
 
 from openforge.dialects.errors import MAX_DEPTH
 from openforge.gateway.limits import Limits
+from openforge.rollouts.config import RolloutConfig
 
 from .conftest import new_rollout, rollout_calls
 
@@ -352,3 +355,82 @@ async def _rest(reader: asyncio.StreamReader) -> bytes:
         return await asyncio.wait_for(reader.read(100), 0.2)
     except TimeoutError:
         return b""
+
+
+class _Prober:
+    """Probes the admin listener's ``/health`` from a thread of its own (as the orchestrator
+    does from its process), so a busy gateway loop cannot delay the probe's own sending."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.answered: list[tuple[float, float, int]] = []  # (sent, answered, status)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=60) as c:
+            while not self.stop.is_set():
+                sent = time.monotonic()
+                status = c.get(self.url + "/health").status_code
+                self.answered.append((sent, time.monotonic(), status))
+                self.stop.wait(0.05)
+
+
+async def test_health_answers_while_the_gateway_loop_is_blocked(make_gateway: Any) -> None:
+    """The admin listener serves on its own thread: while the gateway's event loop is held
+    (as a huge call's synchronous work holds it), the probe is answered before it is free;
+    admin requests other than the probe run on the gateway's loop as before."""
+    async with make_gateway(TEXT) as gw:
+        prober = _Prober(gw.control_url)
+        prober.thread.start()
+        time.sleep(3.0)  # the gateway's loop (this one) is held: nothing on it runs
+        freed = time.monotonic()
+        prober.stop.set()
+        await asyncio.to_thread(prober.thread.join)
+        during = [a for s, a, status in prober.answered if a < freed and status == 200]
+        assert during, prober.answered
+        r = await new_rollout(gw)  # the admin API itself, through the bridge
+        async with httpx.AsyncClient() as c:
+            head = await c.head(gw.control_url + "/")
+            assert head.status_code == 200 and head.content == b""
+            listed = await c.get(gw.admin_url + "/rollouts", headers=gw.admin_headers)
+            assert r["rollout_id"] in listed.text
+
+
+async def test_health_answers_while_huge_bodies_are_served(make_gateway: Any) -> None:
+    """Two 16 MB bodies and 200 idle connections: every probe is answered within the
+    orchestrator's deadline, and probes are answered while the huge calls run."""
+    async with make_gateway(TEXT * 2, max_context=8192) as gw:
+        idle = []
+        for _ in range(200):
+            rd, w = await asyncio.open_connection("127.0.0.1", gw.port)
+            w.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            await w.drain()
+            await rd.readuntil(b'{"status":"ok"}')
+            idle.append(w)
+        text = "log line with some words in it\n" * (16 * (1 << 20) // 31)
+        body = orjson.dumps(
+            {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": text}]}
+        )
+        rollouts = [await new_rollout(gw) for _ in range(2)]
+        prober = _Prober(gw.control_url)
+        prober.thread.start()
+        began = time.monotonic()
+        async with httpx.AsyncClient(timeout=600) as c:
+            answers = await asyncio.gather(
+                *(
+                    c.post(r["openai_base_url"] + "/chat/completions", content=body)
+                    for r in rollouts
+                )
+            )
+        ended = time.monotonic()
+        prober.stop.set()
+        await asyncio.to_thread(prober.thread.join)
+        for w in idle:
+            w.close()
+        # Over SmolLM2's context here: refused after parsing and rendering, as they were.
+        assert [a.status_code for a in answers] == [400, 400]
+        limit = RolloutConfig.__dataclass_fields__["health_timeout_s"].default
+        assert all(status == 200 for _, _, status in prober.answered)
+        assert max(a - s for s, a, _ in prober.answered) < limit  # type: ignore[operator]
+        assert any(began < a < ended for _, a, _ in prober.answered), (began, ended)
