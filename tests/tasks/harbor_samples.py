@@ -171,3 +171,43 @@ def terminal_bench(root: Path) -> Path:
         "tests/test_outputs.py": TEST_COUNT_PY,
         "solution.sh": SOLVE_COUNT,
     })  # fmt: skip
+
+
+# Harbor's shape, with tests that run the agent's own program (as many published tasks do):
+# its output and a pytest check on count.txt must both be right.
+RUNS_AGENT_TEST_SH = """\
+#!/bin/bash
+cd /app || exit 1
+out=$(python3 /app/count.py 2>/dev/null)
+pytest -q /tests/test_count.py
+if [ $? -eq 0 ] && [ "$out" = "3" ]; then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+
+
+def harbor_runs_agent_code(root: Path, name: str = "count-py") -> Path:
+    """A task whose verifier runs the agent's ``count.py`` (a 10 s verifier timeout)."""
+    return _write(root / name, {
+        "task.toml": "[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 10.0\n",
+        "instruction.md": (
+            "Write /app/count.py printing the number of lines of /app/data.txt, and write "
+            "that number to /app/count.txt.\n"
+        ),
+        "environment/Dockerfile": PYTEST_DOCKERFILE,
+        "environment/data.txt": DATA,
+        "tests/test.sh": RUNS_AGENT_TEST_SH,
+        "tests/test_count.py": TEST_COUNT_PY,
+        "solution/solve.sh": SOLVE_COUNT + (
+            "echo \"print(len(open('/app/data.txt').read().splitlines()))\" > /app/count.py\n"
+        ),
+    })  # fmt: skip
+
+
+def terminal_bench_copy_all(root: Path) -> Path:
+    """A Terminal-Bench task whose Dockerfile copies its whole directory (tests, solution.sh
+    and run-tests.sh beside it) into the image: those must stay out of the agent's image."""
+    d = terminal_bench(root)
+    (d / "Dockerfile").write_text(
+        PYTEST_DOCKERFILE.replace("COPY data.txt", "COPY . /app/\nCOPY data.txt")
+    )
+    return d

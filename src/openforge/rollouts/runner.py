@@ -57,6 +57,7 @@ from openforge.tasks.episode import (
 )
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
+from openforge.tasks.oracle import verifier_runs_untouched
 from openforge.tasks.verify import VerifierError, VerifyResult
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
@@ -302,8 +303,17 @@ async def _attempt(
             reply = _user_reply(task, job, box, minted)
             episode = await run_episode(box, task, workdir, act, grade, reply)
         except VerifierError as exc:
-            result.status, result.error = "infra_error", f"verifier: {exc}"
             result.verifier_output = exc.output
+            if not await _agent_broke_it(task, job, exc):
+                result.status, result.error = "infra_error", f"verifier: {exc}"
+                return
+            outcome = exc.outcome if isinstance(exc.outcome, TurnOutcome) else TurnOutcome()
+            result.status, result.agent_exit_code = outcome.status, outcome.exit_code
+            result.error = f"{outcome.error}; " if outcome.error else ""
+            result.error += f"the agent broke the verifier (it runs untouched): {exc}"
+            result.reward, result.details = 0.0, {"verifier_failed": str(exc)}
+            with contextlib.suppress(*_INFRA):
+                out.transcript = await job.harness.collect(box)
             return
         except _INFRA as exc:
             raise _Infra(f"{type(exc).__name__}: {exc}") from exc
@@ -326,6 +336,18 @@ async def _attempt(
         t2 = time.perf_counter()
         await asyncio.shield(box.close())
         out.timings["teardown"] = time.perf_counter() - t2
+
+
+async def _agent_broke_it(task: Task, job: RolloutJob, exc: VerifierError) -> bool:
+    """Whether a verifier failure is the agent's doing: it failed where the agent had its
+    hands, and the same verifier gives a reward where no agent was (:class:`_Infra` when
+    that check cannot run)."""
+    if not exc.agent_reachable:
+        return False
+    try:
+        return await verifier_runs_untouched(job.backend, task, job.workdir)
+    except _INFRA as exc2:
+        raise _Infra(f"verifier failed ({exc}); checking it untouched: {exc2}") from exc2
 
 
 async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> bool:

@@ -17,6 +17,7 @@ __all__ = [
     "HARNESS_DIR",
     "ExecResult",
     "HarnessInstall",
+    "KillsLeftovers",
     "NetworkPolicy",
     "OutputCallback",
     "Sandbox",
@@ -57,6 +58,9 @@ class TaskImage:
     dockerfile: str | None = None
     image: str | None = None
     build_timeout_s: float = 600.0
+    # Context-relative paths never sent to the build (a task's tests and reference solution
+    # beside its Dockerfile): an image the agent runs in must not carry them.
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +145,23 @@ class Sandbox(Protocol):
 
     async def close(self) -> None:
         """Kill everything inside and remove the sandbox; idempotent."""
+        ...
+
+
+@runtime_checkable
+class KillsLeftovers(Protocol):
+    """A sandbox whose execs share one process namespace (containers, pods), where a process
+    an exec left running outlives it. The episode marks the environment's processes before
+    the agent's turn and kills the rest after it, so nothing of the agent's runs beside the
+    verifier. (A local sandbox gives each exec its own namespace: nothing outlives an exec.)
+    """
+
+    async def mark_processes(self) -> None:
+        """The processes running now belong to the environment (a task's services)."""
+        ...
+
+    async def kill_leftovers(self) -> int:
+        """SIGKILL every process not marked and not the sandbox's own; the number killed."""
         ...
 
 

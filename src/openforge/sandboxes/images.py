@@ -15,6 +15,7 @@ Exceptions: a build that fails or runs past the task's ``build_timeout_sec`` is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -70,15 +71,25 @@ def substitute_bases(dockerfile: str, base_images: Mapping[str, str]) -> str:
     return _FROM.sub(sub, dockerfile)
 
 
-def _content_hash(context: Path, dockerfile: str, base_images: Mapping[str, str]) -> str:
+def _excluded(rel: str, exclude: tuple[str, ...]) -> bool:
+    return any(rel == e or rel.startswith(e.rstrip("/") + "/") for e in exclude)
+
+
+def _content_hash(
+    context: Path, dockerfile: str, base_images: Mapping[str, str], exclude: tuple[str, ...] = ()
+) -> str:
     h = hashlib.sha256()
     h.update(dockerfile.encode())
     h.update(repr(sorted(base_images.items())).encode())
+    if exclude:
+        h.update(repr(sorted(exclude)).encode())
     for dirpath, dirnames, filenames in os.walk(context):
         dirnames.sort()
         for name in sorted(filenames):
             p = Path(dirpath) / name
             rel = p.relative_to(context).as_posix()
+            if _excluded(rel, exclude):
+                continue
             h.update(f"\0{rel}\0{p.lstat().st_mode & 0o777}\0".encode())
             h.update(os.readlink(p).encode() if p.is_symlink() else p.read_bytes())
     return h.hexdigest()[:20]
@@ -105,7 +116,8 @@ class ImageBuilder:
                 raise SandboxError("a task image needs a Dockerfile or an image reference")
             return self.base_images.get(image.image, image.image)
         text = substitute_bases(Path(image.dockerfile).read_text(), self.base_images)
-        return f"{TASK_IMAGE_REPO}:{_content_hash(Path(image.context), text, self.base_images)}"
+        digest = _content_hash(Path(image.context), text, self.base_images, image.exclude)
+        return f"{TASK_IMAGE_REPO}:{digest}"
 
     async def _exists(self, tag: str) -> bool:
         proc = await asyncio.create_subprocess_exec(
@@ -125,13 +137,27 @@ class ImageBuilder:
                 await self._build(image, tag)
         return tag
 
+    def _ignore_file(self, image: TaskImage, dockerfile: str) -> list[str]:
+        """The build flags that keep ``image.exclude`` out of the context: the context's own
+        .dockerignore plus those paths, as podman's ``--ignorefile`` or as docker's
+        ``<Dockerfile>.dockerignore`` beside the (temporary) Dockerfile."""
+        if not image.exclude or image.context is None:
+            return []
+        own = Path(image.context) / ".dockerignore"
+        lines = own.read_text().splitlines() if own.is_file() else []
+        lines += [e.rstrip("/") for e in image.exclude]
+        path = dockerfile + ".dockerignore"
+        Path(path).write_text("\n".join(lines) + "\n")
+        return ["--ignorefile", path] if Path(self.engine).name == "podman" else []
+
     async def _build(self, image: TaskImage, tag: str) -> None:
         assert image.context is not None and image.dockerfile is not None
         text = substitute_bases(Path(image.dockerfile).read_text(), self.base_images)
         with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile", delete=False) as fh:
             fh.write(text)
+        ignore = self._ignore_file(image, fh.name)
         args = ["build", "-q", "-t", tag, "-f", fh.name, "--label", "openforge.dev/task-image=1",
-                *self.build_args, image.context]  # fmt: skip
+                *self.build_args, *ignore, image.context]  # fmt: skip
         proc = await asyncio.create_subprocess_exec(
             self.engine, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )
@@ -144,7 +170,9 @@ class ImageBuilder:
                 f"image build of {image.dockerfile} ran past {image.build_timeout_s:g}s"
             ) from None
         finally:
-            os.unlink(fh.name)
+            for path in (fh.name, fh.name + ".dockerignore"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         if proc.returncode != 0:
             tail = out.decode(errors="replace").strip()[-2000:]
             raise SandboxError(f"image build of {image.dockerfile} failed: {tail}")

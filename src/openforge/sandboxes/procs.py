@@ -1,7 +1,12 @@
-"""Run one process with streamed output, a timeout and a whole-tree kill.
+"""Run one process with streamed output, a timeout and a whole-tree kill; end what an
+agent left running.
 
 Shared by the local backend (the process is ``bwrap``) and by ``sandboxd`` (the process is
-the command itself, in its own process group).
+the command itself, in its own process group). :func:`kill_leftovers` is sandboxd's: in a
+container every exec shares one process namespace, so a process an agent started in the
+background (``setsid``, a double fork) outlives its exec and could rewrite the reward's
+evidence while the verifier runs. The local backend needs none: each exec has its own
+process namespace, whose processes all die with it.
 """
 
 from __future__ import annotations
@@ -12,11 +17,20 @@ import functools
 import inspect
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from openforge.sandboxes.base import ExecResult, OutputCallback
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "exit_code_of", "run_streaming"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "ProcessId",
+    "exit_code_of",
+    "kill_leftovers",
+    "process_ids",
+    "run_streaming",
+]
 
 # What one exec keeps in memory per stream; the callback still sees every byte.
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
@@ -199,3 +213,76 @@ async def run_streaming(
         if owned is not None:
             owned.close()
     return ExecResult(exit_code_of(code), bytes(out), bytes(err), timed_out)
+
+
+# (pid, start time in clock ticks since boot): a pid alone may be reused.
+ProcessId = tuple[int, int]
+_ROUNDS = 50  # passes that stop new processes before the kill (a fork bomb keeps forking)
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time) of ``pid`` from /proc, or None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def _table() -> dict[int, tuple[str, int, int]]:
+    table: dict[int, tuple[str, int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+            table[int(entry)] = st
+    return table
+
+
+def process_ids() -> set[ProcessId]:
+    """Every live process of this process namespace, as :data:`ProcessId` s."""
+    return {(pid, st[2]) for pid, st in _table().items()}
+
+
+def _doomed(table: dict[int, tuple[str, int, int]], kept: set[ProcessId], me: int) -> list[int]:
+    """The processes to end: not ``kept``, not ``me`` nor its ancestors, and not a descendant
+    of a kept process other than those ancestors (a task service's own workers stay)."""
+    roots = set()
+    pid = me
+    while pid > 0 and pid in table:
+        roots.add(pid)
+        pid = table[pid][1]
+    doomed = []
+    for pid, (state, _, start) in table.items():
+        if pid in roots or (pid, start) in kept or state in ("Z", "X"):
+            continue
+        ancestor = table[pid][1]
+        while ancestor in table and ancestor not in roots:
+            if (ancestor, table[ancestor][2]) in kept:
+                break
+            ancestor = table[ancestor][1]
+        if ancestor in roots or ancestor not in table:
+            doomed.append(pid)
+    return doomed
+
+
+def kill_leftovers(kept: set[ProcessId], me: int | None = None) -> int:
+    """SIGKILL every process not in ``kept`` that hangs off ``me`` (default: this process),
+    its ancestors or init rather than off a kept process; the number killed.
+
+    Each round stops what it finds first (SIGSTOP), so a process cannot fork faster than it
+    is found; then all of them are killed at once.
+    """
+    me = os.getpid() if me is None else me
+    stopped: set[int] = set()
+    for _ in range(_ROUNDS):
+        fresh = [p for p in _doomed(_table(), kept, me) if p not in stopped]
+        if not fresh:
+            break
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+        time.sleep(0.001)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(stopped)

@@ -120,6 +120,15 @@ class SandboxdClient:
             raise SandboxError(f"sandboxd /exec ended without an exit code: {end}")
         return ExecResult(int(end["exit_code"]), bytes(out), bytes(err), bool(end["timed_out"]))
 
+    async def mark_processes(self) -> None:
+        """Tell sandboxd that the processes running now are the environment's."""
+        await self._post("/procs/mark", {})
+
+    async def kill_leftovers(self) -> int:
+        """Kill every process started since the mark (but sandboxd); the number killed."""
+        body = await self._post("/procs/reap", {})
+        return int(body["killed"])
+
     async def put(self, files: Mapping[str, bytes]) -> None:
         """Write files inside the sandbox."""
         encoded = {p: base64.b64encode(d).decode() for p, d in files.items()}
@@ -181,6 +190,17 @@ class RemoteSandbox:
         self._check()
         merged = {**self.env, **env} if self.env and env else (env or self.env or None)
         return await self.client.exec(cmd, merged, cwd, timeout, stdin, on_output)
+
+    async def mark_processes(self) -> None:
+        """The processes running now are the environment's: :meth:`kill_leftovers` spares them."""
+        self._check()
+        await self.client.mark_processes()
+
+    async def kill_leftovers(self) -> int:
+        """Kill what was started since :meth:`mark_processes` (an agent's background
+        processes), all but sandboxd; the number killed."""
+        self._check()
+        return await self.client.kill_leftovers()
 
     async def put(self, files: Mapping[str, bytes]) -> None:
         """Write files in the sandbox."""

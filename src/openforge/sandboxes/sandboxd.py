@@ -13,6 +13,10 @@ Wire format (every route but ``/health`` needs ``Authorization: Bearer <token>``
             then {"exit_code": int, "timed_out": bool} or {"error": str}
     POST /files/put              {"files": {path: base64}}          -> {"ok": true}
     POST /files/get              {"paths": [path, ...]}             -> {"files": {path: base64}}
+    POST /procs/mark             {}   -> {"marked": n}   the processes running now are the
+                                      environment's (a task's services): /procs/reap spares them
+    POST /procs/reap             {}   -> {"killed": n}   SIGKILL every other process (what an
+                                      agent left running), but sandboxd and its ancestors
 
 Errors are ``{"error": {"type": str, "message": str}}`` with 400 (bad request, path escape),
 401 (token) or 500.
@@ -41,7 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openforge.sandboxes.fspaths import PathEscape, read_files, write_files
-from openforge.sandboxes.procs import run_streaming
+from openforge.sandboxes.procs import ProcessId, kill_leftovers, process_ids, run_streaming
 
 __all__ = ["TOKEN_ENV", "build_app", "main"]
 
@@ -192,10 +196,23 @@ def build_app(token: str, workdir: str, home: str) -> ASGIApp:
             media_type="application/json",
         )
 
+    marked: set[ProcessId] = process_ids()
+
+    async def mark(_: Request) -> Response:
+        marked.clear()
+        marked.update(await asyncio.to_thread(process_ids))
+        return JSONResponse({"marked": len(marked)})
+
+    async def reap(_: Request) -> Response:
+        killed = await asyncio.to_thread(kill_leftovers, set(marked))
+        return JSONResponse({"killed": killed})
+
     app = Starlette(
         routes=[
             Route("/health", health),
             Route("/exec", exec_, methods=["POST"]),
+            Route("/procs/mark", mark, methods=["POST"]),
+            Route("/procs/reap", reap, methods=["POST"]),
             Route("/files/put", put, methods=["POST"]),
             Route("/files/get", get, methods=["POST"]),
         ]

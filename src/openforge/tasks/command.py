@@ -90,8 +90,8 @@ def build(
     import shutil
 
     from openforge.sandboxes import SandboxError
-    from openforge.sandboxes.base import TaskImage
     from openforge.sandboxes.images import ImageBuilder, push_image
+    from openforge.tasks.episode import task_image
     from openforge.tasks.loading import load_tasks
 
     path = shutil.which(engine)
@@ -105,15 +105,9 @@ def build(
 
     async def go() -> None:
         for task in loaded.tasks:
-            env = task.environment
-            if env is None:
+            image = task_image(task)
+            if image is None:
                 continue
-            image = TaskImage(
-                context=None if env.context is None else str(env.context),
-                dockerfile=None if env.dockerfile is None else str(env.dockerfile),
-                image=env.image,
-                build_timeout_s=env.build_timeout_s,
-            )
             ref = await builder.ensure(image)
             if push:
                 ref = await push_image(path, ref, push)

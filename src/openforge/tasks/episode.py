@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.sandboxes.base import Sandbox, SandboxSpec, TaskImage
+from openforge.sandboxes.base import KillsLeftovers, Sandbox, SandboxSpec, TaskImage
 from openforge.tasks.model import Task, TaskStep
 from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
 
@@ -42,6 +42,8 @@ __all__ = [
     "Turn",
     "TurnOutcome",
     "run_episode",
+    "sandbox_spec",
+    "task_image",
 ]
 
 
@@ -97,21 +99,27 @@ class Episode:
     verify_s: float = 0.0  # seconds spent in verifiers
 
 
+def task_image(task: Task) -> TaskImage | None:
+    """The image a task's own environment builds to (None when it brings none)."""
+    e = task.environment
+    if e is None:
+        return None
+    return TaskImage(
+        context=None if e.context is None else str(e.context),
+        dockerfile=None if e.dockerfile is None else str(e.dockerfile),
+        image=e.image,
+        build_timeout_s=e.build_timeout_s,
+        exclude=e.hidden,
+    )
+
+
 def sandbox_spec(
     task: Task, workdir: str, gateway_url: str | None = None, internet: bool = False
 ) -> SandboxSpec:
     """The sandbox a task asks for: its own image, workdir, env and limits, and what its GUI
     environment needs (an image with a browser and a display; the host paths a local sandbox
     must show)."""
-    image = None
-    if task.environment is not None:
-        e = task.environment
-        image = TaskImage(
-            context=None if e.context is None else str(e.context),
-            dockerfile=None if e.dockerfile is None else str(e.dockerfile),
-            image=e.image,
-            build_timeout_s=e.build_timeout_s,
-        )
+    image = task_image(task)
     network = task.network
     if task.wants_internet and internet:
         network = "open"
@@ -155,6 +163,18 @@ async def _step_setup(box: Sandbox, step: TaskStep, workdir: str, env: dict[str,
     if res.exit_code != 0:
         out = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
         raise EnvironmentFailed(f"step {step.name}: setup.sh exited {res.exit_code}", out)
+
+
+async def _mark(box: Sandbox) -> None:
+    if isinstance(box, KillsLeftovers):
+        await box.mark_processes()
+
+
+async def _end_leftovers(box: Sandbox) -> None:
+    """Kill what the agent left running (a background writer of the reward file, a process
+    waiting to edit the verifier's files), so the verifier runs alone."""
+    if isinstance(box, KillsLeftovers):
+        await box.kill_leftovers()
 
 
 def _gate(step: TaskStep, verdict: VerifyResult) -> bool:
@@ -203,9 +223,15 @@ async def run_episode(
     await box.put(task.workspace_bytes())
     await _healthcheck(box, task, workdir)
     if not task.steps:
+        await _mark(box)
         outcome = await _converse(task, act, reply)
+        await _end_leftovers(box)
         t0 = time.perf_counter()
-        verdict = await (grade() if grade is not None else run_verifier(box, task, workdir))
+        try:
+            verdict = await (grade() if grade is not None else run_verifier(box, task, workdir))
+        except VerifierError as exc:
+            exc.outcome = outcome
+            raise
         return Episode(
             outcome, verdict.reward, verdict.details, verdict.output,
             verify_s=time.perf_counter() - t0,
@@ -217,9 +243,15 @@ async def run_episode(
     verify_s = 0.0
     for step in task.steps:
         await _step_setup(box, step, workdir, env)
+        await _mark(box)
         outcome = await act(Turn(step.instruction, step.timeout_s, step.solution, step))
+        await _end_leftovers(box)
         t0 = time.perf_counter()
-        verdict = await run_verifier(box, task, workdir, step)
+        try:
+            verdict = await run_verifier(box, task, workdir, step)
+        except VerifierError as exc:
+            exc.outcome = outcome
+            raise
         verify_s += time.perf_counter() - t0
         ran.append({"step": step.name, "reward": verdict.reward, "details": verdict.details})
         output += f"--- step {step.name} ---\n{verdict.output}\n"

@@ -413,6 +413,13 @@ def load_terminal_bench(root: Path) -> Task:
     context, dockerfile = _compose_build(root, file)
     if not dockerfile.is_file():
         raise TaskError(root, "Dockerfile", "missing: a Terminal-Bench task needs a Dockerfile")
+    # The build context is usually the task directory itself, tests and solution included:
+    # they stay out of the image, which is where the agent works.
+    hidden = tuple(
+        (root / name).relative_to(context).as_posix()
+        for name in ("tests", "run-tests.sh", "solution.sh", "solution.yaml", "solution")
+        if (root / name).exists() and context in (root / name).parents
+    )
     timeout = number(file, data, "max_test_timeout_sec", 180.0) or 180.0
     solution = collect_dir(root, "solution", "solution/")
     if (root / "solution.sh").is_file():
@@ -434,6 +441,7 @@ def load_terminal_bench(root: Path) -> Task:
             dockerfile=dockerfile,
             workdir=dockerfile_workdir(dockerfile),
             env={"TEST_DIR": "/tests"},
+            hidden=hidden,
         ),
         tests=TestsVerifier(
             tests=tests,

@@ -100,6 +100,8 @@ class TaskEnvironment:
     workdir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     healthcheck: Healthcheck | None = None
+    # Context-relative paths kept out of the image (tests and solutions in the context).
+    hidden: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

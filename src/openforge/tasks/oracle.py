@@ -13,6 +13,7 @@ quarantines the task too, with that reason. Verdicts are cached per task content
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from openforge.tasks.episode import (
 from openforge.tasks.model import Task
 from openforge.tasks.verify import VerifierError
 
-__all__ = ["CheckResult", "check_task", "check_tasks", "task_hash"]
+__all__ = ["CheckResult", "check_task", "check_tasks", "task_hash", "verifier_runs_untouched"]
 
 _STAGE = "/tmp/.openforge-solution"
 _CACHE_VERSION = 1
@@ -120,6 +121,28 @@ async def _score(
     if episode.outcome.status != "completed":
         raise VerifierError(f"the reference solution failed: {episode.outcome.error}")
     return episode.reward
+
+
+async def verifier_runs_untouched(
+    backend: SandboxBackend, task: Task, workdir: str = "/workspace"
+) -> bool:
+    """Whether ``task``'s verifier gives a reward in its environment when no agent touched
+    it: the check, independent of any agent's workspace, that tells an agent breaking the
+    verifier (reward 0) from a verifier that is broken anyway (``infra_error``).
+
+    A cached oracle verdict whose no-op episode was scored answers at once; otherwise the
+    no-op episode runs now in a fresh sandbox. :class:`SandboxError` when that cannot run.
+    """
+    cache = _cache_dir() / f"{task_hash(task)}.json"
+    if cache.is_file():
+        with contextlib.suppress(orjson.JSONDecodeError, OSError):
+            if orjson.loads(cache.read_bytes()).get("noop") is not None:
+                return True
+    try:
+        await _score(backend, task, workdir, False, False)
+    except VerifierError:
+        return False
+    return True
 
 
 async def check_task(

@@ -9,18 +9,27 @@ the rollout becomes ``infra_error`` with the verifier's output kept — never a 
 Harbor's contract (:class:`TestsVerifier`, also Terminal-Bench's): the tests are copied to
 ``/tests`` and ``bash /tests/test.sh`` runs in the agent's environment (its workdir, its
 files, the task's env); the reward is ``/logs/verifier/reward.txt`` (one number) or
-``reward.json`` (one or several keys), or, for Terminal-Bench's ``parser_name: pytest``, 1
-when every test in pytest's summary passed. Exit 126/127, the verifier's own timeout, no
-reward file, a pytest run that reported no tests, or a zero reward from a script that hit
-``command not found`` (the check itself could not run): :class:`VerifierError`.
+``reward.json`` (one or several keys; preferred when both are there, as Harbor does), or, for
+Terminal-Bench's ``parser_name: pytest``, 1 when every test in pytest's summary passed.
+``/tests`` and ``/logs/verifier`` are made afresh just before the tests run (after the
+episode ended what the agent left running), so nothing of the agent's is in them. Exit
+126/127, the verifier's own timeout, a test script killed by a signal, no reward file, one
+over 64 KiB, a pytest run that reported no tests, or a zero reward from a script that hit
+``command not found``: a :class:`VerifierError` marked ``agent_reachable`` (the agent owned
+that environment), which the rollout resolves to 0 or ``infra_error`` by running the
+verifier again where no agent was.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import os
 import re
 import shlex
+import tarfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,11 +50,22 @@ _KEEP = 8000  # bytes of verifier output kept in a result
 
 
 class VerifierError(Exception):
-    """The verifier crashed, timed out or printed no valid reward line."""
+    """The verifier crashed, timed out or printed no valid reward line.
 
-    def __init__(self, message: str, output: str = "") -> None:
+    ``agent_reachable``: it failed where the agent had its hands (the agent's own
+    environment, files it could have planted or removed, processes it could have started),
+    so the failure alone does not show that the verifier is broken. The rollout runs the
+    verifier again where no agent was (:func:`openforge.tasks.oracle.verifier_runs_untouched`):
+    if it runs there, the agent broke it and the reward is 0; only otherwise is the rollout
+    ``infra_error``. An agent cannot turn its failure into a masked ``infra_error``.
+    """
+
+    def __init__(self, message: str, output: str = "", agent_reachable: bool = False) -> None:
         super().__init__(message)
         self.output = output
+        self.agent_reachable = agent_reachable
+        # The agent turn's TurnOutcome (tasks/episode.py), when the verifier ran after one.
+        self.outcome: Any = None
 
 
 @dataclass(slots=True)
@@ -112,7 +132,11 @@ async def run_verifier(
     return VerifyResult(reward=reward, details=details, output=output)
 
 
-_STAGE = "/tmp/.openforge-tests"
+_LOGS = "/logs/verifier"
+# A reward file is one number or a small JSON object; anything larger is a flood.
+_MAX_REWARD_FILE = 64 * 1024
+# Exit statuses of a shell killed by a signal (128 + N, N in 1..64).
+_KILLED_MIN, _KILLED_MAX = 129, 192
 _SUMMARY = re.compile(rb"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\S+)", re.M)
 # bash's and sh's words for a command that is not there: the check itself could not run.
 # (A missing *file* is not on the list: that is what a wrong answer usually looks like.)
@@ -161,68 +185,137 @@ def _reward_file(files: dict[str, bytes]) -> dict[str, float]:
         raise VerifierError(f"reward.txt must hold one number, got {text[:100]!r}") from None
 
 
+def _tar(files: dict[str, Path]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, path in sorted(files.items()):
+            data = path.read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(data), 0o755 if os.access(path, os.X_OK) else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 async def _read_logs(sandbox: Sandbox) -> dict[str, bytes]:
+    """The reward files the tests wrote: regular files only (a FIFO would block the read),
+    each read up to :data:`_MAX_REWARD_FILE` bytes (a flood is refused, never loaded)."""
     found: dict[str, bytes] = {}
     for name in ("reward.json", "reward.txt"):
-        res = await sandbox.exec(["cat", f"/logs/verifier/{name}"], timeout=30)
-        if res.exit_code == 0:
-            found[name] = res.stdout
+        read = '[ -f "$1" ] || exit 3; exec head -c $2 "$1"'
+        path, limit = f"{_LOGS}/{name}", str(_MAX_REWARD_FILE + 1)
+        res = await sandbox.exec(["sh", "-c", read, "sh", path, limit], timeout=30)
+        if res.exit_code == 3 and not res.timed_out:
+            continue
+        if res.exit_code != 0 or res.timed_out:
+            raise VerifierError(f"cannot read {path} (exit {res.exit_code})", agent_reachable=True)
+        if len(res.stdout) > _MAX_REWARD_FILE:
+            raise VerifierError(
+                f"{path} is larger than {_MAX_REWARD_FILE} bytes", agent_reachable=True
+            )
+        found[name] = res.stdout
     return found
+
+
+async def _stage_tests(sandbox: Sandbox, tests: TestsVerifier) -> None:
+    """Fresh ``/tests`` (only the task's files) and an empty ``/logs/verifier``.
+
+    The files travel as a tar on the exec's stdin, never through a path the agent could have
+    prepared (a planted ``conftest.py`` in a staging directory, a symlinked ``/tmp``); a
+    ``/logs`` that is not a plain directory is replaced.
+    """
+    stage = (
+        "rm -rf /tests /logs/verifier && { [ -d /logs ] && [ ! -L /logs ] || rm -rf /logs; } && "
+        "mkdir -p /tests /logs/verifier && tar -xf - -C /tests --no-same-owner"
+    )
+    res = await sandbox.exec(["sh", "-c", stage], timeout=60, stdin=_tar(tests.tests))
+    if res.exit_code == 0 and not res.timed_out:  # and still there for the next exec
+        res = await sandbox.exec(["test", "-f", f"/tests/{tests.entry}"], timeout=30)
+    if res.exit_code != 0 or res.timed_out:
+        raise VerifierError(
+            "cannot put the tests in /tests (the local backend has no task environment: "
+            "run tasks that bring one on --backend podman)",
+            _tail(res.stdout + res.stderr),
+            agent_reachable=True,
+        )
 
 
 async def _run_tests(
     sandbox: Sandbox, tests: TestsVerifier, workdir: str, task_env: dict[str, str]
 ) -> VerifyResult:
-    """Harbor's verifier contract, in the sandbox the agent used."""
-    await sandbox.put({f"{_STAGE}/{rel}": p.read_bytes() for rel, p in tests.tests.items()})
-    stage = (
-        f"rm -rf /tests /logs/verifier && mkdir -p /tests /logs/verifier && "
-        f"cp -R {_STAGE}/. /tests/ && rm -rf {_STAGE}"
-    )
-    res = await sandbox.exec(["sh", "-c", stage], timeout=60)
-    if res.exit_code == 0:  # and still there for the next exec (not on the local backend)
-        res = await sandbox.exec(["test", "-f", f"/tests/{tests.entry}"], timeout=30)
-    if res.exit_code != 0:
-        raise VerifierError(
-            "cannot put the tests in /tests (the local backend has no task environment: "
-            "run tasks that bring one on --backend podman)",
-            _tail(res.stdout + res.stderr),
-        )
+    """Harbor's verifier contract, in the sandbox the agent used (its leftover processes
+    ended by the episode). Every failure here happens where the agent had its hands, so each
+    is ``agent_reachable``: the rollout tells the agent's doing from a broken verifier by
+    running the verifier where no agent was (``tasks/oracle.py``)."""
+    await _stage_tests(sandbox, tests)
     env = {**task_env, **tests.env}
+    cmd = ["bash", f"/tests/{tests.entry}"]
     try:
-        res = await sandbox.exec(
-            ["bash", f"/tests/{tests.entry}"], env=env, cwd=workdir, timeout=tests.timeout_s
-        )
+        res = await sandbox.exec(cmd, env=env, cwd=workdir, timeout=tests.timeout_s)
     except SandboxTimeout as exc:
-        raise VerifierError(f"verifier ran past {tests.timeout_s:g}s") from exc
+        raise VerifierError(
+            f"verifier ran past {tests.timeout_s:g}s", agent_reachable=True
+        ) from exc
     output = _tail(res.stdout) + ("\n--- stderr ---\n" + _tail(res.stderr) if res.stderr else "")
     if res.timed_out:
-        raise VerifierError(f"verifier ran past {tests.timeout_s:g}s", output)
+        raise VerifierError(f"verifier ran past {tests.timeout_s:g}s", output, agent_reachable=True)
     if res.exit_code in (126, 127):
-        cmd = shlex.join(["bash", f"/tests/{tests.entry}"])
-        raise VerifierError(f"verifier could not run ({cmd} exited {res.exit_code})", output)
+        raise VerifierError(
+            f"verifier could not run ({shlex.join(cmd)} exited {res.exit_code})",
+            output,
+            agent_reachable=True,
+        )
+    if _KILLED_MIN <= res.exit_code <= _KILLED_MAX:
+        # The test script itself died of a signal (a child it ran killed its process group):
+        # whatever reward file is there was not the script's last word.
+        raise VerifierError(
+            f"the tests were killed (signal {res.exit_code - 128}); no reward is read",
+            output,
+            agent_reachable=True,
+        )
     details: dict[str, Any] = {"exit_code": res.exit_code}
     if tests.parser == "pytest":
         results = parse_pytest_summary(res.stdout + b"\n" + res.stderr)
         if not results:
-            raise VerifierError("the tests printed no pytest summary (did pytest run?)", output)
+            raise VerifierError(
+                "the tests printed no pytest summary (did pytest run?)",
+                output,
+                agent_reachable=True,
+            )
         details["tests"] = results
         reward = float(all(v in ("PASSED", "XFAIL") for v in results.values()))
     else:
         files = await _read_logs(sandbox)
         if not files:
             raise VerifierError(
-                f"no /logs/verifier/reward.txt or reward.json (test script exited {res.exit_code})",
+                f"no {_LOGS}/reward.txt or reward.json (test script exited {res.exit_code})",
                 output,
+                agent_reachable=True,
             )
-        rewards = _reward_file(files)
+        try:
+            rewards = _reward_file(files)
+            both = _reward_file({"reward.txt": files["reward.txt"]}) if len(files) == 2 else {}
+        except VerifierError as exc:
+            exc.output, exc.agent_reachable = output, True
+            raise
         details["rewards"] = rewards
         reward = aggregate_rewards(rewards, tests.reward_key)
+        if both and both["reward"] != reward:
+            # Tests that write both files write one reward twice; two rewards mean something
+            # besides the test script wrote one (the agent's code it ran, say).
+            raise VerifierError(
+                f"reward.json says {reward:g} but reward.txt says {both['reward']:g}",
+                output,
+                agent_reachable=True,
+            )
     if reward == 0.0 and (hit := _NOT_RUN.search(res.stdout + b"\n" + res.stderr)):
         line = hit.group(0).decode(errors="replace")
         raise VerifierError(
-            f"verifier could not run its check ({line}); reward 0 discarded", output
+            f"verifier could not run its check ({line}); reward 0 discarded",
+            output,
+            agent_reachable=True,
         )
     if math.isnan(reward) or not 0.0 <= reward <= 1.0:
-        raise VerifierError(f"reward must lie in [0, 1], got {reward!r}", output)
+        raise VerifierError(
+            f"reward must lie in [0, 1], got {reward!r}", output, agent_reachable=True
+        )
     return VerifyResult(reward=reward, details=details, output=output)
