@@ -58,6 +58,7 @@ from openforge.tasks.episode import (
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.oracle import verifier_runs_untouched
+from openforge.tasks.transcripts import recorded_transcript
 from openforge.tasks.verify import VerifierError, VerifyResult
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
@@ -241,36 +242,40 @@ def role_endpoint(minted: Minted, role: str) -> Judge | None:
     return None if key is None else Judge(key.openai_base_url, key.key, key.model)
 
 
+async def _recorded(job: RolloutJob, minted: Minted) -> dict[str, Any] | None:
+    """The rollout's transcript from the gateway's record of its calls, never from the
+    harness's files in the sandbox (which the agent can rewrite)."""
+    return recorded_transcript(await job.gateway.calls(minted.rollout_id, content=True))
+
+
 def _suite_grade(
     task: Task, job: RolloutJob, box: Sandbox, out: Attempt, workdir: str, minted: Minted
 ) -> Grade | None:
-    """A published suite's own grader, given the harness's transcript (collected first) and
-    the rollout's judge."""
+    """A published suite's own grader, given the rollout's transcript as the gateway recorded
+    it and the rollout's judge."""
     grader = task.grader
     if grader is None:
         return None
 
     async def grade() -> VerifyResult:
         with contextlib.suppress(*_INFRA):
-            out.transcript = await job.harness.collect(box)
-        return await grader.grade(box, workdir, out.transcript, role_endpoint(minted, "judge"))
+            out.transcript = await job.harness.collect(box)  # kept with the run's logs
+        transcript = await _recorded(job, minted)
+        return await grader.grade(box, workdir, transcript, role_endpoint(minted, "judge"))
 
     return grade
 
 
-def _user_reply(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> Reply | None:
+def _user_reply(task: Task, job: RolloutJob, minted: Minted) -> Reply | None:
     """A multi-turn task's simulated user, asked through the rollout's user-role key with
-    the harness's transcript so far."""
+    the conversation so far as the gateway recorded it."""
     user = task.simulated_user
     if user is None:
         return None
     endpoint = role_endpoint(minted, "user")
 
     async def reply() -> str | None:
-        transcript = None
-        with contextlib.suppress(*_INFRA):
-            transcript = await job.harness.collect(box)
-        return await user.reply(transcript, endpoint)
+        return await user.reply(await _recorded(job, minted), endpoint)
 
     return reply
 
@@ -300,7 +305,7 @@ async def _attempt(
         act = _harness_act(task, job, box, minted, out, workdir)
         try:
             grade = _suite_grade(task, job, box, out, workdir, minted)
-            reply = _user_reply(task, job, box, minted)
+            reply = _user_reply(task, job, minted)
             episode = await run_episode(box, task, workdir, act, grade, reply)
         except VerifierError as exc:
             result.verifier_output = exc.output

@@ -4,7 +4,10 @@ After the agent stops: the task's grader-only files are put into the sandbox (ne
 so the agent cannot read them), ``env_snapshot_commands`` run there and
 ``env_snapshot_files`` are read back, as ClawEval's runner does. The trace ClawEval's runner
 would have written is rebuilt: the messages from the harness's transcript, the tool
-dispatches and service audits from the MCP bridge's log (:mod:`openforge.environments`).
+dispatches and service audits from the MCP bridge's log (:mod:`openforge.environments`). The
+transcript the grader gets is the gateway's record of the rollout's calls (the runner's),
+and a logged dispatch counts only when it answers a tool call the model made: the log is a
+file in the sandbox, which the agent could append to.
 ``claweval_grade.py`` then loads the task's ``AbstractGrader`` subclass from the checkout
 (``claw_eval.graders.registry.get_grader``), calls ``grade`` with the parameters it accepts,
 and scores with ``compute_task_score`` / ``is_pass``.
@@ -16,7 +19,7 @@ be graded fairly: that is a :class:`VerifierError` (``infra_error``), never a sc
 from __future__ import annotations
 
 import base64
-import json
+import contextlib
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,12 +30,20 @@ import orjson
 
 from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, STATUS_FILE
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.fspaths import PathEscape
 from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.suite_grading import run_suite_code
 from openforge.tasks.transcripts import claweval_messages, turns
 from openforge.tasks.verify import VerifierError, VerifyResult
 
-__all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "ClawEvalUser", "build_trace"]
+__all__ = [
+    "ClawEvalGrader",
+    "ClawEvalService",
+    "ClawEvalSpec",
+    "ClawEvalUser",
+    "build_trace",
+    "made_by_the_model",
+]
 
 # What ClawEval's runner puts before a simulated user's message in the conversation.
 USER_PREFIX = "[user_agent]\n"
@@ -76,6 +87,23 @@ class ClawEvalSpec:
     user_agent: bool = False
 
 
+def _json_list(data: bytes) -> list[Any]:
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """``data`` as a JSON object; ``{}`` when it is not one."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _file_entry(data: bytes) -> dict[str, Any]:
     """A file as ClawEval's sandbox ``/read`` answers: UTF-8 text, else base64."""
     try:
@@ -108,6 +136,42 @@ def _link_dispatches(messages: list[dict[str, Any]], dispatches: list[dict[str, 
                 d["tool_use_id"] = b.get("id", d.get("tool_use_id"))
                 taken.add(i)
                 break
+
+
+def _same_tool(model_name: str, tool: str) -> bool:
+    """Whether the model's tool name is the task tool ``tool`` (harnesses prefix MCP tools:
+    ``mcp__task__send``, ``task.send``)."""
+    if model_name == tool:
+        return True
+    return model_name.endswith(tool) and model_name[-len(tool) - 1] in "_.:/-"
+
+
+def made_by_the_model(
+    messages: list[dict[str, Any]], dispatches: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The logged dispatches that answer a tool call the model made (same tool, same
+    arguments; each call answers one dispatch). The log lives in the sandbox, where the
+    agent can append lines; the model's calls come from the gateway's record."""
+    uses = [
+        b
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in m.get("content", [])
+        if b.get("type") == "tool_use"
+    ]
+    taken: set[int] = set()
+    kept = []
+    for d in dispatches:
+        for i, b in enumerate(uses):
+            if (
+                i not in taken
+                and _same_tool(str(b.get("name", "")), str(d.get("tool_name", "")))
+                and b.get("input") == d.get("request_body")
+            ):
+                taken.add(i)
+                kept.append(d)
+                break
+    return kept
 
 
 def build_trace(
@@ -162,9 +226,16 @@ class ClawEvalGrader:
         for pattern in spec.snapshot_files:
             paths = [pattern]
             if "*" in pattern or "?" in pattern:
-                res = await sandbox.exec(["python3", "-c", _GLOB, pattern], cwd=workdir, timeout=60)
-                paths = json.loads(res.stdout or b"[]") if res.exit_code == 0 else []
-            got = await sandbox.get(paths)
+                res = await sandbox.exec(
+                    ["python3", "-I", "-c", _GLOB, pattern], cwd=workdir, timeout=60
+                )
+                lines = res.stdout.strip().splitlines() if res.exit_code == 0 else []
+                found = _json_list(lines[-1]) if lines else []
+                paths = [p for p in found if isinstance(p, str)]
+            got: dict[str, bytes] = {}
+            for p in paths:  # one at a time: a link the agent pointed outside is one miss
+                with contextlib.suppress(PathEscape):
+                    got.update(await sandbox.get([p]))
             for p in paths:
                 snap[f"file:{p}"] = (
                     _file_entry(got[p]) if p in got else {"error": f"File not found: {p}"}
@@ -178,24 +249,29 @@ class ClawEvalGrader:
             )
         return snap
 
-    async def _bridge_log(self, sandbox: Sandbox) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def _bridge_log(
+        self, sandbox: Sandbox, ran: bool
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The dispatch log and the audits. ``ran``: the model was called, so the harness
+        started, which the supervisor allows only once every service is healthy; then a
+        missing or failed status file is the agent's doing, not the services'."""
         got = await sandbox.get([DISPATCH_LOG, AUDIT_FILE, STATUS_FILE])
-        if self.spec.services:
+        if self.spec.services and not ran:
             names = ", ".join(s.name for s in self.spec.services)
             if STATUS_FILE not in got:
                 raise VerifierError(
                     f"{self.spec.task_yaml}: the task's services ({names}) did not run in the "
                     "sandbox, so its grader would judge an agent that had no tools"
                 )
-            status = orjson.loads(got[STATUS_FILE])
+            status = _json_object(got[STATUS_FILE])
             if not status.get("ok"):
                 raise VerifierError(f"{self.spec.task_yaml}: {status.get('error')}")
-        dispatches = [
-            orjson.loads(line) for line in got.get(DISPATCH_LOG, b"").splitlines() if line.strip()
-        ]
+        # Lines and audits the agent garbled are dropped, as a failed audit fetch is.
+        lines = got.get(DISPATCH_LOG, b"").splitlines()
+        dispatches = [d for d in map(_json_object, lines) if d]
         # A harness killed at its timeout leaves no audit; its graders see none, as
         # ClawEval's runner gives them none when an audit fetch fails.
-        audits = orjson.loads(got[AUDIT_FILE]) if AUDIT_FILE in got else {}
+        audits = _json_object(got.get(AUDIT_FILE, b"{}"))
         return dispatches, audits
 
     async def grade(
@@ -208,12 +284,16 @@ class ClawEvalGrader:
         """Put grader-only files in, snapshot, rebuild the trace, run the task's grader."""
         spec = self.spec
         root = workdir.rstrip("/")
-        await sandbox.put({f"{root}/{rel}": p.read_bytes() for rel, p in spec.grader_files.items()})
-        dispatches, audits = await self._bridge_log(sandbox)
+        files = {f"{root}/{rel}": p.read_bytes() for rel, p in spec.grader_files.items()}
+        if files:  # whatever the agent left at those paths (a link out, a directory) goes
+            await sandbox.exec(["rm", "-rf", "--", *files], timeout=60)
+            await sandbox.put(files)
+        messages = claweval_messages(turns(transcript))
+        ran = any(m["role"] == "assistant" for m in messages)
+        dispatches, audits = await self._bridge_log(sandbox, ran)
         snapshot = await self._snapshot(sandbox, workdir)
-        events = build_trace(
-            spec.task_yaml.parent.name, claweval_messages(turns(transcript)), dispatches, audits
-        )
+        dispatches = made_by_the_model(messages, dispatches)
+        events = build_trace(spec.task_yaml.parent.name, messages, dispatches, audits)
         judge = resolve_judge(judge)
         with tempfile.TemporaryDirectory(prefix="openforge-claweval-") as tmp:
             trace = Path(tmp) / "trace.jsonl"

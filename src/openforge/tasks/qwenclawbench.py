@@ -255,7 +255,7 @@ class QwenClawBenchGrader:
             )
         with tempfile.TemporaryDirectory(prefix="openforge-qcb-") as tmp:
             ws = Path(tmp) / "workspace"
-            await snapshot_workspace(sandbox, workdir, ws)
+            copied = await snapshot_workspace(sandbox, workdir, ws)
             payload = {
                 "checkout": str(self.checkout),
                 "tasks_dir": str(self.tasks_dir),
@@ -270,6 +270,8 @@ class QwenClawBenchGrader:
         score = result.get("score")
         if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
             raise VerifierError(f"lib_grading gave a score outside [0, 1]: {score!r}", log)
+        if copied is not None:
+            result["workspace_not_copied"] = copied
         return VerifyResult(reward=float(score), details=result, output=log)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import secrets
 import sys
 import tarfile
 from pathlib import Path
@@ -26,29 +27,60 @@ from typing import Any
 import orjson
 
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.fspaths import PathEscape
 from openforge.tasks.judge import Judge, judge_from_env
 from openforge.tasks.model import VERIFY_DIR
 from openforge.tasks.verify import VerifierError
 
 __all__ = ["Judge", "judge_from_env", "run_suite_code", "snapshot_workspace"]
 
-_TAR = "/tmp/openforge-workspace.tar"
 _KEEP = 8000
+# What a grader may copy out of a sandbox (as a tar): a flood stays in the sandbox.
+MAX_WORKSPACE = 256 * 1024 * 1024
 
 
-async def snapshot_workspace(sandbox: Sandbox, workdir: str, dest: Path) -> None:
-    """Copy the sandbox's workdir (without the verifier's own directory) to ``dest``."""
-    cmd = ["tar", "-cf", _TAR, f"--exclude=./{VERIFY_DIR}", "-C", workdir, "."]
-    res = await sandbox.exec(cmd, timeout=120)
-    if res.exit_code != 0:
-        err = res.stderr[-_KEEP:].decode(errors="replace")
-        raise VerifierError(f"could not copy the workspace out (tar exited {res.exit_code})", err)
-    got = await sandbox.get([_TAR])
-    if _TAR not in got:
-        raise VerifierError("could not copy the workspace out: the archive is missing")
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter, skipping (not raising on) what it refuses: a link the
+    agent pointed outside its workspace is left out, never a crash of the grading."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
+
+
+async def snapshot_workspace(sandbox: Sandbox, workdir: str, dest: Path) -> str | None:
+    """Copy the sandbox's workdir (without the verifier's own directory) to ``dest``.
+
+    Returns None, or why the workspace could not be copied while the sandbox answered: the
+    agent made it so (a workspace over :data:`MAX_WORKSPACE` bytes, files tar cannot read),
+    and the grader then sees what was copied, maybe nothing, as ClawEval's and
+    QwenClawBench's runners would. A sandbox that does not answer raises ``SandboxError``.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(got[_TAR])) as tar:
-        tar.extractall(dest, filter="data")
+    tar = f"/tmp/.openforge-ws-{secrets.token_hex(8)}.tar"
+    pack = '[ ! -e "$1" ] || exit 90; tar -cf "$1" "$2" -C "$3" .; rc=$?; wc -c < "$1"; exit $rc'
+    res = await sandbox.exec(
+        ["sh", "-c", pack, "sh", tar, f"--exclude=./{VERIFY_DIR}", workdir], timeout=120
+    )
+    size = res.stdout.strip()
+    # GNU tar exits 1 when a file changed as it was read: the archive is still whole.
+    if res.timed_out or res.exit_code not in (0, 1) or not size.isdigit():
+        err = res.stderr[-500:].decode(errors="replace")
+        return f"the workspace could not be copied (tar exited {res.exit_code}): {err}"
+    if int(size) > MAX_WORKSPACE:
+        return f"the workspace is larger than {MAX_WORKSPACE} bytes as a tar: not copied"
+    try:
+        got = await sandbox.get([tar])
+    except PathEscape as exc:
+        return f"the workspace archive could not be read: {exc}"
+    if tar not in got:
+        return "the workspace archive is missing"
+    try:
+        with tarfile.open(fileobj=io.BytesIO(got[tar])) as archive:
+            archive.extractall(dest, filter=_safe_member)
+    except (tarfile.TarError, OSError) as exc:
+        return f"the workspace archive could not be unpacked: {exc}"
+    return None
 
 
 async def run_suite_code(

@@ -8,6 +8,12 @@ QwenClawBench's graders read OpenClaw session events (``{"type": "message", "mes
 {"role", "content": [{"type": "text" | "toolCall", …}]}}``, tool results as role
 ``toolResult``); ClawEval's graders read Anthropic-style ``text`` / ``tool_use`` /
 ``tool_result`` blocks. The turns here carry exactly what both need.
+
+:func:`recorded_transcript` builds the transcript from the gateway's record of the rollout's
+calls instead (each call's conversation as the harness sent it, and the answer the engine
+gave): the model's own words and tool calls exactly as generated, the tool results as the
+harness returned them. A harness's session files live in the sandbox, where the agent can
+rewrite them (a forged ``tool_use``, a final answer it never gave); the record it cannot.
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["ToolUse", "Turn", "claweval_messages", "openclaw_events", "turns"]
+__all__ = [
+    "ToolUse",
+    "Turn",
+    "claweval_messages",
+    "openclaw_events",
+    "recorded_transcript",
+    "turns",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +232,56 @@ def _from_responses(events: list[Any]) -> list[Turn]:
                 )
             )
     return out
+
+
+def _chat_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A recorded canonical message (``conversation.Message`` as JSON) as an OpenAI Chat one."""
+    out: dict[str, Any] = {"role": m.get("role"), "content": _text(m.get("content"))}
+    calls = m.get("tool_calls") or []
+    if calls:
+        out["tool_calls"] = [
+            {"id": c.get("id", ""), "function": {"name": c.get("name", ""),
+                                                   "arguments": c.get("arguments", "")}}
+            for c in calls
+            if isinstance(c, dict)
+        ]  # fmt: skip
+    if m.get("tool_call_id"):
+        out["tool_call_id"] = m["tool_call_id"]
+    return out
+
+
+def recorded_transcript(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The transcript of a rollout from the gateway's record of its calls (the admin API's
+    ``content=1`` listing), as OpenAI Chat messages (``{"messages": [...]}``), or None
+    when the policy made no recorded call.
+
+    The main conversation is the policy's longest (subagents and compacted branches send
+    shorter ones), ending with the answer to its last call.
+    """
+    best: dict[str, Any] | None = None
+    for call in calls:
+        conv = call.get("conversation")
+        if call.get("role", "policy") not in ("policy", "teacher") or not isinstance(conv, dict):
+            continue
+        size = len(conv.get("messages") or [])
+        if best is None or size >= len(best["conversation"].get("messages") or []):
+            best = call
+    if best is None:
+        return None
+    messages = [
+        _chat_message(m)
+        for m in best["conversation"].get("messages") or []
+        if isinstance(m, dict) and m.get("role") in ("user", "assistant", "tool")
+    ]
+    answer = best.get("completion") or {}
+    if answer.get("text") or answer.get("tool_calls"):
+        messages.append(
+            _chat_message(
+                {"role": "assistant", "content": answer.get("text") or "",
+                 "tool_calls": answer.get("tool_calls") or []}
+            )
+        )  # fmt: skip
+    return {"messages": messages}
 
 
 def _main_session(sessions: dict[str, Any]) -> list[Any]:
