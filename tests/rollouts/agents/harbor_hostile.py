@@ -37,6 +37,9 @@ def _daemon() -> None:
     os.setsid()
     if os.fork() > 0:
         os._exit(0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # a daemon holds none of the exec's pipes (its end is not waited)
+        os.dup2(null, fd)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
