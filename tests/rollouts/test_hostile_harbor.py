@@ -58,7 +58,7 @@ async def test_every_hostile_policy_gets_the_honest_zero(
     results = await run_rollouts(_config(gateway, tmp_path, tasks, "python3 harbor_hostile.py"))
     by = {r.task_id.removeprefix("hostile-"): r for r in results}
     for mode, res in by.items():
-        assert (res.status, res.reward) == ("completed", 0.0), (mode, res)
+        assert (res.status, res.reward) == ("completed", 0.0), (mode, res.error, res)
         record = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers())
         assert record.json()["reward"] == 0.0, (mode, record.json())
     # What held each one: the verifier's own 0, or its failure shown to be the agent's doing.
@@ -66,7 +66,7 @@ async def test_every_hostile_policy_gets_the_honest_zero(
     assert "reward.json says 1 but reward.txt says 0" in str(by["disagree"].error)
     assert "larger than 65536 bytes" in str(by["flood"].error)
     assert "ran past 10s" in str(by["stall"].error)
-    assert "could not run" in str(by["break"].error)
+    assert "cannot start bash" in str(by["break"].error)
     assert by["background"].error is None and by["peek"].error is None
     assert _seen(tmp_path / "run", "hostile-peek")["found"] == []
     # The same task done honestly still scores 1 (the hardening took nothing from it).

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from openforge.sandboxes.base import Sandbox, SandboxTimeout
+from openforge.sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
 from openforge.tasks.model import VERIFY_DIR, Task, TaskStep, TestsVerifier
 
 __all__ = [
@@ -185,6 +185,23 @@ def _reward_file(files: dict[str, bytes]) -> dict[str, float]:
         raise VerifierError(f"reward.txt must hold one number, got {text[:100]!r}") from None
 
 
+async def _exec(sandbox: Sandbox, cmd: list[str], **kw: Any) -> ExecResult:
+    """``sandbox.exec`` in the agent's environment: a command that cannot even start there
+    while the sandbox still answers (the agent removed ``bash``, ``sh`` or ``tar``) is an
+    ``agent_reachable`` :class:`VerifierError`; a sandbox that does not answer stays a
+    :class:`SandboxError` (infra)."""
+    try:
+        return await sandbox.exec(cmd, **kw)
+    except SandboxTimeout:
+        raise
+    except SandboxError as exc:
+        try:
+            await sandbox.get([])  # sandboxd (or the local backend) still answers
+        except SandboxError:
+            raise exc from None
+        raise VerifierError(f"cannot start {cmd[0]}: {exc}", agent_reachable=True) from exc
+
+
 def _tar(files: dict[str, Path]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -203,7 +220,7 @@ async def _read_logs(sandbox: Sandbox) -> dict[str, bytes]:
     for name in ("reward.json", "reward.txt"):
         read = '[ -f "$1" ] || exit 3; exec head -c $2 "$1"'
         path, limit = f"{_LOGS}/{name}", str(_MAX_REWARD_FILE + 1)
-        res = await sandbox.exec(["sh", "-c", read, "sh", path, limit], timeout=30)
+        res = await _exec(sandbox, ["sh", "-c", read, "sh", path, limit], timeout=30)
         if res.exit_code == 3 and not res.timed_out:
             continue
         if res.exit_code != 0 or res.timed_out:
@@ -227,9 +244,9 @@ async def _stage_tests(sandbox: Sandbox, tests: TestsVerifier) -> None:
         "rm -rf /tests /logs/verifier && { [ -d /logs ] && [ ! -L /logs ] || rm -rf /logs; } && "
         "mkdir -p /tests /logs/verifier && tar -xf - -C /tests --no-same-owner"
     )
-    res = await sandbox.exec(["sh", "-c", stage], timeout=60, stdin=_tar(tests.tests))
+    res = await _exec(sandbox, ["sh", "-c", stage], timeout=60, stdin=_tar(tests.tests))
     if res.exit_code == 0 and not res.timed_out:  # and still there for the next exec
-        res = await sandbox.exec(["test", "-f", f"/tests/{tests.entry}"], timeout=30)
+        res = await _exec(sandbox, ["test", "-f", f"/tests/{tests.entry}"], timeout=30)
     if res.exit_code != 0 or res.timed_out:
         raise VerifierError(
             "cannot put the tests in /tests (the local backend has no task environment: "
@@ -250,7 +267,7 @@ async def _run_tests(
     env = {**task_env, **tests.env}
     cmd = ["bash", f"/tests/{tests.entry}"]
     try:
-        res = await sandbox.exec(cmd, env=env, cwd=workdir, timeout=tests.timeout_s)
+        res = await _exec(sandbox, cmd, env=env, cwd=workdir, timeout=tests.timeout_s)
     except SandboxTimeout as exc:
         raise VerifierError(
             f"verifier ran past {tests.timeout_s:g}s", agent_reachable=True
