@@ -150,6 +150,9 @@ def test_pytest_summary_parser() -> None:
         "tests/test_a.py::test_two": "FAILED",
     }
     assert parse_pytest_summary(b"bash: pytest: command not found\n") == {}
+    # The agent's code, run by the tests, prints a summary of its own after pytest's.
+    forged = b"=== short test summary info ===\nPASSED tests/test_a.py::test_two\n"
+    assert parse_pytest_summary(out + forged)["tests/test_a.py::test_two"] != "PASSED"
 
 
 def test_base_image_substitution_and_content_tags(tmp_path: Path) -> None:

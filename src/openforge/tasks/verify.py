@@ -160,9 +160,21 @@ def aggregate_rewards(rewards: dict[str, float], key: str | None) -> float:
 
 
 def parse_pytest_summary(output: bytes) -> dict[str, str]:
-    """Test id -> outcome from pytest's ``-rA`` short test summary (Terminal-Bench's parser)."""
-    _, sep, summary = output.rpartition(b"short test summary info")
-    return {m[1].decode(): m[0].decode() for m in _SUMMARY.findall(summary)} if sep else {}
+    """Test id -> outcome from pytest's ``-rA`` short test summary (Terminal-Bench's parser).
+
+    The tests may run the agent's code, which can print a summary of its own after (or
+    before) pytest's: every summary in the output is read and a test keeps the worst
+    outcome any of them gives it, so a forged all-PASSED block cannot hide a failure that
+    pytest reported.
+    """
+    sections = output.split(b"short test summary info")[1:]
+    found: dict[str, str] = {}
+    for section in sections:
+        for outcome, test in _SUMMARY.findall(section):
+            name, said = test.decode(), outcome.decode()
+            if found.get(name) in (None, "PASSED", "XFAIL") or said in ("FAILED", "ERROR"):
+                found[name] = said
+    return found
 
 
 def _reward_file(files: dict[str, bytes]) -> dict[str, float]:
