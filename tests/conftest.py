@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from openforge.sandboxes.container import DEFAULT_GUI_IMAGE, DEFAULT_IMAGE
+from openforge.sandboxes.container import DEFAULT_GUI_IMAGE, sandbox_image_default
 from openforge.store.pgcluster import LocalCluster
 
 # trio (which selenium brings in for the GUI environments) registers a Hypothesis plugin whose
@@ -71,13 +71,15 @@ def podman_images() -> dict[str, str]:
                     for n in SANDBOX_SOURCES)  # fmt: skip
     want = hashlib.sha256(data).hexdigest()[:16]
     fmt = '{{ index .Labels "openforge.dev/sources" }}'
-    if _podman("image", "inspect", "--format", fmt, DEFAULT_IMAGE).stdout.strip() != want:
-        _build("build-sandbox-image.sh", DEFAULT_IMAGE, "podman")
+    # $OPENFORGE_SANDBOX_IMAGE: a tag of one's own, where several checkouts share podman.
+    image = sandbox_image_default()
+    if _podman("image", "inspect", "--format", fmt, image).stdout.strip() != want:
+        _build("build-sandbox-image.sh", image, "podman")
     if _podman("image", "exists", DEBIAN_BASE).returncode != 0:
         if shutil.which("debootstrap") is None:
             pytest.fail("debootstrap is missing: scripts/setup.sh installs it")
         _build("build-debian-base.sh", DEBIAN_BASE, "podman")
-    return {"sandbox": DEFAULT_IMAGE, "base": DEBIAN_BASE}
+    return {"sandbox": image, "base": DEBIAN_BASE}
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,11 @@ import pytest
 
 from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
 from openforge.sandboxes.base import TaskImage
-from openforge.sandboxes.container import DEFAULT_IMAGE, ContainerBackend, gateway_inside
+from openforge.sandboxes.container import (
+    ContainerBackend,
+    gateway_inside,
+    sandbox_image_default,
+)
 from openforge.sandboxes.fspaths import PathEscape
 
 from .gateway_probe import check_gateway_only, gateway_server, tcp_server
@@ -55,16 +59,17 @@ def image() -> str:
     if reason:
         print(f"SKIP podman tests: {reason}")
         pytest.skip(reason)
-    if _image_sources(DEFAULT_IMAGE) != _sources_hash():  # missing, or built from older code
+    tag = sandbox_image_default()
+    if _image_sources(tag) != _sources_hash():  # missing, or built from older code
         build = subprocess.run(
-            [str(REPO / "deploy/build-sandbox-image.sh"), DEFAULT_IMAGE, "podman"],
+            [str(REPO / "deploy/build-sandbox-image.sh"), tag, "podman"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if build.returncode != 0:
             reason = f"cannot build the sandbox image: {build.stderr.strip()[-500:]}"
             print(f"SKIP podman tests: {reason}")
             pytest.skip(reason)
-    return DEFAULT_IMAGE
+    return tag
 
 
 @pytest.fixture

@@ -52,13 +52,17 @@ __all__ = [
     "DEFAULT_GUI_IMAGE",
     "DEFAULT_IMAGE",
     "GUI_IMAGE_ENV",
+    "SANDBOX_IMAGE_ENV",
     "SANDBOX_LABEL",
     "ContainerBackend",
     "gateway_inside",
     "gui_image_default",
+    "sandbox_image_default",
 ]
 
 DEFAULT_IMAGE = "localhost/openforge-sandbox:latest"
+# Names another sandbox image (one built from other sources beside the default).
+SANDBOX_IMAGE_ENV = "OPENFORGE_SANDBOX_IMAGE"
 # What deploy/build-gui-image.sh builds by default; $OPENFORGE_GUI_IMAGE names another.
 DEFAULT_GUI_IMAGE = "localhost/openforge-gui:bookworm"
 GUI_IMAGE_ENV = "OPENFORGE_GUI_IMAGE"
@@ -88,6 +92,12 @@ def gateway_inside(url: str | None, host_alias: str) -> str | None:
         return url
     netloc = host_alias + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def sandbox_image_default() -> str:
+    """The sandbox image a backend uses when not told: ``$OPENFORGE_SANDBOX_IMAGE``, else
+    the default."""
+    return os.environ.get(SANDBOX_IMAGE_ENV) or DEFAULT_IMAGE
 
 
 def gui_image_default() -> str:
@@ -131,7 +141,7 @@ class ContainerBackend:
     def __init__(
         self,
         engine: str = "podman",
-        image: str = DEFAULT_IMAGE,
+        image: str | None = None,
         ready_timeout: float = 60.0,
         root: str | None = None,
         extra_args: list[str] | None = None,
@@ -148,7 +158,7 @@ class ContainerBackend:
             _docker_reachable(path)
         self.name = engine
         self.engine = path
-        self.image = image
+        self.image = image or sandbox_image_default()
         self.gui_image = gui_image or gui_image_default()
         self.ready_timeout = ready_timeout
         self.root = Path(root or tempfile.gettempdir()) / f"openforge-{engine}"
