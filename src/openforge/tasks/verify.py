@@ -22,6 +22,7 @@ verifier again where no agent was.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -276,6 +277,18 @@ async def _run_tests(
     is ``agent_reachable``: the rollout tells the agent's doing from a broken verifier by
     running the verifier where no agent was (``tasks/oracle.py``)."""
     await _stage_tests(sandbox, tests)
+    try:
+        return await _test_verdict(sandbox, tests, workdir, task_env)
+    finally:
+        # A later step's agent turn must not find this step's tests or reward.
+        with contextlib.suppress(SandboxError):
+            await sandbox.exec(["rm", "-rf", "/tests", _LOGS], timeout=60)
+
+
+async def _test_verdict(
+    sandbox: Sandbox, tests: TestsVerifier, workdir: str, task_env: dict[str, str]
+) -> VerifyResult:
+    """Run the staged tests and read their reward."""
     env = {**task_env, **tests.env}
     cmd = ["bash", f"/tests/{tests.entry}"]
     try:
