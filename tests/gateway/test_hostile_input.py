@@ -302,6 +302,10 @@ async def test_what_vendors_refuse_is_refused_in_the_dialect(make_gateway: Any) 
             with pytest.raises(openai.BadRequestError) as err:
                 await client.chat.completions.create(model="m", messages=orphan)  # type: ignore[arg-type]
             assert "call_9" in err.value.message
+            stray_output = {"type": "function_call_output", "call_id": "c9", "output": "x"}
+            with pytest.raises(openai.BadRequestError) as rerr:
+                await client.responses.create(model="m", input=[stray_output])  # type: ignore[list-item]
+            assert "c9" in rerr.value.message
             ok = await client.chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
             assert ok.choices[0].message.content == "ok"
         stray = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}
@@ -313,7 +317,7 @@ async def test_what_vendors_refuse_is_refused_in_the_dialect(make_gateway: Any) 
             assert "toolu_9" in aerr.value.message
         calls = (await rollout_calls(gw, r["rollout_id"]))["calls"]
         statuses = [c["status"] for c in calls]
-        assert statuses == ["rejected"] * (sent + 1) + ["ok", "rejected"]
+        assert statuses == ["rejected"] * (sent + 2) + ["ok", "rejected"]
 
 
 async def test_a_declared_huge_body_is_refused_at_once(make_gateway: Any) -> None:
