@@ -193,6 +193,21 @@ def _dropped_images(before: Hashable, now: Hashable) -> int:
     return lost if lost > 0 and set(kept) <= set(before[2]) else 0
 
 
+# Ids serialised per step (see _ids_json).
+_IDS_STEP = 1 << 20
+
+
+def _ids_json(ids: Sequence[int]) -> bytes:
+    """``ids`` as JSON without brackets; a huge segment (a 60 MB tool log's 15 M ids) a
+    step at a time, so no single call holds the GIL for most of a second (the same bytes:
+    orjson writes ints without spaces)."""
+    if len(ids) <= _IDS_STEP:
+        return orjson.dumps(ids)[1:-1]
+    return b",".join(
+        orjson.dumps(ids[at : at + _IDS_STEP])[1:-1] for at in range(0, len(ids), _IDS_STEP)
+    )
+
+
 class RolloutHistory:
     """Per-rollout memory: recorded replies, segment ids, and which prompts were sampled."""
 
@@ -266,7 +281,7 @@ class RolloutHistory:
             made = memo.get(s.key)
             if made is None or made[0] is not s.ids:
                 shared = self._renderer.shared_json(s.key, s.ids)
-                made = (s.ids, shared if shared is not None else orjson.dumps(s.ids)[1:-1])
+                made = (s.ids, shared if shared is not None else _ids_json(s.ids))
                 if keep and s.kind != "prefill":  # a prefill is never rendered twice
                     memo[s.key] = made
             pieces.append(made[1])

@@ -202,9 +202,19 @@ class Blob:
     data: bytes = field(repr=False)
 
 
+# Ids converted per step: one conversion of a huge prompt's 15 M ids held the GIL for most
+# of a second (the gateway's admin health probe waited on it); between steps it is handed over.
+_IDS_STEP = 1 << 20
+
+
 def encode_ids(ids: Sequence[int]) -> bytes:
     """Token ids as little-endian int32 bytes (compact, fast to decode)."""
-    return array("i", ids).tobytes()
+    if len(ids) <= _IDS_STEP:
+        return array("i", ids).tobytes()
+    out = array("i")
+    for at in range(0, len(ids), _IDS_STEP):
+        out.extend(ids[at : at + _IDS_STEP])
+    return out.tobytes()
 
 
 def decode_ids(blob: bytes | None) -> list[int]:
