@@ -35,12 +35,14 @@ from openforge.dialects.dialect import TokenCounting
 from openforge.dialects.errors import ApiError
 from openforge.engines.base import Engine, TextEngine
 from openforge.gateway.admin import AdminApi
+from openforge.gateway.asgi import read_body, send_full
+from openforge.gateway.call import ServedDialect
 from openforge.gateway.connections import generic_error
 from openforge.gateway.control import Control
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import Prompting
 from openforge.gateway.roles import Keys, RoleEngine
-from openforge.gateway.service import CallService, ServedDialect, read_body, send_full
+from openforge.gateway.service import CallService
 from openforge.store.base import Store
 from openforge.store.schemas import SERVING_ROLES, CallRole
 

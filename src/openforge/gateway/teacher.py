@@ -18,12 +18,16 @@ Tool calls get fresh ids in the harness's dialect style, as for token engines.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
+
+from starlette.types import Send
 
 from openforge.conversation import (
     Completion,
     CompletionDelta,
+    Conversation,
     ReasoningDelta,
     TextDelta,
     ToolCall,
@@ -32,12 +36,16 @@ from openforge.conversation import (
     Usage,
 )
 from openforge.dialects.ids import new_id
-from openforge.engines.base import EngineError
+from openforge.engines.base import EngineError, TextEngine
+from openforge.gateway.asgi import send_full
+from openforge.gateway.call import UNRECORDED, Call, Commit, ContextOf, engine_error
+from openforge.gateway.recording import Recorder
+from openforge.gateway.streaming import SSE_HEADERS
 
 if TYPE_CHECKING:
     from openforge.rendering.renderer import Renderer
 
-__all__ = ["completion_deltas", "first_completion", "teacher_completion"]
+__all__ = ["answer_from_teacher", "completion_deltas", "first_completion", "teacher_completion"]
 
 
 async def first_completion(answers: AsyncIterator[Completion]) -> Completion:
@@ -88,3 +96,46 @@ def completion_deltas(completion: Completion) -> list[CompletionDelta]:
         out.append(ToolCallStart(i, call.id, call.name))
         out.append(ToolCallArgumentsDelta(i, call.arguments))
     return out
+
+
+async def answer_from_teacher(
+    call: Call,
+    conversation: Conversation,
+    engine: TextEngine,
+    send: Send,
+    *,
+    renderer: Renderer,
+    recorder: Recorder,
+    context: ContextOf,
+    commit: Commit,
+) -> None:
+    """Answer ``call`` from a text engine (a teacher), recorded before it is sent."""
+    spec = call.served.dialect
+    ctx = context(call, conversation)
+    try:
+        answer = await first_completion(engine.complete(conversation))
+    except EngineError as exc:
+        await recorder.fail(call, engine_error(exc), None, send)
+        return
+    call.first_token_s = time.perf_counter() - call.t0
+    completion = teacher_completion(
+        answer, renderer, call.prompt_ids, spec.tool_prefix, conversation.model
+    )
+    call.output_ids, call.completion = completion.output_ids, completion
+    call.finish = completion.finish_reason
+    if not await recorder.record(call):
+        await send_full(send, *spec.render_error(UNRECORDED))
+        return
+    await commit(call, conversation, completion, ctx)
+    if not conversation.stream:
+        await send_full(send, 200, spec.render_response(completion, ctx))
+        return
+    encoder = spec.encoder(ctx)
+    deltas = b"".join([encoder.delta(d) for d in completion_deltas(completion)])
+    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+    await send(
+        {
+            "type": "http.response.body",
+            "body": encoder.start() + deltas + encoder.finish(completion),
+        }
+    )
