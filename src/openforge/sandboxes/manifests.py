@@ -93,6 +93,63 @@ def pod_manifest(
     portable install, ``harnesses/portable.py``) is mounted the same way at
     ``/opt/openforge/harness``.
     """
+    labels = {label_key(k): label_value(v) for k, v in spec.labels.items()}
+    labels[LABEL_SANDBOX] = "true"
+    labels[LABEL_COMPONENT] = "sandbox"
+    meta: Obj = {"name": name, "labels": labels}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    container = _sandbox_container(spec, image, secret)
+    pod_spec: Obj = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": deadline_s,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [container],
+    }
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    images = [("openforge-rt", runtime_image, RT_DIR), ("openforge-harness", harness_image,
+              HARNESS_DIR)]  # fmt: skip
+    for volume, ref, path in images:
+        if ref is not None:
+            vol, mount = _image_volume(volume, ref, path)
+            pod_spec.setdefault("volumes", []).append(vol)
+            container.setdefault("volumeMounts", []).append(mount)
+    if runtime_image is not None:
+        container["command"] = RT_ENTRYPOINT
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+
+
+def _sandbox_container(spec: SandboxSpec, image: str, secret: str) -> Obj:
+    """The pod's one container: sandboxd serving ``spec.workdir``, its token from ``secret``."""
+    env: list[Obj] = [{"name": k, "value": v} for k, v in spec.env.items()]
+    env.append({"name": "HOME", "value": SANDBOX_HOME})
+    env.append(
+        {
+            "name": "OPENFORGE_SANDBOXD_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}},
+        }
+    )
+    return {
+        "name": "sandbox",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--port", str(SANDBOXD_PORT), "--workdir", spec.workdir, "--home", SANDBOX_HOME],
+        "env": env,
+        "ports": [{"containerPort": SANDBOXD_PORT, "name": "sandboxd"}],
+        "resources": _resources(spec),
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": SANDBOXD_PORT},
+            "periodSeconds": 1,
+        },
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
+def _resources(spec: SandboxSpec) -> Obj:
+    """Requests and limits from ``spec``; ephemeral storage is always limited."""
     resources: Obj = {}
     if spec.cpu is not None:
         resources.setdefault("limits", {})["cpu"] = str(spec.cpu)
@@ -104,62 +161,7 @@ def pod_manifest(
     # (past it the kubelet evicts the pod; it never fills the node's disk).
     disk_mb = spec.disk_mb if spec.disk_mb is not None else DEFAULT_DISK_MB
     resources.setdefault("limits", {})["ephemeral-storage"] = f"{disk_mb}Mi"
-    labels = {label_key(k): label_value(v) for k, v in spec.labels.items()}
-    labels[LABEL_SANDBOX] = "true"
-    labels[LABEL_COMPONENT] = "sandbox"
-    env: list[Obj] = [{"name": k, "value": v} for k, v in spec.env.items()]
-    env.append({"name": "HOME", "value": SANDBOX_HOME})
-    env.append(
-        {
-            "name": "OPENFORGE_SANDBOXD_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}},
-        }
-    )
-    meta: Obj = {"name": name, "labels": labels}
-    if owner:
-        meta["ownerReferences"] = [owner]
-    pod_spec: Obj = {
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": deadline_s,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "sandbox",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "args": [
-                    "--port",
-                    str(SANDBOXD_PORT),
-                    "--workdir",
-                    spec.workdir,
-                    "--home",
-                    SANDBOX_HOME,
-                ],
-                "env": env,
-                "ports": [{"containerPort": SANDBOXD_PORT, "name": "sandboxd"}],
-                "resources": resources,
-                "readinessProbe": {
-                    "httpGet": {"path": "/health", "port": SANDBOXD_PORT},
-                    "periodSeconds": 1,
-                },
-                "securityContext": {"allowPrivilegeEscalation": False},
-            }
-        ],
-    }
-    if service_account:
-        pod_spec["serviceAccountName"] = service_account
-    images = [("openforge-rt", runtime_image, RT_DIR), ("openforge-harness", harness_image,
-              HARNESS_DIR)]  # fmt: skip
-    for volume, ref, path in images:
-        if ref is not None:
-            vol, mount = _image_volume(volume, ref, path)
-            pod_spec.setdefault("volumes", []).append(vol)
-            pod_spec["containers"][0].setdefault("volumeMounts", []).append(mount)
-    if runtime_image is not None:
-        pod_spec["containers"][0]["command"] = RT_ENTRYPOINT
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+    return resources
 
 
 def secret_manifest(name: str, token: str, owner: Obj | None) -> Obj:
@@ -226,48 +228,20 @@ def gateway_manifests(
     name = "openforge-gateway"
     labels = {"app.kubernetes.io/name": "openforge", LABEL_COMPONENT: "gateway"}
     meta = {"name": name, "namespace": namespace, "labels": labels}
-    rules = [
-        {"apiGroups": [""], "resources": ["pods"],
-         "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"]},
-        {"apiGroups": [""], "resources": ["secrets"],
-         "verbs": ["get", "list", "create", "delete", "deletecollection"]},
-        {"apiGroups": [""], "resources": ["configmaps"],
-         "verbs": ["get", "list", "create", "delete"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
-         "verbs": ["get", "create", "patch"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
-    ]  # fmt: skip
     admin_port = port + 1
     args = ["gateway", "--host", "0.0.0.0", "--port", str(port), "--model", model]
     args += ["--admin-host", "0.0.0.0", "--admin-port", str(admin_port)]
     args += ["--engine", engine]
     for url in engine_urls:
         args += ["--url", url]
-    store_url = {"secretKeyRef": {"name": store_secret, "key": "url"}}
-    admin_token = {"secretKeyRef": {"name": admin_secret, "key": "token"}}
-    container = {
-        "name": "gateway",
-        "image": image,
-        "args": args,
-        "env": [{"name": "OPENFORGE_STORE", "valueFrom": store_url},
-                {"name": "OPENFORGE_ADMIN_TOKEN", "valueFrom": admin_token}],
-        "ports": [{"containerPort": port, "name": "http"},
-                  {"containerPort": admin_port, "name": "admin"}],
-        # Out of the Service while starting (tokenizer load) or stuck; harness streams idle
-        # for minutes while tools run, so a slow answer is not a reason to restart it.
-        "readinessProbe": {"httpGet": {"path": "/health", "port": port},
-                           "periodSeconds": 5, "failureThreshold": 2},
-        "livenessProbe": {"httpGet": {"path": "/health", "port": port},
-                          "periodSeconds": 20, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-    }  # fmt: skip
+    container = _gateway_container(image, args, port, store_secret, admin_secret)
     pod = {"serviceAccountName": name, "containers": [container],
            # SIGTERM: stop accepting, let open calls finish (every answered call is stored).
            "terminationGracePeriodSeconds": 120}  # fmt: skip
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-         "rules": rules},
+         "rules": _gateway_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
@@ -286,3 +260,44 @@ def gateway_manifests(
         {**network_policy("openforge-sandboxes", labels, port),
          "metadata": {"name": "openforge-sandboxes", "namespace": namespace}},
     ]  # fmt: skip
+
+
+def _gateway_rules() -> list[Obj]:
+    """What the gateway pod may do in its namespace: manage sandbox pods, their Secrets
+    and the sandbox NetworkPolicy (it also runs the orchestrator on a cluster)."""
+    return [
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"],
+         "verbs": ["get", "list", "create", "delete", "deletecollection"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "create", "delete"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+         "verbs": ["get", "create", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]},
+    ]  # fmt: skip
+
+
+def _gateway_container(
+    image: str, args: list[str], port: int, store_secret: str, admin_secret: str
+) -> Obj:
+    """The gateway container: the store URL and admin token from their Secrets."""
+    admin_port = port + 1
+    store_url = {"secretKeyRef": {"name": store_secret, "key": "url"}}
+    admin_token = {"secretKeyRef": {"name": admin_secret, "key": "token"}}
+    return {
+        "name": "gateway",
+        "image": image,
+        "args": args,
+        "env": [{"name": "OPENFORGE_STORE", "valueFrom": store_url},
+                {"name": "OPENFORGE_ADMIN_TOKEN", "valueFrom": admin_token}],
+        "ports": [{"containerPort": port, "name": "http"},
+                  {"containerPort": admin_port, "name": "admin"}],
+        # Out of the Service while starting (tokenizer load) or stuck; harness streams idle
+        # for minutes while tools run, so a slow answer is not a reason to restart it.
+        "readinessProbe": {"httpGet": {"path": "/health", "port": port},
+                           "periodSeconds": 5, "failureThreshold": 2},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": port},
+                          "periodSeconds": 20, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+    }  # fmt: skip
