@@ -171,7 +171,7 @@ async def _closed_loop(spec: dict[str, Any], keys: list[str]) -> dict[str, Any]:
                     with_start.append(done - t)
                 if think:
                     # Agents' tool runs vary; a fixed pause phase-locks the connections
-                    # into bursts (docs/gateway.md, "Why the pause is random").
+                    # into bursts (docs/bench-history.md, "Why the pause is random").
                     await asyncio.sleep(think * random.uniform(0.5, 1.5))
         finally:
             conn.close()
