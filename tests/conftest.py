@@ -38,7 +38,18 @@ with warnings.catch_warnings():
 DEBIAN_BASE = "localhost/openforge-debian:bookworm"
 
 REPO = Path(__file__).resolve().parents[1]
-SANDBOX_SOURCES = ("__init__", "base", "fspaths", "gateway_relay", "procs", "runtime", "sandboxd")
+SANDBOX_SOURCES = (
+    "__init__",
+    "base",
+    "fspaths",
+    "gateway_relay",
+    "procs",
+    "runtime",
+    "sandboxd",
+    "sandboxd_verify",
+    "verifier",
+    "verifier_python",
+)
 # What deploy/build-gui-image.sh hashes into its image's openforge.dev/sources label.
 GUI_SOURCES = ("deploy/build-gui-image.sh", "deploy/gui-requirements.txt")
 

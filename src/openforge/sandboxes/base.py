@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 
 __all__ = [
     "DEFAULT_DISK_MB",
@@ -133,6 +136,13 @@ class Sandbox(Protocol):
 
         On timeout every process of the exec is killed and ``timed_out`` is set.
         """
+        ...
+
+    async def exec_verifier(self, run: VerifierExec) -> VerifierRun:
+        """Run a task's verifier where the agent's leftovers cannot steer it: every process
+        the agent left killed, its directory and run area made anew, a clean environment,
+        another uid where the backend has one, the reward read from its own channel
+        (``sandboxes/verifier.py``). :class:`SandboxError` when it could not be set up."""
         ...
 
     async def put(self, files: Mapping[str, bytes]) -> None:

@@ -40,9 +40,16 @@ from openforge.sandboxes.disk import DiskError, loop_disks_available, make_disk,
 from openforge.sandboxes.fspaths import read_files, write_files
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.limits import Cgroup, CgroupLayout, detect_cgroups, rlimit_args
+from openforge.sandboxes.local_verify import (
+    ExecView,
+    exec_local_verifier,
+    unprivileged_ids,
+    verifier_ids,
+)
 from openforge.sandboxes.netns import can_setns, listen_in
-from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, run_streaming
+from openforge.sandboxes.procs import DEFAULT_MAX_OUTPUT, process_start, run_streaming, wait_gone
 from openforge.sandboxes.runtime import SANDBOX_HOME
+from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 
 __all__ = ["SANDBOX_HOME", "LocalBackend", "LocalSandbox", "unprivileged_ids"]
 
@@ -78,29 +85,6 @@ def _system_mounts() -> list[str]:
     return args
 
 
-_NOBODY = 65534
-
-
-def _first_subordinate(path: str, user: str) -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(path).read_text().splitlines():
-            name, start, count = line.strip().split(":")
-            if name in (user, "0") and int(count) > 0:
-                return int(start)
-    return None
-
-
-def unprivileged_ids() -> tuple[int, int]:
-    """The host uid and gid a root caller's sandboxes run as.
-
-    The first id of root's subordinate ranges (/etc/subuid, /etc/subgid) when it has them
-    (ids set aside for exactly this, owned by no account), else nobody (65534).
-    """
-    uid = _first_subordinate("/etc/subuid", "root")
-    gid = _first_subordinate("/etc/subgid", "root")
-    return (_NOBODY if uid is None else uid, _NOBODY if gid is None else gid)
-
-
 def _unreachable(path: Path, uid: int) -> Path | None:
     """The first directory on ``path`` that ``uid`` (not its owner) may not search."""
     for d in [path, *path.parents]:
@@ -108,29 +92,6 @@ def _unreachable(path: Path, uid: int) -> Path | None:
         if not st.st_mode & stat.S_IXOTH and not (st.st_uid == uid and st.st_mode & stat.S_IXUSR):
             return d
     return None
-
-
-def _process_start(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time, guards pid reuse
-
-
-async def _wait_gone(pid: int, limit_s: float = 5.0) -> None:
-    # bwrap's PID-1 dies of its parent-death signal, asynchronously; once it is gone (or a
-    # zombie) the kernel has killed every process of its namespace.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while loop.time() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state in ("Z", "X"):
-            return
-        await asyncio.sleep(0.005)
 
 
 class LocalSandbox:
@@ -167,6 +128,8 @@ class LocalSandbox:
             SANDBOX_HOME: data / "home",
             "/tmp": data / "tmp",
         }
+        binds = tuple((str(self._roots[p]), p, True) for p in ("/tmp", SANDBOX_HOME, self.workdir))
+        self.view = ExecView(backend.ids, binds)
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         base = {
@@ -180,9 +143,16 @@ class LocalSandbox:
         return {**base, **self.spec.env, **(env or {})}
 
     def _argv(
-        self, cmd: Sequence[str] | str, cwd: str | None, status_fd: int, block_fd: int
+        self,
+        cmd: Sequence[str] | str,
+        cwd: str | None,
+        status_fd: int,
+        block_fd: int,
+        view: ExecView | None = None,
     ) -> list[str]:
         spec = self.spec
+        view = view or self.view
+        ids = view.ids
         wd = os.path.normpath(os.path.join(self.workdir, cwd or "."))
         bwrap = [
             self._backend.bwrap,
@@ -196,19 +166,20 @@ class LocalSandbox:
             "--cap-drop", "ALL",
             "--hostname", "openforge",
             "--json-status-fd", str(status_fd),
-            *(["--uid", "0", "--gid", "0"] if self._backend.ids else []),
+            *(["--uid", "0", "--gid", "0"] if ids else []),
             *self._backend.system_mounts,
             *(arg for p in spec.host_paths for arg in ("--ro-bind", p, p)),
             "--proc", "/proc",
             "--dev", "/dev",
-            "--bind", str(self._roots["/tmp"]), "/tmp",
-            "--bind", str(self._roots[SANDBOX_HOME]), SANDBOX_HOME,
-            "--bind", str(self._roots[self.workdir]), self.workdir,
+            *(arg for host, inside, rw in view.binds
+              for arg in ("--bind" if rw else "--ro-bind", host, inside)),
         ]  # fmt: skip
         if spec.network != "open":
             bwrap.append("--unshare-net")
         bwrap += ["--chdir", wd]
-        if block_fd >= 0:
+        if not view.gateway:
+            bwrap.append("--")
+        elif block_fd >= 0:
             # setns relay: the command waits until the host has made the gateway's port. Not
             # bwrap's --block-fd: on EOF (the exec was cancelled) that runs the command anyway,
             # and its init may have lost --die-with-parent by then (it is reset when bwrap
@@ -230,10 +201,10 @@ class LocalSandbox:
         # A disk of its own bounds the total; else only each file's size is bounded.
         disk_mb = None if self._backend.loop_disks else spec.disk_mb
         limits = rlimit_args(mem, disk_mb, cpu_s)
-        if self._backend.ids is not None:
+        if ids is not None:
             # After the cgroup join (root's to make): bwrap's user namespace maps uid 0
             # inside to this unprivileged uid, so host root's files are others' to it.
-            uid, gid = self._backend.ids
+            uid, gid = ids
             bwrap = [self._backend.setpriv, f"--reuid={uid}", f"--regid={gid}",
                      "--clear-groups", "--", *bwrap]  # fmt: skip
         if limits:
@@ -258,12 +229,36 @@ class LocalSandbox:
         namespace) and ``timed_out`` is set; a sandbox that could not start raises
         :class:`SandboxError`.
         """
+        return await self.exec_as(
+            cmd, self._env(env), cwd, timeout, stdin, on_output, self.view,
+            self._backend.max_output,
+        )  # fmt: skip
+
+    async def exec_verifier(self, run: VerifierExec) -> VerifierRun:
+        """Run a verifier where the agent's leftovers cannot steer it (``verifier.py``)."""
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        return await exec_local_verifier(self, run)
+
+    async def exec_as(
+        self,
+        cmd: Sequence[str] | str,
+        env: Mapping[str, str],
+        cwd: str | None,
+        timeout: float | None,
+        stdin: bytes | None,
+        on_output: OutputCallback | None,
+        view: ExecView,
+        max_output: int,
+    ) -> ExecResult:
+        """:meth:`exec` with the whole environment ``env``, seeing the sandbox as ``view``
+        says, keeping ``max_output`` bytes per stream."""
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
         status_r, status_w = os.pipe()
         os.set_blocking(status_r, False)
-        block_r, block_w = os.pipe() if self._setns else (-1, -1)
-        ids = self._backend.ids
+        block_r, block_w = os.pipe() if self._setns and view.gateway else (-1, -1)
+        ids = view.ids
         if ids is not None and block_r >= 0:
             os.fchown(block_r, *ids)  # the gate reopens it through /proc/self/fd
         started: list[int] = []
@@ -283,10 +278,10 @@ class LocalSandbox:
             self._running[pid] = functools.partial(kill, pid)
 
         try:
-            argv = self._argv(cmd, cwd, status_w, block_r)
+            argv = self._argv(cmd, cwd, status_w, block_r, view)
             task = asyncio.ensure_future(run_streaming(
-                argv, env=self._env(env), stdin=stdin, timeout=timeout, on_output=on_output,
-                max_output=self._backend.max_output, kill=kill, on_start=register,
+                argv, env=env, stdin=stdin, timeout=timeout, on_output=on_output,
+                max_output=max_output, kill=kill, on_start=register,
                 pass_fds=(status_w,) if block_r < 0 else (status_w, block_r), pipe_owner=ids,
             ))  # fmt: skip
             server = None
@@ -314,12 +309,34 @@ class LocalSandbox:
                 if fd >= 0:
                     os.close(fd)
         if result.timed_out and "child-pid" in status:
-            await _wait_gone(int(status["child-pid"]))
+            await wait_gone(int(status["child-pid"]))
         # An exec that close() killed before bwrap was up is killed, not failed to set up.
         if "child-pid" not in status and not result.timed_out and not self._closed:
             err = result.stderr.decode(errors="replace").strip()
             raise SandboxError(f"sandbox {self.id}: bwrap failed to set up: {err}")
         return result
+
+    def root_of(self, path: str) -> Path:
+        """The host directory shown at ``path`` (the workdir, HOME or /tmp)."""
+        return self._roots[path]
+
+    def verifier_dir(self) -> Path:
+        """Where this sandbox's verifier runs keep their files: beside its disk, not on it."""
+        return self._backend.data_root / self.id / "verifier"
+
+    async def kill_all(self) -> int:
+        """Kill every process of every exec still running, and any left in the sandbox's
+        cgroup; wait until they are gone. How many execs were running."""
+        running = len(self._running)
+        for kill in list(self._running.values()):
+            kill()
+        if self._cgroup is not None and self._cgroup.dirs:
+            await self._backend.offload("teardown", self._cgroup.kill)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while self._running and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        return running
 
     async def _gateway_port(
         self, task: asyncio.Future[ExecResult], status_fd: int, early: bytearray
@@ -424,6 +441,8 @@ class LocalBackend:
             )
         self.bwrap = found
         self.ids = self._sandbox_ids(sandbox_uid)
+        # A verifier runs as another unprivileged uid than the sandbox's (none as non-root).
+        self.verifier_ids = verifier_ids(self.ids)
         self.setpriv = shutil.which("setpriv") or "setpriv"
         if self.ids is not None and not shutil.which("setpriv"):
             raise SandboxError("the local sandbox backend run as root needs setpriv (util-linux)")
@@ -457,7 +476,7 @@ class LocalBackend:
         self.system_mounts = _system_mounts()
         self.cgroups: CgroupLayout | None = detect_cgroups() if cgroups else None
         self._sandboxes: dict[str, LocalSandbox] = {}
-        self._owner = f"{os.getpid()} {_process_start(os.getpid())}"
+        self._owner = f"{os.getpid()} {process_start(os.getpid())}"
         # Own threads for file transfer and teardown: the loop's default pool is small and
         # shared with the caller's blocking work, and a sandbox op must not queue behind it.
         self._pools: dict[str, ThreadPoolExecutor] = {}
@@ -597,7 +616,7 @@ class LocalBackend:
                 pid, start = (d / "owner").read_text().split()
             except (OSError, ValueError):
                 continue
-            if _process_start(int(pid)) == start:
+            if process_start(int(pid)) == start:
                 continue  # its owner is alive
             if self.cgroups is not None:
                 Cgroup(self.cgroups, f"openforge-{d.name}").remove()

@@ -29,7 +29,9 @@ __all__ = [
     "exit_code_of",
     "kill_leftovers",
     "process_ids",
+    "process_start",
     "run_streaming",
+    "wait_gone",
 ]
 
 # What one exec keeps in memory per stream; the callback still sees every byte.
@@ -40,6 +42,31 @@ _CHUNK = 64 * 1024
 def exit_code_of(returncode: int) -> int:
     """A shell-style exit code: a process killed by signal N exits 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def process_start(pid: int) -> str | None:
+    """Process ``pid``'s start time (guards against pid reuse), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time
+
+
+async def wait_gone(pid: int, limit_s: float = 5.0) -> None:
+    """Wait (at most ``limit_s``) until ``pid`` is gone or a zombie."""
+    # bwrap's PID-1 dies of its parent-death signal, asynchronously; once it is gone (or a
+    # zombie) the kernel has killed every process of its namespace.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while loop.time() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        await asyncio.sleep(0.005)
 
 
 def _kill_group(pid: int) -> None:
@@ -137,14 +164,19 @@ async def run_streaming(
     pass_fds: Sequence[int] = (),
     on_start: Callable[[int], None] | None = None,
     pipe_owner: tuple[int, int] | None = None,
+    run_as: tuple[int, int] | None = None,
 ) -> ExecResult:
     """Run ``argv`` in a new session; stream its output; kill its whole tree on timeout.
 
     ``kill(pid)`` replaces the default process-group SIGKILL (the local backend also
     empties the sandbox's cgroup). Cancellation kills the tree too, then re-raises.
     ``pipe_owner`` (uid, gid): the stdio pipes belong to it (a process that drops to that
-    uid can still open /dev/stdout).
+    uid can still open /dev/stdout). ``run_as`` (uid, gid): the process runs as them, with
+    no supplementary groups (the caller must be root).
     """
+    ids: dict[str, object] = {}
+    if run_as is not None:
+        ids = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
     owned: _OwnedPipes | None = None
     if pipe_owner is None:
         proc = await asyncio.create_subprocess_exec(
@@ -156,6 +188,7 @@ async def run_streaming(
             cwd=cwd,
             start_new_session=True,
             pass_fds=tuple(pass_fds),
+            **ids,  # type: ignore[arg-type]
         )
         assert proc.stdout is not None and proc.stderr is not None
         stdout, stderr, writer = proc.stdout, proc.stderr, proc.stdin
@@ -172,6 +205,7 @@ async def run_streaming(
                 cwd=cwd,
                 start_new_session=True,
                 pass_fds=tuple(pass_fds),
+                **ids,  # type: ignore[arg-type]
             )
         except BaseException:
             owned.close()

@@ -17,6 +17,7 @@ import orjson
 
 from openforge.sandboxes.base import ExecResult, OutputCallback, SandboxError
 from openforge.sandboxes.fspaths import PathEscape
+from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 
 __all__ = ["RemoteSandbox", "SandboxdClient"]
 
@@ -129,6 +130,47 @@ class SandboxdClient:
         body = await self._post("/procs/reap", {})
         return int(body["killed"])
 
+    async def verify(self, run: VerifierExec, env: Mapping[str, str]) -> VerifierRun:
+        """Run a verifier through sandboxd's ``/verify`` (``sandboxd_verify.py``)."""
+
+        def b64(files: Mapping[str, bytes]) -> dict[str, str]:
+            return {p: base64.b64encode(d).decode() for p, d in files.items()}
+
+        body = {
+            "cmd": run.cmd if isinstance(run.cmd, str) else list(run.cmd),
+            "files": b64(run.files),
+            "dir": run.dir,
+            "env": {**env, **run.env},
+            "timeout": run.timeout,
+            "max_output": run.max_output,
+            "workspace": None if run.workspace is None else b64(run.workspace),
+            "own_uid": run.own_uid,
+            "outputs": run.outputs,
+        }
+        limit = None if run.timeout is None else run.timeout + _GRACE_S
+        try:
+            r = await self._http.post(
+                f"{self.base_url}/verify", content=orjson.dumps(body), headers=self._headers,
+                timeout=httpx.Timeout(limit, connect=10.0),
+            )  # fmt: skip
+        except httpx.HTTPError as exc:
+            raise SandboxError(f"sandboxd /verify: {exc!r}") from exc
+        if r.status_code == 404:
+            raise SandboxError(
+                "sandboxd has no /verify: the sandbox image is older than this OpenForge "
+                "(rebuild it: deploy/build-sandbox-image.sh)"
+            )
+        a = _checked(r, "/verify")
+        result = ExecResult(
+            int(a["exit_code"]), base64.b64decode(a["stdout"]), base64.b64decode(a["stderr"]),
+            bool(a["timed_out"]),
+        )  # fmt: skip
+        outputs = {str(k): base64.b64decode(v) for k, v in a["outputs"].items()}
+        uid = None if a.get("uid") is None else int(a["uid"])
+        return VerifierRun(
+            result, base64.b64decode(a["channel"]), outputs, [str(n) for n in a["notes"]], uid
+        )
+
     async def put(self, files: Mapping[str, bytes]) -> None:
         """Write files inside the sandbox."""
         encoded = {p: base64.b64encode(d).decode() for p, d in files.items()}
@@ -201,6 +243,11 @@ class RemoteSandbox:
         processes), all but sandboxd; the number killed."""
         self._check()
         return await self.client.kill_leftovers()
+
+    async def exec_verifier(self, run: VerifierExec) -> VerifierRun:
+        """Run a verifier where the agent's leftovers cannot steer it (sandboxd's /verify)."""
+        self._check()
+        return await self.client.verify(run, self.env)
 
     async def put(self, files: Mapping[str, bytes]) -> None:
         """Write files in the sandbox."""

@@ -17,6 +17,7 @@ Wire format (every route but ``/health`` needs ``Authorization: Bearer <token>``
                                       environment's (a task's services): /procs/reap spares them
     POST /procs/reap             {}   -> {"killed": n}   SIGKILL every other process (what an
                                       agent left running), but sandboxd and its ancestors
+    POST /verify                 a verifier run (``sandboxd_verify.py``) -> its result
 
 Errors are ``{"error": {"type": str, "message": str}}`` with 400 (bad request, path escape),
 401 (token) or 500.
@@ -46,6 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openforge.sandboxes.fspaths import PathEscape, read_files, write_files
 from openforge.sandboxes.procs import ProcessId, kill_leftovers, process_ids, run_streaming
+from openforge.sandboxes.sandboxd_verify import parse_verify, run_verify
 
 __all__ = ["TOKEN_ENV", "build_app", "main"]
 
@@ -111,8 +113,11 @@ async def _json(request: Request) -> dict[str, Any]:
     return body
 
 
-def build_app(token: str, workdir: str, home: str) -> ASGIApp:
-    """The sandboxd ASGI app serving ``workdir``, ``home`` and /tmp."""
+def build_app(token: str, workdir: str, home: str, own_pid_namespace: bool = False) -> ASGIApp:
+    """The sandboxd ASGI app serving ``workdir``, ``home`` and /tmp. ``own_pid_namespace``:
+    it runs in its container's own process namespace (``main``), so a verifier run may be
+    preceded by killing every process started since the mark; an app built in a test
+    process must not (the host's other processes are not an agent's)."""
     roots = {workdir: Path(workdir), home: Path(home), "/tmp": Path("/tmp")}
     base_env = {**os.environ, "HOME": home}
     base_env.pop(TOKEN_ENV, None)
@@ -207,10 +212,25 @@ def build_app(token: str, workdir: str, home: str) -> ASGIApp:
         killed = await asyncio.to_thread(kill_leftovers, set(marked))
         return JSONResponse({"killed": killed})
 
+    def kill_agent() -> int:
+        return kill_leftovers(set(marked)) if own_pid_namespace else 0
+
+    async def verify(request: Request) -> Response:
+        try:
+            run = parse_verify(await _json(request))
+        except (KeyError, ValueError, TypeError) as exc:
+            return _error(400, "invalid_request", f"bad verify request: {exc!r}")
+        try:
+            answer = await run_verify(run, workdir, home, kill_agent, _kill_tree)
+        except OSError as exc:
+            return _error(500, "io_error", f"cannot prepare the verifier: {exc}")
+        return Response(orjson.dumps(answer), media_type="application/json")
+
     app = Starlette(
         routes=[
             Route("/health", health),
             Route("/exec", exec_, methods=["POST"]),
+            Route("/verify", verify, methods=["POST"]),
             Route("/procs/mark", mark, methods=["POST"]),
             Route("/procs/reap", reap, methods=["POST"]),
             Route("/files/put", put, methods=["POST"]),
@@ -261,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((args.host, args.port))
         print(orjson.dumps({"port": sock.getsockname()[1]}).decode(), flush=True)
-    app = build_app(_token(args), args.workdir, args.home)
+    app = build_app(_token(args), args.workdir, args.home, own_pid_namespace=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     asyncio.run(_serve(uvicorn.Server(config), sock, args.gateway_port, args.gateway_socket))
 

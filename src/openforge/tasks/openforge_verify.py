@@ -5,6 +5,12 @@ The verifier runner puts this file beside each task's verifier (in the verify di
 file that runs on whatever Python 3 the sandbox has. Paths are relative to the workspace
 (the verifier's working directory); ``pristine`` reads the task's own untouched copy of
 its input data from ``verify/data/``.
+
+The reward goes to the channel the runner opened (``$OPENFORGE_REWARD_CHANNEL``, a FIFO):
+this module opens it when imported, before the verifier can run anything of the agent's,
+removes its name so that no later process can open it, and makes this process undumpable
+so that a child of the same uid cannot reach its descriptors through /proc. The line is
+printed on stdout too, for people reading the log (and for runners without a channel).
 """
 
 from __future__ import annotations
@@ -16,11 +22,48 @@ import sys
 from typing import Any, NoReturn
 
 V = os.environ.get("OPENFORGE_VERIFY_DIR", os.path.dirname(os.path.abspath(__file__)))
+_DETAILS_MAX = 64 * 1024  # characters of details sent; the agent's content may be huge
+
+
+def _undumpable() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
+def _open_channel() -> int | None:
+    path = os.environ.pop("OPENFORGE_REWARD_CHANNEL", None)
+    if not path:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # taken (or no runner reading): the runner sees nothing from us
+    try:
+        os.unlink(path)  # no later process can open it now
+    except OSError:
+        os.close(fd)  # others could open it too: not a channel of ours
+        return None
+    os.set_blocking(fd, True)
+    _undumpable()
+    os.write(fd, b'{"openforge_verify": 1}\n')
+    return fd
+
+
+_CHANNEL = _open_channel()
 
 
 def done(ok: bool, **details: Any) -> NoReturn:
-    """Print the reward line (1 when ``ok``) with ``details`` and exit."""
-    print(json.dumps({"reward": 1.0 if ok else 0.0, "details": details}))
+    """Send the reward line (1 when ``ok``) with ``details`` and exit."""
+    line = json.dumps({"reward": 1.0 if ok else 0.0, "details": details})
+    if len(line) > _DETAILS_MAX:
+        line = json.dumps({"reward": 1.0 if ok else 0.0, "details": {"truncated": line[:4096]}})
+    if _CHANNEL is not None:
+        os.write(_CHANNEL, line.encode() + b"\n")
+    print(line)
     sys.exit(0)
 
 

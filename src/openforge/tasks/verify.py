@@ -1,10 +1,15 @@
 """Run a task's verifier in its sandbox and read its reward.
 
 The verifier's contract: it runs with the sandbox workdir as its cwd and
-``$OPENFORGE_VERIFY_DIR`` pointing at its own files, and prints
-``{"reward": float in [0, 1], "details": any}`` as the **last non-empty line of stdout**.
-Anything else (a crash, no such line, a reward outside [0, 1]) is a :class:`VerifierError`:
-the rollout becomes ``infra_error`` with the verifier's output kept — never a zero reward.
+``$OPENFORGE_VERIFY_DIR`` pointing at its own files, and reports
+``{"reward": float in [0, 1], "details": any}`` through ``openforge_verify.done`` (on the
+reward channel only it can open; see ``sandboxes/verifier.py``) or, for a verifier that
+does not import ``openforge_verify``, as the **last non-empty line of stdout**. It runs
+through ``Sandbox.exec_verifier``: the agent's processes killed, its directory and
+environment made anew, as another uid where the backend has one. Anything else (a crash,
+its timeout, no reward) is a :class:`VerifierError` marked ``agent_reachable`` (it ran over
+what the agent left), which the rollout resolves to 0 or ``infra_error`` by running the
+verifier again where no agent was.
 
 Harbor's contract (:class:`TestsVerifier`, also Terminal-Bench's): the tests are copied to
 ``/tests`` and ``bash /tests/test.sh`` runs in the agent's environment (its workdir, its
@@ -36,6 +41,7 @@ from typing import Any
 import orjson
 
 from openforge.sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
+from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 from openforge.tasks.model import VERIFY_DIR, Task, TaskStep, TestsVerifier
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "aggregate_rewards",
     "parse_pytest_summary",
     "parse_verifier_output",
+    "run_native_verifier",
     "run_verifier",
 ]
 
@@ -103,7 +110,7 @@ def parse_verifier_output(stdout: bytes) -> tuple[float, Any]:
 async def run_verifier(
     sandbox: Sandbox, task: Task, workdir: str = "/workspace", step: TaskStep | None = None
 ) -> VerifyResult:
-    """Put the verifier's files into ``sandbox``, run it, and parse its reward.
+    """Run the task's verifier in ``sandbox`` and parse its reward.
 
     ``step`` runs that step's verifier (multi-step tasks); a task with Harbor's contract
     (``task.tests``) runs its tests in place.
@@ -112,17 +119,67 @@ async def run_verifier(
     if tests is not None:
         env = task.environment.env if task.environment else {}
         return await _run_tests(sandbox, tests, workdir, env)
-    await sandbox.put(task.verify_bytes())
-    env = {"OPENFORGE_VERIFY_DIR": f"{workdir.rstrip('/')}/{VERIFY_DIR}"}
+    prefix = f"{VERIFY_DIR}/"
+    run = VerifierExec(
+        cmd=task.verify_command,
+        files={k.removeprefix(prefix): v for k, v in task.verify_bytes().items()},
+        dir=VERIFY_DIR,
+        env=dict(task.environment.env) if task.environment else {},
+        timeout=task.verify_timeout_s,
+    )
+    return await run_native_verifier(sandbox, run)
+
+
+async def run_native_verifier(sandbox: Sandbox, run: VerifierExec) -> VerifyResult:
+    """Run ``run`` over what the agent left (``Sandbox.exec_verifier``) and read its reward.
+
+    Every failure is an ``agent_reachable`` :class:`VerifierError`: the agent's files were
+    its input. A verifier that could not even be set up while the sandbox still answers (the
+    agent filled or broke what it needed) is one too; a sandbox that does not answer stays a
+    :class:`SandboxError` (infra).
+    """
     try:
-        res = await sandbox.exec(
-            task.verify_command, env=env, cwd=workdir, timeout=task.verify_timeout_s
-        )
-    except SandboxTimeout as exc:
-        raise VerifierError(f"verifier ran past {task.verify_timeout_s:g}s") from exc
-    output = _tail(res.stdout) + ("\n--- stderr ---\n" + _tail(res.stderr) if res.stderr else "")
+        got = await sandbox.exec_verifier(run)
+    except SandboxError as exc:
+        try:
+            await sandbox.get([])  # the sandbox (sandboxd, the local backend) still answers
+        except SandboxError:
+            raise exc from None
+        raise VerifierError(
+            f"the verifier could not be set up: {exc}", agent_reachable=True
+        ) from exc
+    try:
+        return _verdict(got, run.timeout)
+    except VerifierError as exc:
+        exc.agent_reachable = True
+        raise
+
+
+def _output(got: VerifierRun) -> str:
+    res = got.result
+    out = _tail(res.stdout) + ("\n--- stderr ---\n" + _tail(res.stderr) if res.stderr else "")
+    if got.notes:
+        out += "\n--- undone before the verifier ran ---\n" + "\n".join(got.notes)
+    return out
+
+
+def _verdict(got: VerifierRun, timeout: float | None) -> VerifyResult:
+    """The reward of one verifier run: from its channel, else (a verifier that never
+    opened it) from its stdout's last line."""
+    res, output = got.result, _output(got)
+    lines = [ln for ln in got.channel.splitlines() if ln.strip()]
+    rewards = [ln for ln in lines if b'"reward"' in ln]
+    if rewards:
+        try:
+            reward, details = parse_verifier_output(rewards[-1])
+        except VerifierError as exc:
+            exc.output = output
+            raise
+        return VerifyResult(reward=reward, details=details, output=output)
     if res.timed_out:
-        raise VerifierError(f"verifier ran past {task.verify_timeout_s:g}s", output)
+        raise VerifierError(f"verifier ran past {timeout or 0:g}s", output)
+    if lines:  # openforge_verify took the channel: stdout is not the verifier's word
+        raise VerifierError(f"verifier exited with status {res.exit_code} and no reward", output)
     if res.exit_code != 0:
         raise VerifierError(f"verifier exited with status {res.exit_code}", output)
     try:
