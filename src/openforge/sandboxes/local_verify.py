@@ -1,10 +1,10 @@
 """The local backend's verifier run (``LocalSandbox.exec_verifier``; see ``verifier.py``).
 
 Run as root, the verifier is a third uid: not root, not the sandbox's (:func:`verifier_ids`).
-Its files, run area and (for the check on the task's starting files) fresh workdir live in
-the sandbox's host directory beside, not on, the agent's disk, so an agent that filled its
-disk cannot stop them being made; the verifier's directory is bind-mounted read-only where
-it goes (a mount point cannot be renamed away by the agent's code that the verifier runs).
+Its files and run area live in the sandbox's host directory beside, not on, the agent's
+disk, so an agent that filled its disk cannot stop them being made; the verifier's
+directory is bind-mounted read-only where it goes (a mount point cannot be renamed away by
+the agent's code that the verifier runs).
 Its ``/tmp`` is fresh and it has no network unless the task's is ``open`` (no gateway).
 Run unprivileged, the verifier is the caller's uid, as the agent is: the rest still holds.
 """
@@ -134,19 +134,14 @@ def _prepare(box: LocalSandbox, run: VerifierExec, vids: tuple[int, int] | None)
     own.mkdir(mode=0o755)
     notes: list[str] = []
     ws, home = box.root_of(box.workdir), box.root_of(SANDBOX_HOME)
-    if run.workspace is not None:  # the task's starting files, and nothing of the agent's
-        ws, home = own / "workspace", own / "home"
-        make_fresh_tree(ws, run.workspace, vids)
-        make_fresh_tree(home, {}, vids)
-    else:
-        notes += [n for n in (restore_dir_mode(ws), restore_dir_mode(home)) if n]
+    notes += [n for n in (restore_dir_mode(ws), restore_dir_mode(home)) if n]
     vdir = _inside(box.workdir, run.dir)
     vhost = own / "verify"
     make_fresh_tree(vhost, run.files, None)
     mount_point = None
     if vdir.startswith(box.workdir.rstrip("/") + "/"):
         mount_point, more = _mount_point(ws, os.path.relpath(vdir, box.workdir))
-        notes += more if run.workspace is None else []
+        notes += more
     area = make_run_area(own / "run", backend.python, vids)
     binds = [
         (str(area.root / "tmp"), "/tmp", True),
@@ -158,7 +153,7 @@ def _prepare(box: LocalSandbox, run: VerifierExec, vids: tuple[int, int] | None)
     if run.outputs is not None:
         make_fresh_tree(own / "outputs", {}, vids)
         binds.append((str(own / "outputs"), run.outputs, True))
-    handed = vids is not None and vids != backend.ids and run.workspace is None
+    handed = vids is not None and vids != backend.ids
     if handed:
         assert vids is not None
         for path in (ws, home):

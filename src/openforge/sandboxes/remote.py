@@ -143,7 +143,6 @@ class SandboxdClient:
             "env": {**env, **run.env},
             "timeout": run.timeout,
             "max_output": run.max_output,
-            "workspace": None if run.workspace is None else b64(run.workspace),
             "own_uid": run.own_uid,
             "outputs": run.outputs,
         }

@@ -10,7 +10,7 @@ so the agent's code that a verifier runs cannot rename the directory away. Where
 is not root (a pod run as another user) the verifier runs as sandboxd's uid.
 
 Request (JSON): ``cmd``, ``files`` ({relative path: base64}), ``dir``, ``env``, ``timeout``,
-``max_output``, ``workspace`` ({relative path: base64} or null), ``own_uid``, ``outputs``.
+``max_output``, ``own_uid``, ``outputs``.
 Answer: ``exit_code``, ``timed_out``, ``stdout``, ``stderr``, ``channel`` (base64),
 ``outputs`` ({name: base64}), ``notes``, ``uid``.
 """
@@ -48,8 +48,6 @@ from openforge.sandboxes.verifier import (
 __all__ = ["parse_verify", "run_verify"]
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_PRISTINE = VERIFIER_RUN + "-workspace"
-_PRISTINE_HOME = VERIFIER_RUN + "-home"
 
 
 def _b64map(value: Any, what: str) -> dict[str, bytes]:
@@ -63,7 +61,6 @@ def parse_verify(body: dict[str, Any]) -> VerifierExec:
     cmd = body["cmd"]
     if not isinstance(cmd, str) and not (isinstance(cmd, list) and cmd):
         raise ValueError("cmd must be a string or a non-empty list")
-    workspace = body.get("workspace")
     timeout = body.get("timeout")
     return VerifierExec(
         cmd=cmd if isinstance(cmd, str) else [str(a) for a in cmd],
@@ -72,7 +69,6 @@ def parse_verify(body: dict[str, Any]) -> VerifierExec:
         env={str(k): str(v) for k, v in (body.get("env") or {}).items()},
         timeout=None if timeout is None else float(timeout),
         max_output=int(body.get("max_output") or VERIFIER_MAX_OUTPUT),
-        workspace=None if workspace is None else _b64map(workspace, "workspace"),
         own_uid=bool(body.get("own_uid", True)),
         outputs=None if body.get("outputs") is None else str(body["outputs"]),
     )
@@ -111,20 +107,15 @@ def _prepare(
     notes: list[str] = []
     agent = (os.getuid(), os.getgid())
     ws, hm = Path(workdir), Path(home)
-    if run.workspace is not None:
-        ws, hm = Path(_PRISTINE), Path(_PRISTINE_HOME)
-        make_fresh_tree(ws, run.workspace, vids)
-        make_fresh_tree(hm, {}, vids)
-    else:
-        for d in (ws, hm):
-            if d.is_symlink() or not d.is_dir():  # the agent is root here: it could
-                notes += [n for n in (clear_path(d),) if n]
-                d.mkdir(mode=0o755)
-            notes += [n for n in (restore_dir_mode(d),) if n]
+    for d in (ws, hm):
+        if d.is_symlink() or not d.is_dir():  # the agent is root here: it could
+            notes += [n for n in (clear_path(d),) if n]
+            d.mkdir(mode=0o755)
+        notes += [n for n in (restore_dir_mode(d),) if n]
     vdir = Path(run.dir if run.dir.startswith("/") else os.path.join(ws, run.dir))
     notes += _real_dirs(vdir)
     notes += [n for n in (clear_path(vdir),) if n]  # before the hand-over: never the verifier's
-    handed = vids is not None and vids != agent and run.workspace is None
+    handed = vids is not None and vids != agent
     if handed and vids is not None:
         for d in (ws, hm):
             hand_over(d, vids)
@@ -153,7 +144,7 @@ def _prepare(
             for d in (ws, hm):
                 hand_over(d, agent)
             os.chmod(ws, 0o755)
-        for gone in (str(vdir), VERIFIER_RUN, _PRISTINE, _PRISTINE_HOME):
+        for gone in (str(vdir), VERIFIER_RUN):
             with contextlib.suppress(OSError):
                 clear_path(Path(gone))
         return {"channel": channel, "outputs": outputs}

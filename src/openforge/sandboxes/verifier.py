@@ -76,13 +76,11 @@ class VerifierExec:
     """One verifier run (see the module docstring for what happens around it).
 
     ``dir``: where the verifier's ``files`` go, made anew (relative to the workdir, or
-    absolute such as ``/tests``); ``$OPENFORGE_VERIFY_DIR`` names it. ``workspace``: run
-    over a fresh workdir holding these files instead of the agent's (the check that a
-    verifier failure was the agent's doing: does the verifier run on the task's own
-    starting files?). ``own_uid``: run as the verifier's uid (False: as the sandbox's own,
-    for a published verifier whose contract needs it). ``outputs``: an absolute directory
-    made empty before the run, whose regular files (``CHANNEL_MAX`` bytes in all) come back
-    in :attr:`VerifierRun.outputs` (Harbor's ``/logs/verifier``).
+    absolute such as ``/tests``); ``$OPENFORGE_VERIFY_DIR`` names it. ``own_uid``: run as
+    the verifier's uid (False: as the sandbox's own, for a published verifier whose
+    contract needs it). ``outputs``: an absolute directory made empty before the run, whose
+    regular files (``CHANNEL_MAX`` bytes in all) come back in :attr:`VerifierRun.outputs`
+    (Harbor's ``/logs/verifier``).
     """
 
     cmd: Sequence[str] | str
@@ -91,7 +89,6 @@ class VerifierExec:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
     max_output: int = VERIFIER_MAX_OUTPUT
-    workspace: Mapping[str, bytes] | None = None
     own_uid: bool = True
     outputs: str | None = None
 
