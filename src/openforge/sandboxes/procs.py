@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from openforge.sandboxes.base import ExecResult, OutputCallback
@@ -174,43 +175,11 @@ async def run_streaming(
     uid can still open /dev/stdout). ``run_as`` (uid, gid): the process runs as them, with
     no supplementary groups (the caller must be root).
     """
-    ids: dict[str, object] = {}
-    if run_as is not None:
-        ids = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
-    owned: _OwnedPipes | None = None
-    if pipe_owner is None:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-            pass_fds=tuple(pass_fds),
-            **ids,  # type: ignore[arg-type]
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        stdout, stderr, writer = proc.stdout, proc.stderr, proc.stdin
-    else:
-        owned = _OwnedPipes(stdin is not None, pipe_owner)
-        try:
-            stdout, stderr, writer = await owned.streams()
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=owned.child[2] if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=owned.child[0],
-                stderr=owned.child[1],
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-                pass_fds=tuple(pass_fds),
-                **ids,  # type: ignore[arg-type]
-            )
-        except BaseException:
-            owned.close()
-            raise
-        owned.close_child_ends()
+    started = await _start(
+        argv, env=env, cwd=cwd, with_stdin=stdin is not None, pass_fds=pass_fds,
+        pipe_owner=pipe_owner, run_as=run_as,
+    )  # fmt: skip
+    proc, writer, owned = started.proc, started.writer, started.owned
     killer = kill or _kill_group
     if on_start is not None:
         on_start(proc.pid)
@@ -226,8 +195,8 @@ async def run_streaming(
     async def run() -> int:
         await asyncio.gather(
             feed(),
-            _pump(stdout, "stdout", out, max_output, on_output),
-            _pump(stderr, "stderr", err, max_output, on_output),
+            _pump(started.stdout, "stdout", out, max_output, on_output),
+            _pump(started.stderr, "stderr", err, max_output, on_output),
         )
         return await proc.wait()
 
@@ -247,6 +216,67 @@ async def run_streaming(
         if owned is not None:
             owned.close()
     return ExecResult(exit_code_of(code), bytes(out), bytes(err), timed_out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """A process just started: it, our ends of its stdio, and the pipes we made for it
+    when they belong to another uid (closed once it has ended)."""
+
+    proc: asyncio.subprocess.Process
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    writer: asyncio.StreamWriter | None
+    owned: _OwnedPipes | None
+
+
+async def _start(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    with_stdin: bool,
+    pass_fds: Sequence[int],
+    pipe_owner: tuple[int, int] | None,
+    run_as: tuple[int, int] | None,
+) -> _Started:
+    """Start ``argv`` in a new session with piped stdio (see :func:`run_streaming`)."""
+    ids: dict[str, object] = {}
+    if run_as is not None:
+        ids = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
+    if pipe_owner is None:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            **ids,  # type: ignore[arg-type]
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        return _Started(proc, proc.stdout, proc.stderr, proc.stdin, None)
+    owned = _OwnedPipes(with_stdin, pipe_owner)
+    try:
+        stdout, stderr, writer = await owned.streams()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=owned.child[2] if with_stdin else asyncio.subprocess.DEVNULL,
+            stdout=owned.child[0],
+            stderr=owned.child[1],
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            **ids,  # type: ignore[arg-type]
+        )
+    except BaseException:
+        owned.close()
+        raise
+    owned.close_child_ends()
+    return _Started(proc, stdout, stderr, writer, owned)
 
 
 # (pid, start time in clock ticks since boot): a pid alone may be reused.

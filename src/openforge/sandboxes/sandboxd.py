@@ -35,6 +35,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,65 +119,70 @@ def build_app(token: str, workdir: str, home: str, own_pid_namespace: bool = Fal
     it runs in its container's own process namespace (``main``), so a verifier run may be
     preceded by killing every process started since the mark; an app built in a test
     process must not (the host's other processes are not an agent's)."""
-    roots = {workdir: Path(workdir), home: Path(home), "/tmp": Path("/tmp")}
-    base_env = {**os.environ, "HOME": home}
-    base_env.pop(TOKEN_ENV, None)
+    daemon = _Daemon(workdir, home, own_pid_namespace)
+    app = Starlette(
+        routes=[
+            Route("/health", daemon.health),
+            Route("/exec", daemon.exec_, methods=["POST"]),
+            Route("/verify", daemon.verify, methods=["POST"]),
+            Route("/procs/mark", daemon.mark, methods=["POST"]),
+            Route("/procs/reap", daemon.reap, methods=["POST"]),
+            Route("/files/put", daemon.put, methods=["POST"]),
+            Route("/files/get", daemon.get, methods=["POST"]),
+        ]
+    )
+    return _BearerAuth(app, token)
 
-    async def health(_: Request) -> Response:
+
+@dataclass(frozen=True, slots=True)
+class _Exec:
+    """An exec request, checked."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    timeout: float | None
+    stdin: bytes | None
+
+
+class _Daemon:
+    """What sandboxd's routes share: the roots it serves, the environment execs start
+    with, and the processes marked as the environment's (``/procs/mark``)."""
+
+    def __init__(self, workdir: str, home: str, own_pid_namespace: bool) -> None:
+        self.workdir, self.home = workdir, home
+        self.roots = {workdir: Path(workdir), home: Path(home), "/tmp": Path("/tmp")}
+        self.base_env = {**os.environ, "HOME": home}
+        self.base_env.pop(TOKEN_ENV, None)
+        self.own_pid_namespace = own_pid_namespace
+        self.marked: set[ProcessId] = process_ids()
+
+    async def health(self, _: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    async def exec_(request: Request) -> Response:
+    def _exec(self, body: dict[str, Any]) -> _Exec:
+        cmd = body["cmd"]
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+        if not argv:
+            raise ValueError("cmd is empty")
+        env = {**self.base_env, **{str(k): str(v) for k, v in (body.get("env") or {}).items()}}
+        cwd = os.path.normpath(os.path.join(self.workdir, body.get("cwd") or "."))
+        timeout = float(body["timeout"]) if body.get("timeout") is not None else None
+        stdin = base64.b64decode(body["stdin"]) if body.get("stdin") is not None else None
+        return _Exec(argv, env, cwd, timeout, stdin)
+
+    async def exec_(self, request: Request) -> Response:
         try:
-            body = await _json(request)
-            cmd = body["cmd"]
-            argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
-            if not argv:
-                raise ValueError("cmd is empty")
-            env = {**base_env, **{str(k): str(v) for k, v in (body.get("env") or {}).items()}}
-            cwd = os.path.normpath(os.path.join(workdir, body.get("cwd") or "."))
-            timeout = float(body["timeout"]) if body.get("timeout") is not None else None
-            stdin = base64.b64decode(body["stdin"]) if body.get("stdin") is not None else None
+            run = self._exec(await _json(request))
         except (KeyError, ValueError, TypeError) as exc:
             return _error(400, "invalid_request", f"bad exec request: {exc!r}")
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        return StreamingResponse(_exec_lines(run), media_type="application/x-ndjson")
 
-        def on_output(stream: str, chunk: bytes) -> None:
-            line = {"stream": stream, "data": base64.b64encode(chunk).decode()}
-            queue.put_nowait(orjson.dumps(line) + b"\n")
-
-        async def run() -> None:
-            try:
-                result = await run_streaming(
-                    argv, env=env, cwd=cwd, stdin=stdin, timeout=timeout,
-                    on_output=on_output, kill=_kill_tree,
-                )  # fmt: skip
-                end: dict[str, object] = {
-                    "exit_code": result.exit_code,
-                    "timed_out": result.timed_out,
-                }
-            except OSError as exc:
-                end = {"error": f"cannot start {argv[0]!r}: {exc}"}
-            queue.put_nowait(orjson.dumps(end) + b"\n")
-            queue.put_nowait(None)
-
-        async def lines() -> AsyncIterator[bytes]:
-            task = asyncio.create_task(run())
-            try:
-                while (line := await queue.get()) is not None:
-                    yield line
-            finally:
-                # A client that went away cancels the exec: run_streaming kills the tree.
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-    async def put(request: Request) -> Response:
+    async def put(self, request: Request) -> Response:
         try:
             body = await _json(request)
             files = {str(p): base64.b64decode(d) for p, d in body["files"].items()}
-            await asyncio.to_thread(write_files, files, roots, workdir, home)
+            await asyncio.to_thread(write_files, files, self.roots, self.workdir, self.home)
         except PathEscape as exc:
             return _error(400, "path_escape", str(exc))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
@@ -185,11 +191,11 @@ def build_app(token: str, workdir: str, home: str, own_pid_namespace: bool = Fal
             return _error(500, "io_error", str(exc))
         return JSONResponse({"ok": True})
 
-    async def get(request: Request) -> Response:
+    async def get(self, request: Request) -> Response:
         try:
             body = await _json(request)
             paths = [str(p) for p in body["paths"]]
-            found = await asyncio.to_thread(read_files, paths, roots, workdir, home)
+            found = await asyncio.to_thread(read_files, paths, self.roots, self.workdir, self.home)
         except PathEscape as exc:
             return _error(400, "path_escape", str(exc))
         except (KeyError, ValueError, TypeError) as exc:
@@ -201,43 +207,62 @@ def build_app(token: str, workdir: str, home: str, own_pid_namespace: bool = Fal
             media_type="application/json",
         )
 
-    marked: set[ProcessId] = process_ids()
+    async def mark(self, _: Request) -> Response:
+        self.marked.clear()
+        self.marked.update(await asyncio.to_thread(process_ids))
+        return JSONResponse({"marked": len(self.marked)})
 
-    async def mark(_: Request) -> Response:
-        marked.clear()
-        marked.update(await asyncio.to_thread(process_ids))
-        return JSONResponse({"marked": len(marked)})
-
-    async def reap(_: Request) -> Response:
-        killed = await asyncio.to_thread(kill_leftovers, set(marked))
+    async def reap(self, _: Request) -> Response:
+        killed = await asyncio.to_thread(kill_leftovers, set(self.marked))
         return JSONResponse({"killed": killed})
 
-    def kill_agent() -> int:
-        return kill_leftovers(set(marked)) if own_pid_namespace else 0
+    def kill_agent(self) -> int:
+        return kill_leftovers(set(self.marked)) if self.own_pid_namespace else 0
 
-    async def verify(request: Request) -> Response:
+    async def verify(self, request: Request) -> Response:
         try:
             run = parse_verify(await _json(request))
         except (KeyError, ValueError, TypeError) as exc:
             return _error(400, "invalid_request", f"bad verify request: {exc!r}")
         try:
-            answer = await run_verify(run, workdir, home, kill_agent, _kill_tree)
+            answer = await run_verify(run, self.workdir, self.home, self.kill_agent, _kill_tree)
         except OSError as exc:
             return _error(500, "io_error", f"cannot prepare the verifier: {exc}")
         return Response(orjson.dumps(answer), media_type="application/json")
 
-    app = Starlette(
-        routes=[
-            Route("/health", health),
-            Route("/exec", exec_, methods=["POST"]),
-            Route("/verify", verify, methods=["POST"]),
-            Route("/procs/mark", mark, methods=["POST"]),
-            Route("/procs/reap", reap, methods=["POST"]),
-            Route("/files/put", put, methods=["POST"]),
-            Route("/files/get", get, methods=["POST"]),
-        ]
-    )
-    return _BearerAuth(app, token)
+
+async def _exec_lines(run: _Exec) -> AsyncIterator[bytes]:
+    """The exec's output as ndjson lines, then its end; a client that goes away (the
+    iteration stops) cancels the exec, and run_streaming kills its tree."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        line = {"stream": stream, "data": base64.b64encode(chunk).decode()}
+        queue.put_nowait(orjson.dumps(line) + b"\n")
+
+    async def execute() -> None:
+        try:
+            result = await run_streaming(
+                run.argv, env=run.env, cwd=run.cwd, stdin=run.stdin, timeout=run.timeout,
+                on_output=on_output, kill=_kill_tree,
+            )  # fmt: skip
+            end: dict[str, object] = {
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+            }
+        except OSError as exc:
+            end = {"error": f"cannot start {run.argv[0]!r}: {exc}"}
+        queue.put_nowait(orjson.dumps(end) + b"\n")
+        queue.put_nowait(None)
+
+    task = asyncio.create_task(execute())
+    try:
+        while (line := await queue.get()) is not None:
+            yield line
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _token(args: argparse.Namespace) -> str:
