@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from openforge.conversation import Completion, Conversation
+from openforge.conversation import Completion, Conversation, SamplingParams
 
-__all__ = ["AnswerError", "Client", "WireRequest", "error_message"]
+__all__ = ["AnswerError", "Client", "WireRequest", "error_message", "sampling_fields"]
 
 
 class AnswerError(ValueError):
@@ -51,3 +51,16 @@ def error_message(data: object) -> str | None:
     error = data.get("error") if isinstance(data, dict) else None
     message = error.get("message") if isinstance(error, dict) else error
     return str(message) if message else None
+
+
+def sampling_fields(params: SamplingParams, stop_key: str) -> dict[str, Any]:
+    """The sampling settings both formats name alike, sent only when not the default;
+    stop strings under ``stop_key`` (``stop``, ``stop_sequences``)."""
+    fields: dict[str, Any] = {}
+    if params.temperature != 1.0:
+        fields["temperature"] = params.temperature
+    if params.top_p != 1.0:
+        fields["top_p"] = params.top_p
+    if params.stop:
+        fields[stop_key] = params.stop
+    return fields

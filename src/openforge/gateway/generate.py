@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 
 from starlette.types import Send
 
@@ -24,24 +25,17 @@ from openforge.gateway.streaming import StreamWriter
 __all__ = ["TokenAnswers"]
 
 
+@dataclass(frozen=True, slots=True)
 class TokenAnswers:
-    """A service's answers from its token engine."""
+    """A service's answers from its token engine; ``context`` and ``commit`` are the
+    service's own stages."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        prompting: Prompting,
-        recorder: Recorder,
-        context_length: int,
-        context: ContextOf,
-        commit: Commit,
-    ) -> None:
-        self.token_engine = engine
-        self.prompting = prompting
-        self.recorder = recorder
-        self.context_length = context_length
-        self.context = context
-        self.commit = commit
+    token_engine: Engine
+    prompting: Prompting
+    recorder: Recorder
+    context_length: int
+    context: ContextOf
+    commit: Commit
 
     async def generate(self, call: Call, conversation: Conversation, send: Send) -> None:
         spec = call.served.dialect

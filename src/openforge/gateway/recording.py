@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import Send
@@ -26,24 +27,16 @@ __all__ = ["Recorder"]
 _log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
 class Recorder:
     """Writes a service's calls to its store, as the role that service records."""
 
-    def __init__(
-        self,
-        store: Store,
-        prompting: Prompting,
-        control: Control,
-        engine_kind: str,
-        served_model: str,
-        record_role: CallRole,
-    ) -> None:
-        self.store = store
-        self.prompting = prompting
-        self.control = control
-        self.engine_kind = engine_kind
-        self.served_model = served_model
-        self.record_role = record_role
+    store: Store
+    prompting: Prompting
+    control: Control  # its weight version goes on every record
+    engine_kind: str
+    served_model: str
+    record_role: CallRole
 
     def request_fields(self, call: Call) -> dict[str, Any]:
         """The fields of the call's record that its request fixes (id, prompt, body,

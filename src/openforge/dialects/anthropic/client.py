@@ -19,7 +19,7 @@ from openforge.conversation import (
     ToolCall,
     Usage,
 )
-from openforge.dialects.client import WireRequest
+from openforge.dialects.client import WireRequest, sampling_fields
 
 __all__ = ["VERSION", "MessagesClient"]
 
@@ -104,13 +104,7 @@ def request_body(conversation: Conversation, model: str) -> dict[str, Any]:
             if choice.name
             else {"type": _TOOL_CHOICE[choice.mode]}
         )
-    params = conversation.params
-    if params.temperature != 1.0:
-        body["temperature"] = params.temperature
-    if params.top_p != 1.0:
-        body["top_p"] = params.top_p
-    if params.stop:
-        body["stop_sequences"] = params.stop
+    body.update(sampling_fields(conversation.params, "stop_sequences"))
     return body
 
 

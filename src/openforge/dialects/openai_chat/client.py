@@ -19,7 +19,7 @@ from openforge.conversation import (
     ToolCall,
     Usage,
 )
-from openforge.dialects.client import AnswerError, WireRequest
+from openforge.dialects.client import AnswerError, WireRequest, sampling_fields
 
 __all__ = ["ChatClient"]
 
@@ -85,12 +85,7 @@ def request_body(conversation: Conversation, model: str) -> dict[str, Any]:
     params = conversation.params
     if params.max_tokens is not None:
         body["max_tokens"] = params.max_tokens
-    if params.temperature != 1.0:
-        body["temperature"] = params.temperature
-    if params.top_p != 1.0:
-        body["top_p"] = params.top_p
-    if params.stop:
-        body["stop"] = params.stop
+    body.update(sampling_fields(params, "stop"))
     if params.seed is not None:
         body["seed"] = params.seed
     return body
