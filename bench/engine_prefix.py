@@ -20,7 +20,7 @@ from openforge.conversation import SamplingParams
 from openforge.engines.base import EngineRequest
 from openforge.engines.local import LocalEngine
 from openforge.harnesses.claw_agent import SYSTEM_PROMPT, TOOLS
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 
 
 def prompts(engine: LocalEngine, n: int) -> list[list[int]]:

@@ -48,7 +48,7 @@ def _task_dir(root: Path) -> Path:
 
 async def _orchestrated(n: int, conc: int, gateway: str, work: Path) -> dict[str, float]:
     from openforge.rollouts import RolloutConfig, run_rollouts
-    from openforge.tasks import load_tasks
+    from openforge.suites import load_tasks
 
     task = load_tasks(_task_dir(work)).tasks[0]
     cfg = RolloutConfig(

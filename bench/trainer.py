@@ -36,7 +36,7 @@ from openforge.dialects.openai_chat.parse import parse_request
 from openforge.harnesses.claw_agent import SYSTEM_PROMPT, TOOLS
 from openforge.models.registry import resolve_model
 from openforge.rendering import load_renderer
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.traces.samples import Mode, Sample
 from openforge.training import batching
 from openforge.training.config import TrainConfig

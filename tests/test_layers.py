@@ -20,6 +20,10 @@ FORBIDDEN = {
     "rollouts": {"gateway"},  # the orchestrator talks to the gateway over HTTP
     "store": {"gateway", "traces", "training"},
     "training": {"store"},  # training reads calls through traces/
+    # The task model, native format and episode know no benchmark; suites/ builds on them.
+    "tasks": {"suites", "rollouts", "harnesses", "gateway"},
+    "suites": {"rollouts", "gateway", "training", "harnesses"},
+    "environments": {"suites", "tasks", "harnesses"},
 }
 
 

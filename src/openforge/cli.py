@@ -25,7 +25,7 @@ _AREAS = (
     "openforge.models.command",
     "openforge.traces.command",
     "openforge.rollouts.command",
-    "openforge.tasks.command",
+    "openforge.suites.command",
     "openforge.sandboxes.command",
     "openforge.probing.command",
     "openforge.training.command",

@@ -14,7 +14,7 @@ from openforge.harnesses.base import HarnessError
 from openforge.harnesses.browser_agent import parse_action
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, run_rollouts
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.miniwob import miniwob_task
 
 from .conftest import admin_headers

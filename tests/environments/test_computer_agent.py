@@ -17,7 +17,7 @@ from openforge.harnesses.base import HarnessError
 from openforge.harnesses.computer_agent import edit_file
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 
 from .conftest import admin_headers
 from .test_desktop import EDIT_ID, NOTES, _suite

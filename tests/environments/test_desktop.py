@@ -11,7 +11,8 @@ from typing import Any
 
 from openforge.sandboxes.base import SandboxSpec
 from openforge.sandboxes.local import LocalBackend
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 
 from .test_browser import _sandbox_pids
 

@@ -23,7 +23,8 @@ from openforge.sandboxes import SandboxError, SandboxSpec, create_backend
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.container import ContainerBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 from openforge.tasks.episode import sandbox_spec
 from openforge.tasks.miniwob import miniwob_task
 

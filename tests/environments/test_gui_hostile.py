@@ -43,7 +43,8 @@ from openforge.rollouts.reach import EvidenceReachable, refuse_reachable_evidenc
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks import Task, load_tasks, osworld_eval
+from openforge.suites import load_tasks
+from openforge.tasks import Task, osworld_eval
 from openforge.tasks.miniwob import miniwob_task
 
 from .conftest import ScriptedGateway

@@ -13,7 +13,7 @@ import pytest
 
 from openforge.harnesses.browser_use import PREFIX
 from openforge.rollouts import RolloutConfig, run_rollouts
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 
 from .conftest import admin_headers
 

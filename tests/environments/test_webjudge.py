@@ -13,7 +13,7 @@ import pytest
 
 from openforge.environments.browser import BrowserEnvironment
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.model import Task
 from openforge.tasks.webjudge import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
 

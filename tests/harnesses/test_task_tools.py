@@ -11,7 +11,7 @@ import pytest
 
 from openforge.harnesses.registry import get_harness
 from openforge.probing.probe import tool_reply
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.model import Task, TaskError, TaskTool
 from openforge.tasks.native import load_native
 

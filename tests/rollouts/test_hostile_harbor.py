@@ -20,7 +20,8 @@ import pytest
 
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.sandboxes import create_backend
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 from openforge.tasks.oracle import check_task
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 

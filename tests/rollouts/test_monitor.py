@@ -22,7 +22,7 @@ from openforge.gateway.server import Gateway
 from openforge.models.registry import resolve_model
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
 from openforge.store.sqlite import SqliteStore
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.miniwob import miniwob_task
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig

@@ -14,7 +14,8 @@ import pytest
 from openforge.rollouts import RolloutConfig, load_results, run_rollouts
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.disk import loop_disks_available
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 
 from .conftest import admin_headers
 

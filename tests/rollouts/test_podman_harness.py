@@ -15,7 +15,7 @@ from openforge.harnesses.registry import get_harness
 from openforge.probing.probe import SOLUTIONS, hello_task, probe, tool_reply
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.sandboxes.runtime import RT_PYTHON
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.slow

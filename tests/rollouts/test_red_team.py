@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from openforge.rollouts import RolloutConfig, run_rollouts
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 
 from .agents.red_team import ADD_VERIFIER, POLICIES
 

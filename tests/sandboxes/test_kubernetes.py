@@ -298,7 +298,7 @@ async def test_real_cluster_full_rollout(tmp_path: Path) -> None:
         print(f"SKIP: {reason}")
         pytest.skip(reason)
     from openforge.rollouts import RolloutConfig, run_rollouts
-    from openforge.tasks import load_tasks
+    from openforge.suites import load_tasks
 
     task = tmp_path / "tasks" / "k8s-hello"
     (task / "verify").mkdir(parents=True)

@@ -10,7 +10,8 @@ import pytest
 
 from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxSpec
-from openforge.tasks import Task, load_tasks, run_verifier
+from openforge.suites import load_tasks
+from openforge.tasks import Task, run_verifier
 
 from .conftest import score
 

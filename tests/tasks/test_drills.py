@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from openforge.sandboxes import SandboxBackend
-from openforge.tasks import Task, load_tasks
+from openforge.suites import load_tasks
+from openforge.tasks import Task
 from openforge.tasks.drills import (
     DRILL_FAMILIES,
     DRILL_VERSION,

@@ -10,7 +10,7 @@ import pytest
 from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxError, TaskImage
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
 from openforge.tasks.harbor import with_reward_key
 from openforge.tasks.oracle import check_task

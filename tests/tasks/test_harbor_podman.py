@@ -17,7 +17,7 @@ import pytest
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.container import ContainerBackend
 from openforge.sandboxes.images import base_images_from_env
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
 from openforge.tasks.oracle import check_task
 from openforge.tasks.verify import VerifierError

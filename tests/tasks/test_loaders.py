@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openforge.tasks import VERIFY_DIR, load_tasks, parse_verifier_output
+from openforge.suites import load_tasks
+from openforge.tasks import VERIFY_DIR, parse_verifier_output
 from openforge.tasks.verify import VerifierError
 
 

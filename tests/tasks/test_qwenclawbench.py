@@ -12,7 +12,7 @@ import pytest
 from harnesses.conftest import require
 from openforge.harnesses.registry import get_harness
 from openforge.probing.probe import probe, tool_reply
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.model import Task
 
 from .judge import judge_endpoint

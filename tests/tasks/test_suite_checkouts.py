@@ -24,9 +24,9 @@ from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, TaskServic
 from openforge.sandboxes import SandboxBackend, create_backend
 from openforge.sandboxes.base import SandboxSpec
 from openforge.store.location import open_store
+from openforge.suites import load_tasks
 from openforge.tasks.claweval_grader import ClawEvalUser
 from openforge.tasks.judge import Judge
-from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task
 
 from .judge import judge_endpoint

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openforge.tasks import load_tasks
+from openforge.suites import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 OPENFORGE = REPO / ".venv" / "bin" / "openforge"

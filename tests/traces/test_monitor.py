@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from openforge.store.schemas import Flag, FlagSeverity
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.traces import export
 from openforge.traces.monitor import CallContent, RuleError, call_events, load_rules, scan
 from openforge.traces.samples import FlagPolicy, TraceOptions, plan_rollout

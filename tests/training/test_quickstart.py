@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from openforge.suites import load_tasks
 from openforge.tasks.drills import DRILL_FAMILIES
-from openforge.tasks.loading import load_tasks
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
 
 

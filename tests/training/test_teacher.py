@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from openforge.models.registry import resolve_model
-from openforge.tasks.loading import load_tasks
+from openforge.suites import load_tasks
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig
 from openforge.training.teacher import (

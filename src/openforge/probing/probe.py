@@ -78,7 +78,7 @@ class ProbeRun:
 
 def hello_task(memory_mb: int = 2048, pids: int = 512, timeout_s: float = 240.0) -> Task:
     """claw-mini's ``hello-file``, with room for a Node harness (its 512 MB is claw-sized)."""
-    from openforge.tasks.loading import load_tasks
+    from openforge.suites import load_tasks
 
     task = load_tasks("claw-mini").by_id()["hello-file"]
     return dataclasses.replace(task, memory_mb=memory_mb, pids=pids, timeout_s=timeout_s)

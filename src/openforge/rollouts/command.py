@@ -164,8 +164,8 @@ def _run(
     from openforge.rollouts.progress import LiveCounts, print_summary
     from openforge.rollouts.suite_metrics import suite_metrics
     from openforge.sandboxes.base import SandboxError
+    from openforge.suites.loading import SUITE_SPLITS, load_tasks
     from openforge.tasks.harbor import with_reward_key
-    from openforge.tasks.loading import SUITE_SPLITS, load_tasks
     from openforge.traces.monitor import RuleError, load_rules
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break

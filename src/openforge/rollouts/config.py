@@ -10,7 +10,7 @@ from typing import Any
 from openforge.harnesses.base import Harness
 from openforge.home import read_admin_token
 from openforge.sandboxes.base import SandboxBackend
-from openforge.tasks.loading import SUITE_SPLITS
+from openforge.suites.loading import SUITE_SPLITS
 from openforge.tasks.model import Task
 
 __all__ = ["STATUSES", "RolloutConfig", "RolloutResult"]
@@ -64,7 +64,7 @@ class RolloutConfig:
     """Everything one orchestrator run needs.
 
         ``tasks`` is a list of loaded tasks or a path / bundled suite name for
-        :func:`openforge.tasks.load_tasks`. ``harness`` is an adapter or a registry name (with
+        :func:`openforge.suites.load_tasks`. ``harness`` is an adapter or a registry name (with
         ``harness_options``). ``gateway_url`` is the root of the gateway's admin listener as this
     host sees it (sandboxes get the model listener's address from each mint, never this one);
     ``admin_token`` defaults to ``$OPENFORGE_ADMIN_TOKEN``, else the token ``openforge gateway``

@@ -44,8 +44,8 @@ from openforge.rollouts.reach import refuse_reachable_evidence
 from openforge.rollouts.runner import Attempt, RolloutJob, run_job
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.base import SandboxBackend
+from openforge.suites import load_tasks
 from openforge.tasks.judge import judge_from_env
-from openforge.tasks.loading import load_tasks
 from openforge.tasks.model import Task, TaskError
 from openforge.traces.monitor import load_rules
 

@@ -63,7 +63,7 @@ async def gateway_process(
 
 
 def _load_split(cfg: TrainConfig, split: str, key: str) -> list[Any]:
-    from openforge.tasks.loading import load_tasks
+    from openforge.suites import load_tasks
 
     loaded = load_tasks(cfg.tasks, split=split)
     for err in loaded.errors:

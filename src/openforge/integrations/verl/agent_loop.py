@@ -73,7 +73,7 @@ class OpenForgeAgentLoop(AgentLoopBase):  # type: ignore[misc]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         from openforge.rollouts import RolloutConfig, run_rollouts
-        from openforge.tasks.loading import load_tasks
+        from openforge.suites import load_tasks
 
         extra = kwargs.get("extra_info") or {}
         task_id = str(extra.get("task_id") or kwargs.get("task_id") or "")

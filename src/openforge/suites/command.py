@@ -35,7 +35,7 @@ def check(
     from rich.table import Table
 
     from openforge.sandboxes import SandboxError, create_backend
-    from openforge.tasks.loading import load_tasks
+    from openforge.suites.loading import load_tasks
     from openforge.tasks.oracle import check_tasks
 
     console = Console(soft_wrap=True)
@@ -91,8 +91,8 @@ def build(
 
     from openforge.sandboxes import SandboxError
     from openforge.sandboxes.images import ImageBuilder, push_image
+    from openforge.suites.loading import load_tasks
     from openforge.tasks.episode import task_image
-    from openforge.tasks.loading import load_tasks
 
     path = shutil.which(engine)
     if path is None:
