@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from openforge.gateway.launch import ENGINE_SPEC_HELP
+
+if TYPE_CHECKING:
+    from openforge.gateway.server import Gateway
 
 __all__ = ["register"]
 
@@ -19,6 +23,41 @@ _ENGINES = ("scripted", "local", "vllm", "sglang", "upstream")
 def _fail(message: str) -> None:
     typer.echo(f"openforge gateway: {message}", err=True)
     raise typer.Exit(2)
+
+
+def _check_formats(tool_format: str | None, reasoning_format: str | None) -> None:
+    from openforge.rendering.families.catalog import REASONING_FORMATS, TOOL_FORMATS
+
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        _fail(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}")
+    if reasoning_format is not None and reasoning_format not in REASONING_FORMATS:
+        known = ", ".join(REASONING_FORMATS)
+        _fail(f"--reasoning-format must be one of {known}, not {reasoning_format!r}")
+
+
+def _admin_token() -> tuple[str, str]:
+    """The admin API's token and where a user finds it."""
+    from openforge.home import admin_token_path, ensure_admin_token
+
+    try:
+        # Always a token: $OPENFORGE_ADMIN_TOKEN, else one generated once and kept 0600.
+        token = ensure_admin_token()
+    except OSError as exc:
+        _fail(f"cannot create the admin token file {admin_token_path()}: {exc}")
+        raise  # _fail exits; never reached
+    if os.environ.get("OPENFORGE_ADMIN_TOKEN"):
+        return token, "$OPENFORGE_ADMIN_TOKEN"
+    return token, str(admin_token_path())
+
+
+def _announce(where: str, gw: Gateway) -> None:
+    """Tell the user where the two APIs listen (once the gateway is ready)."""
+    typer.echo(f"openforge gateway: model API on {gw.url}", err=True)
+    typer.echo(
+        f"openforge gateway: admin API on {gw.control_url} (give this URL to "
+        f"--gateway; token in {where})",
+        err=True,
+    )
 
 
 def gateway(
@@ -119,17 +158,10 @@ def gateway(
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
     model_dir = resolve_model_dir(model, _fail)
-    from openforge.rendering.families.catalog import REASONING_FORMATS, TOOL_FORMATS
-
-    if tool_format is not None and tool_format not in TOOL_FORMATS:
-        _fail(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}")
-    if reasoning_format is not None and reasoning_format not in REASONING_FORMATS:
-        known = ", ".join(REASONING_FORMATS)
-        _fail(f"--reasoning-format must be one of {known}, not {reasoning_format!r}")
+    _check_formats(tool_format, reasoning_format)
 
     from openforge.gateway.limits import Limits
-    from openforge.gateway.server import Gateway, bind_socket, serve
-    from openforge.home import admin_token_path, ensure_admin_token
+    from openforge.gateway.server import bind_socket, serve
     from openforge.store.base import StoreError
     from openforge.store.location import is_postgres_url, open_store
 
@@ -138,22 +170,8 @@ def gateway(
             "--workers needs the shared PostgreSQL store (--store postgresql://…): "
             "a rollout's calls may reach any worker (docs/gateway.md, Workers)"
         )
-    try:
-        # Always a token: $OPENFORGE_ADMIN_TOKEN, else one generated once and kept 0600.
-        token = ensure_admin_token()
-    except OSError as exc:
-        _fail(f"cannot create the admin token file {admin_token_path()}: {exc}")
-        return
-    where = "$OPENFORGE_ADMIN_TOKEN" if os.environ.get("OPENFORGE_ADMIN_TOKEN") else None
-
-    def ready(gw: Gateway) -> None:
-        typer.echo(f"openforge gateway: model API on {gw.url}", err=True)
-        typer.echo(
-            f"openforge gateway: admin API on {gw.control_url} (give this URL to "
-            f"--gateway; token in {where or admin_token_path()})",
-            err=True,
-        )
-
+    token, where = _admin_token()
+    ready = functools.partial(_announce, where)
     admin_port = (port + 1 if port else 0) if admin_port is None else admin_port
     limits = Limits(
         max_body_bytes=int(max_body_mb * (1 << 20)),
