@@ -77,10 +77,12 @@ async def test_every_shortcut_ends_with_the_honest_verifiers_reward(
         if (r.status, r.reward) != ("completed", POLICIES[name].reward)
     }
     assert not wrong, wrong
-    # The verifier's files are nowhere in the sandbox during the agent's turn.
+    # The verifier's files and the reference solution are nowhere in the sandbox during the
+    # agent's turn.
     log = (tmp_path / "run" / "rollouts" / "count-lines--peek" / "0" / "agent.log").read_text()
     seen = log.split("PEEK-BEGIN", 1)[1].split("PEEK-END", 1)[0]
     assert "openforge_verify" not in seen and "pristine" not in seen, seen
+    assert "tr -d" not in seen, seen  # solve.sh's command
     # Failures the agent caused say so, and are not an infrastructure error.
     for name in ("fifo-stalls-verifier", "program-attacks-verifier"):
         details = results[name].details

@@ -93,11 +93,15 @@ open("count.txt", "w").write("0\n")
         "mkdir -p .openforge-verify/data\nprintf 'x\\n' > .openforge-verify/data/data.txt\n"
         "echo 1 > count.txt\n"
     ),
-    # Look for the verifier's files during the turn (printed to the agent's log).
+    # Look for the verifier's files and the reference solution during the turn (printed to
+    # the agent's log).
     "peek": Policy(
         "echo PEEK-BEGIN\nls -la .openforge-verify /run/openforge-verifier 2>&1\n"
         "cat .openforge-verify/verify.py .openforge-verify/data/data.txt 2>&1\n"
-        "find / -xdev -name verify.py 2>/dev/null | grep -v '^/usr' | head\necho PEEK-END\n"
+        "cat /solution/solve.sh solution/solve.sh 2>&1\n"
+        "find / -xdev \\( -name verify.py -o -name solve.sh \\) 2>/dev/null"
+        " | grep -v '^/usr' | head\n"
+        "echo PEEK-END\n"
         "echo 0 > count.txt\n"
     ),
     # A process left behind that kills (odd pids) or stops (even) anything named verify.
