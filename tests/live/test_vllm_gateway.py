@@ -30,7 +30,7 @@ from .vllm_server import MAX_MODEL_LEN, SERVED, VLLMServer
 
 pytestmark = pytest.mark.timeout(900)
 
-QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+QUESTION: list[Any] = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @asynccontextmanager
@@ -70,23 +70,23 @@ async def test_recorded_ids_and_logprobs_are_vllms_and_the_trainer_recomputes_th
                 model="m",
                 messages=QUESTION,
                 temperature=0,
-                max_tokens=24,  # type: ignore[arg-type]
+                max_tokens=24,
             )
             streamed = ""
             stream = await oai.chat.completions.create(
-                model="m", messages=QUESTION, temperature=0, max_tokens=24, stream=True,  # type: ignore[arg-type]
+                model="m", messages=QUESTION, temperature=0, max_tokens=24, stream=True,
             )  # fmt: skip
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     streamed += chunk.choices[0].delta.content
             reply = whole.choices[0].message.content or ""
-            follow_up = [
+            follow_up: list[Any] = [
                 *QUESTION,
                 {"role": "assistant", "content": reply},
                 {"role": "user", "content": "And of Italy?"},
             ]
             sampled = await oai.chat.completions.create(
-                model="m", messages=follow_up, temperature=1.0, seed=11, max_tokens=32,  # type: ignore[arg-type]
+                model="m", messages=follow_up, temperature=1.0, seed=11, max_tokens=32,
             )  # fmt: skip
         finally:
             await oai.close()
@@ -147,23 +147,23 @@ async def test_stop_strings_are_cut_from_the_text_and_kept_in_the_ids(
                 model="m",
                 messages=QUESTION,
                 temperature=0,
-                max_tokens=24,  # type: ignore[arg-type]
+                max_tokens=24,
             )
             full = free.choices[0].message.content or ""
             before = full[: full.index("Paris")]
             cut = await oai.chat.completions.create(
-                model="m", messages=QUESTION, temperature=0, max_tokens=24, stop=["Paris"],  # type: ignore[arg-type]
+                model="m", messages=QUESTION, temperature=0, max_tokens=24, stop=["Paris"],
             )  # fmt: skip
             streamed = ""
             stream = await oai.chat.completions.create(
-                model="m", messages=QUESTION, temperature=0, max_tokens=24, stop=["Paris"],  # type: ignore[arg-type]
+                model="m", messages=QUESTION, temperature=0, max_tokens=24, stop=["Paris"],
                 stream=True,
             )  # fmt: skip
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     streamed += chunk.choices[0].delta.content
             async with claude.messages.stream(
-                model="m", max_tokens=24, messages=QUESTION,  # type: ignore[arg-type]
+                model="m", max_tokens=24, messages=QUESTION,
                 stop_sequences=["Paris"], extra_body={"temperature": 0},
             ) as events:  # fmt: skip
                 text = "".join([t async for t in events.text_stream])
