@@ -101,7 +101,13 @@ class VLLMServer:
     startup_s: float = 0.0
 
     @classmethod
-    def start(cls, model_dir: Path, workdir: Path, timeout_s: float = 600.0) -> VLLMServer:
+    def start(
+        cls,
+        model_dir: Path,
+        workdir: Path,
+        timeout_s: float = 600.0,
+        max_model_len: int = MAX_MODEL_LEN,
+    ) -> VLLMServer:
         """Start serving ``model_dir`` and return once ``/health`` answers 200."""
         port = _free_port()
         argv = [
@@ -113,7 +119,7 @@ class VLLMServer:
             "--host", "127.0.0.1",
             "--port", str(port),
             "--dtype", "float32",  # as the trainer scores it: logprobs comparable to 1e-4
-            "--max-model-len", str(MAX_MODEL_LEN),
+            "--max-model-len", str(max_model_len),
             "--enforce-eager",
             "--logprobs-mode", "processed_logprobs",
             "--structured-outputs-config", json.dumps(_STRUCTURED),
