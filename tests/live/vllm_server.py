@@ -164,12 +164,21 @@ class VLLMServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"vLLM exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
+                if self._serving():
                     return
-            except httpx.TransportError:
+            except (httpx.TransportError, ValueError, AttributeError):
                 pass
             time.sleep(1.0)
         raise RuntimeError(f"vLLM did not answer /health in time:\n{self.log_tail()}")
+
+    def _serving(self) -> bool:
+        """Whether this server answers on its port: healthy, and ``/v1/models`` names our
+        model directory (the port was free when picked; another process may take it
+        before vLLM binds it, and its ``/health`` must not pass for vLLM's)."""
+        if httpx.get(self.url + "/health", timeout=2.0).status_code != 200:
+            return False
+        cards = httpx.get(self.url + "/v1/models", timeout=2.0).json().get("data") or []
+        return any(c.get("id") == SERVED and c.get("root") == str(self.model_dir) for c in cards)
 
     def log_tail(self, chars: int = 4000) -> str:
         """The end of the server's log."""
