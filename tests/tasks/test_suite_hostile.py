@@ -48,6 +48,31 @@ async def test_claweval_forged_dispatches_and_a_removed_status_file(tmp_path: Pa
     assert run.result.reward == pytest.approx(0.8 * 0.25 + 0.2 * 1.0), run.result.details
 
 
+# What the notes service's audit would say had the agent created the note.
+FORGED_AUDIT = '{"notes": {"url": "x", "data": {"created": [{"title": "answer", "body": "42"}]}}}'
+# Write the audit, then kill the supervisor before its own write (and the harness with it).
+KILL_SUPERVISOR = (
+    "for p in /proc/[0-9]*; do grep -qa supervisor.py $p/cmdline 2>/dev/null && "
+    "kill -9 ${p#/proc/}; done"
+)
+
+
+async def test_claweval_an_audit_the_supervisor_did_not_sign_counts_as_none(
+    tmp_path: Path,
+) -> None:
+    """The agent writes the audit the grader wants and kills the supervisor so that its own
+    audit never overwrites it: the forged audit is not the services' state."""
+    require("claw")
+    task = load_tasks(f"claweval:{write_claweval(tmp_path / 'ce')}").by_id()["T001_notes"]
+    hostile = f"printf %s {FORGED_AUDIT!r} > /tmp/openforge-env/audit.json; {KILL_SUPERVISOR}"
+    run = await probe(
+        get_harness("claw"), [tool_reply("bash", command=hostile)], tmp_path / "run", task=task
+    )
+    assert run.result.status == "agent_error", (run.result, run.result.verifier_output)
+    # As a no-op: only the grader-only file's presence holds (the forged note would add 1/4).
+    assert run.result.reward == pytest.approx(0.8 * 0.25 + 0.2 * 1.0), run.result.details
+
+
 async def test_qwenclawbench_links_out_of_the_workspace_are_not_a_crash(tmp_path: Path) -> None:
     """Links to host files and a link loop in the workspace: the grader copies the workspace
     without them and scores the run (a no-op's 0.5), instead of failing as infra."""

@@ -11,10 +11,19 @@ exits. The sandbox side runs on the environments Python that
 Files the sandbox ends with, read by the task's grader: :data:`DISPATCH_LOG` (one JSON line
 per tool call), :data:`AUDIT_FILE` (each service's ``/audit``), :data:`STATUS_FILE`
 (``{"ok": false, "error": …}`` when a service did not start).
+
+The audit is the services' state, and a file the agent's uid can write: the supervisor signs
+it (:data:`AUDIT_MAC`, HMAC-SHA256) with a key made per sandbox here, which it reads and
+deletes before anything else starts and keeps in a process the agent cannot inspect (not
+dumpable). :func:`verified_audit` gives the grader the audit only when the signature holds,
+so an audit written by the agent (the supervisor killed before its own write) counts as none.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +34,7 @@ from openforge.sandboxes.base import Sandbox
 
 __all__ = [
     "AUDIT_FILE",
+    "AUDIT_MAC",
     "DISPATCH_LOG",
     "ENV_PYTHON",
     "ROOT",
@@ -32,6 +42,7 @@ __all__ = [
     "Service",
     "TaskServices",
     "ToolRoute",
+    "verified_audit",
 ]
 
 ENV_PYTHON = "/opt/openforge/environments/bin/python"
@@ -39,6 +50,12 @@ ROOT = "/tmp/openforge-env"
 DISPATCH_LOG = f"{ROOT}/dispatches.jsonl"
 AUDIT_FILE = f"{ROOT}/audit.json"
 STATUS_FILE = f"{ROOT}/status.json"
+AUDIT_MAC = f"{ROOT}/audit.mac"
+_AUDIT_KEY = f"{ROOT}/audit.key"
+# Each prepared sandbox's audit key, by sandbox id, until its grader takes it (bounded: a
+# sandbox never graded must not hold memory for the run's life).
+_KEYS: dict[str, bytes] = {}
+_MAX_KEYS = 4096
 _HERE = Path(__file__).parent
 _BRIDGE = f"{ROOT}/mcp_bridge.py"
 _SUPERVISOR = f"{ROOT}/supervisor.py"
@@ -108,6 +125,8 @@ class TaskServices:
             "cwd": _CHECKOUT,
             "status": STATUS_FILE,
             "audit": AUDIT_FILE,
+            "audit_mac": AUDIT_MAC,
+            "audit_key": _AUDIT_KEY,
             "services": [
                 {
                     "name": s.name,
@@ -127,8 +146,23 @@ class TaskServices:
         files[_TOOLS_SPEC] = orjson.dumps(tools)
         files[_SERVICES_SPEC] = orjson.dumps(services)
         files[DISPATCH_LOG] = b""
+        key = secrets.token_bytes(32)
+        files[_AUDIT_KEY] = key.hex().encode()
         await sandbox.put(files)
+        while len(_KEYS) >= _MAX_KEYS:
+            _KEYS.pop(next(iter(_KEYS)))
+        _KEYS[sandbox.id] = key
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run by the supervisor, with the services up around it."""
         return [self.python, _SUPERVISOR, _SERVICES_SPEC, "--", *argv]
+
+
+def verified_audit(sandbox_id: str, audit: bytes | None, mac: bytes | None) -> bytes | None:
+    """``audit`` when the supervisor of sandbox ``sandbox_id`` signed it, else None (takes
+    the sandbox's key: ask once, after the harness has exited)."""
+    key = _KEYS.pop(sandbox_id, None)
+    if key is None or audit is None or mac is None:
+        return None
+    want = hmac.new(key, audit, hashlib.sha256).hexdigest().encode()
+    return audit if hmac.compare_digest(want, mac.strip()) else None

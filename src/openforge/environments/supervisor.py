@@ -17,6 +17,10 @@ starts (exit 97): the grader reads the status and reports ``infra_error``.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import hashlib
+import hmac
 import json
 import os
 import shlex
@@ -101,10 +105,34 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
+def _take_key(path: str) -> bytes:
+    """The audit key, read and deleted before the agent runs; this process made
+    undumpable, so the agent (same uid) cannot read it from /proc/<pid>/mem or attach."""
+    try:
+        with open(path, encoding="ascii") as f:
+            key = bytes.fromhex(f.read().strip())
+        os.unlink(path)
+    except (OSError, ValueError):
+        return b""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    return key
+
+
+def _write_audit(spec: dict[str, Any], audits: dict[str, Any], key: bytes) -> None:
+    data = json.dumps(audits).encode()
+    with open(spec["audit"], "wb") as f:
+        f.write(data)
+    if key and spec.get("audit_mac"):
+        with open(spec["audit_mac"], "w", encoding="ascii") as f:
+            f.write(hmac.new(key, data, hashlib.sha256).hexdigest())
+
+
 def main(argv: list[str]) -> int:
     """Start the services, run the harness, collect the audits, stop the services."""
     with open(argv[0], encoding="utf-8") as f:
         spec = json.load(f)
+    key = _take_key(spec["audit_key"]) if spec.get("audit_key") else b""
     harness = argv[argv.index("--") + 1 :]
     cwd, services = spec["cwd"], spec["services"]
     procs: list[subprocess.Popen[bytes]] = []
@@ -122,8 +150,7 @@ def main(argv: list[str]) -> int:
         child = subprocess.Popen(harness)
         signal.signal(signal.SIGTERM, lambda *_: child.terminate())
         code = child.wait()
-        with open(spec["audit"], "w", encoding="utf-8") as f:
-            json.dump(_audit(services), f)
+        _write_audit(spec, _audit(services), key)
         return code
     finally:
         if not status["ok"]:

@@ -28,7 +28,13 @@ from typing import Any
 
 import orjson
 
-from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, STATUS_FILE
+from openforge.environments.services import (
+    AUDIT_FILE,
+    AUDIT_MAC,
+    DISPATCH_LOG,
+    STATUS_FILE,
+    verified_audit,
+)
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
 from openforge.tasks.judge import Judge, resolve_judge
@@ -146,6 +152,14 @@ def _same_tool(model_name: str, tool: str) -> bool:
     return model_name.endswith(tool) and model_name[-len(tool) - 1] in "_.:/-"
 
 
+def _unwrapped(name: str, arguments: Any) -> tuple[str, Any]:
+    """The tool a call really names: OpenClaw's Tool Search keeps MCP tools behind one
+    ``tool_call`` tool (``{"id": "<server>__<tool>", "args": {...}}``)."""
+    if name == "tool_call" and isinstance(arguments, dict) and isinstance(arguments.get("id"), str):
+        return arguments["id"], arguments.get("args") or {}
+    return name, arguments
+
+
 def made_by_the_model(
     messages: list[dict[str, Any]], dispatches: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -159,14 +173,15 @@ def made_by_the_model(
         for b in m.get("content", [])
         if b.get("type") == "tool_use"
     ]
+    calls = [_unwrapped(str(b.get("name", "")), b.get("input")) for b in uses]
     taken: set[int] = set()
     kept = []
     for d in dispatches:
-        for i, b in enumerate(uses):
+        for i, (name, arguments) in enumerate(calls):
             if (
                 i not in taken
-                and _same_tool(str(b.get("name", "")), str(d.get("tool_name", "")))
-                and b.get("input") == d.get("request_body")
+                and _same_tool(name, str(d.get("tool_name", "")))
+                and arguments == d.get("request_body")
             ):
                 taken.add(i)
                 kept.append(d)
@@ -255,7 +270,7 @@ class ClawEvalGrader:
         """The dispatch log and the audits. ``ran``: the model was called, so the harness
         started, which the supervisor allows only once every service is healthy; then a
         missing or failed status file is the agent's doing, not the services'."""
-        got = await sandbox.get([DISPATCH_LOG, AUDIT_FILE, STATUS_FILE])
+        got = await sandbox.get([DISPATCH_LOG, AUDIT_FILE, AUDIT_MAC, STATUS_FILE])
         if self.spec.services and not ran:
             names = ", ".join(s.name for s in self.spec.services)
             if STATUS_FILE not in got:
@@ -271,7 +286,9 @@ class ClawEvalGrader:
         dispatches = [d for d in map(_json_object, lines) if d]
         # A harness killed at its timeout leaves no audit; its graders see none, as
         # ClawEval's runner gives them none when an audit fetch fails.
-        audits = _json_object(got.get(AUDIT_FILE, b"{}"))
+        # An audit the supervisor did not sign (the agent wrote it) counts as none.
+        signed = verified_audit(sandbox.id, got.get(AUDIT_FILE), got.get(AUDIT_MAC))
+        audits = _json_object(signed or b"{}")
         return dispatches, audits
 
     async def grade(
