@@ -108,3 +108,41 @@ async def test_an_absolute_directory_and_outputs(box: tuple[int | None, Sandbox]
     alive = "grep -l '^Name:.sleep' /proc/[0-9]*/status | xargs -r grep -h '^State' | grep -vc Z"
     left = await sandbox.exec(alive + " || true")
     assert left.stdout.strip() == b"0", left
+
+
+async def test_a_shell_verifier_and_python_c_see_nothing_of_the_agents(
+    box: tuple[int | None, Sandbox],
+) -> None:
+    """A verifier without ``openforge_verify`` prints its reward (no channel); ``python3 -c``
+    run from the agent's workdir imports no module the agent planted there."""
+    _, sandbox = box
+    await sandbox.exec("echo 'raise SystemExit(7)' > json.py && cp json.py os.py")
+    check = "python3 -c 'import json; print(json.dumps({\"reward\": 0.5}))'"
+    run = await sandbox.exec_verifier(
+        VerifierExec("sh .openforge-verify/verify.sh", {"verify.sh": check.encode()}, timeout=60)
+    )
+    assert (run.result.exit_code, run.result.stdout, run.channel) == (0, b'{"reward": 0.5}\n', b"")
+
+
+async def test_without_another_uid_the_rest_still_holds(tmp_path: Path) -> None:
+    """``sandbox_uid="caller"`` (what an unprivileged caller gets): no uid to change to, and
+    the verifier still gets its own directory, HOME, python3 and channel."""
+    backend = create_backend("local", root=tmp_path / "boxes", sandbox_uid="caller")
+    sandbox = await backend.create(SandboxSpec(network="none"))
+    try:
+        await sandbox.put({"mine.txt": b"hidden\n"})
+        await sandbox.exec("ln -s /tmp .openforge-verify")
+        run = await sandbox.exec_verifier(
+            VerifierExec(
+                "python3 .openforge-verify/probe.py",
+                {"openforge_verify.py": LIB, "probe.py": PROBE},
+                timeout=60,
+            )
+        )
+    finally:
+        await sandbox.close()
+        await backend.close()
+    seen = json.loads(run.channel.decode().splitlines()[-1])["details"]
+    assert run.uid is None and seen["agent_file"] == "hidden\n", run
+    assert seen["home"] == "/run/openforge-verifier/home" and seen["isolated"] == 1
+    assert any("symlink" in n for n in run.notes), run.notes
