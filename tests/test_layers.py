@@ -25,6 +25,12 @@ FORBIDDEN = {
     "suites": {"rollouts", "gateway", "training", "harnesses"},
     "environments": {"suites", "tasks", "harnesses"},
 }
+# What runs inside a sandbox imports no other package of OpenForge (guest/__init__.py).
+FORBIDDEN["guest"] = {
+    p.stem
+    for p in SRC.iterdir()
+    if (p.is_dir() or p.suffix == ".py") and p.stem not in {"guest", "__init__", "__pycache__"}
+}
 
 
 def _imports() -> dict[str, set[str]]:

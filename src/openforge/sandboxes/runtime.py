@@ -14,10 +14,17 @@ sandbox image carries that starts the same interpreter the same way. It is never
 
 from __future__ import annotations
 
-__all__ = ["RT_DIR", "RT_ENTRYPOINT", "RT_PYTHON", "SANDBOX_HOME", "python_wrapper"]
+from openforge.guest.common import SANDBOX_HOME, SANDBOX_WORKDIR
 
-# $HOME in every sandbox, as in the local backend: where harness adapters put their files.
-SANDBOX_HOME = "/home/sandbox"
+__all__ = [
+    "RT_DIR",
+    "RT_ENTRYPOINT",
+    "RT_PYTHON",
+    "SANDBOX_HOME",
+    "SANDBOX_WORKDIR",
+    "python_wrapper",
+]
+
 RT_DIR = "/opt/openforge/rt"
 RT_ENTRYPOINT = [
     f"{RT_DIR}/usr/lib64/ld-linux-x86-64.so.2",  # x86-64 hosts (the sandbox image's arch)
