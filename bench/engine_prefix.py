@@ -19,7 +19,7 @@ import time
 from openforge.conversation import SamplingParams
 from openforge.engines.base import EngineRequest
 from openforge.engines.local import LocalEngine
-from openforge.harnesses.claw_agent import SYSTEM_PROMPT, TOOLS
+from openforge.guest.claw_agent import SYSTEM_PROMPT, TOOLS
 from openforge.suites import load_tasks
 
 

@@ -136,7 +136,7 @@ def host_baseline(n: int) -> dict[str, Any]:
     for rel, p in task.workspace.items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(p, d / rel)
-    from openforge.environments import browser_server
+    from openforge.guest import browser_server
 
     config = asdict(task.gui)
     config["chromium"] = browser.chromium_path()

@@ -45,7 +45,7 @@ from openforge.training.loop import LoopEnv, evaluate, run_loop
 from openforge.training.session import open_session
 from openforge.training.teacher import sft_warmup, teacher_samples
 
-_SERVER = Path(__file__).parents[1] / "src" / "openforge" / "environments" / "browser_server.py"
+_SERVER = Path(__file__).parents[1] / "src" / "openforge" / "guest" / "browser_server.py"
 
 
 def observe(task: Task) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import torch
 from transformers import AutoConfig
 
 from openforge.dialects.openai_chat.parse import parse_request
-from openforge.harnesses.claw_agent import SYSTEM_PROMPT, TOOLS
+from openforge.guest.claw_agent import SYSTEM_PROMPT, TOOLS
 from openforge.models.registry import resolve_model
 from openforge.rendering import load_renderer
 from openforge.suites import load_tasks

@@ -10,8 +10,8 @@ import httpx
 import orjson
 import pytest
 
+from openforge.guest.browser_agent import parse_action
 from openforge.harnesses.base import HarnessError
-from openforge.harnesses.browser_agent import parse_action
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.suites import load_tasks

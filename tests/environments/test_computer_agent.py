@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from gateway_process import Reply
+from openforge.guest.computer_agent import edit_file
 from openforge.harnesses.base import HarnessError
-from openforge.harnesses.computer_agent import edit_file
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
 from openforge.suites import load_tasks

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openforge.harnesses import claw_agent
+from openforge.guest import claw_agent
 from openforge.harnesses.base import HarnessNotInstalled
 from openforge.harnesses.claude_code import ClaudeCodeHarness
 from openforge.harnesses.claw import ClawHarness

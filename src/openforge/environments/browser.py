@@ -1,7 +1,7 @@
 """The browser environment of the GUI setting, as the orchestrator sets it up in a sandbox.
 
 A task that declares a :class:`BrowserEnvironment` gets, in its sandbox, the environment
-server (:mod:`openforge.environments.browser_server`: headless Chromium under Playwright)
+server (:mod:`openforge.guest.browser_server`: headless Chromium under Playwright)
 started before the harness and stopped after it, in the same exec: the harness finds it at
 ``$OPENFORGE_BROWSER_URL``. The server writes the task's reward state to
 :data:`RESULT_FILE` after every action; the task's verifier (:data:`VERIFY_SCRIPT`) reads it.
@@ -29,6 +29,7 @@ from openforge.environments.base import (
     python_host_paths,
     select_python,
 )
+from openforge.guest import source
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 
@@ -63,7 +64,7 @@ _PORT = f"{_DIR}/port"
 _LOG = f"{_DIR}/server.log"
 VERIFY_SCRIPT = "gui_result.py"
 # Read, not imported: it needs Playwright, which only the sandbox's Python must have.
-_SERVER_SRC = Path(__file__).with_name("browser_server.py")
+_SERVER_SRC = source("browser_server")
 _APP_SERVER_SRC = Path(__file__).with_name("webapps_server.py")
 
 

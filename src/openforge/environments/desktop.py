@@ -1,8 +1,8 @@
 """The desktop environment of the GUI setting: Xvfb, openbox and PyAutoGUI in the sandbox.
 
 The launch starts ``Xvfb`` (it picks a free display itself: ``-displayfd``), the ``openbox``
-window manager and the environment server (:mod:`.desktop_server`), which runs the task's
-OSWorld-style setup steps and then serves screenshots and actions in OSWorld's
+window manager and the environment server (:mod:`openforge.guest.desktop_server`), which runs
+the task's OSWorld-style setup steps and then serves screenshots and actions in OSWorld's
 ``pyautogui`` and ``computer_13`` action spaces. The harness gets ``$DISPLAY`` and
 ``$OPENFORGE_DESKTOP_URL``. Everything runs in the harness's exec and ends with it.
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 
 from openforge.environments.base import UNAVAILABLE_STATUS, python_host_paths, select_python
+from openforge.guest import source
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["DESKTOP_RESULT_FILE", "DESKTOP_URL_ENV", "ConfigStep", "DesktopEnvironment"]
@@ -29,7 +29,7 @@ DESKTOP_URL_ENV = "OPENFORGE_DESKTOP_URL"
 _DIR = ".openforge/gui"
 # The agent's DONE/FAIL and step count, under the sandbox's HOME: the evaluator reads it.
 DESKTOP_RESULT_FILE = f"{_DIR}/desktop-result.json"
-_SERVER_SRC = Path(__file__).with_name("desktop_server.py")
+_SERVER_SRC = source("desktop_server")
 
 
 @dataclass(frozen=True, slots=True)

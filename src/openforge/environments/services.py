@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from openforge.guest import source
 from openforge.sandboxes.base import Sandbox
 
 __all__ = [
@@ -56,7 +57,6 @@ _AUDIT_KEY = f"{ROOT}/audit.key"
 # sandbox never graded must not hold memory for the run's life).
 _KEYS: dict[str, bytes] = {}
 _MAX_KEYS = 4096
-_HERE = Path(__file__).parent
 _BRIDGE = f"{ROOT}/mcp_bridge.py"
 _SUPERVISOR = f"{ROOT}/supervisor.py"
 _TOOLS_SPEC = f"{ROOT}/tools.json"
@@ -141,8 +141,8 @@ class TaskServices:
             ],
         }
         files = {f"{_CHECKOUT}/{rel}": p.read_bytes() for rel, p in self.files.items()}
-        files[_BRIDGE] = (_HERE / "mcp_bridge.py").read_bytes()
-        files[_SUPERVISOR] = (_HERE / "supervisor.py").read_bytes()
+        files[_BRIDGE] = source("mcp_bridge").read_bytes()
+        files[_SUPERVISOR] = source("supervisor").read_bytes()
         files[_TOOLS_SPEC] = orjson.dumps(tools)
         files[_SERVICES_SPEC] = orjson.dumps(services)
         files[DISPATCH_LOG] = b""

@@ -40,14 +40,14 @@ _SRC = Path(__file__).resolve().parents[1]  # src/openforge
 
 # Every program run inside a sandbox: name -> path under src/openforge.
 PROGRAMS: dict[str, str] = {
-    "claw_agent": "harnesses/claw_agent.py",
-    "browser_agent": "harnesses/browser_agent.py",
-    "computer_agent": "harnesses/computer_agent.py",
-    "browser_use_runner": "harnesses/browser_use_runner.py",
-    "browser_server": "environments/browser_server.py",
-    "desktop_server": "environments/desktop_server.py",
-    "mcp_bridge": "environments/mcp_bridge.py",
-    "supervisor": "environments/supervisor.py",
+    "claw_agent": "guest/claw_agent.py",
+    "browser_agent": "guest/browser_agent.py",
+    "computer_agent": "guest/computer_agent.py",
+    "browser_use_runner": "guest/browser_use_runner.py",
+    "browser_server": "guest/browser_server.py",
+    "desktop_server": "guest/desktop_server.py",
+    "mcp_bridge": "guest/mcp_bridge.py",
+    "supervisor": "guest/supervisor.py",
     "gateway_forwarder": "sandboxes/gateway_forwarder.py",
     "webapps_server": "environments/webapps_server.py",
     "osworld_eval": "tasks/osworld_eval.py",

@@ -1,4 +1,4 @@
-"""The ``browser-agent`` harness: OpenForge's own web agent (:mod:`.browser_agent`).
+"""The ``browser-agent`` harness: OpenForge's own web agent (:mod:`openforge.guest.browser_agent`).
 
 A single-script agent (:mod:`.script_agent`): its script is copied into the sandbox at
 ``$HOME/.openforge/browser_agent.py`` with an env file holding the rollout's URL and key,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openforge.harnesses import browser_agent
+from openforge.guest import browser_agent
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.script_agent import ScriptAgent
 from openforge.sandboxes.runtime import SANDBOX_HOME

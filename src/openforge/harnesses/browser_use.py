@@ -3,7 +3,7 @@
 Installed by ``scripts/install-harnesses.sh`` into its own venv at
 ``/opt/openforge/browser-use`` on the system Python (the sandbox sees ``/opt``). It is run
 the way its users run it, through its Python API (it has no non-interactive CLI for a
-task): :mod:`.browser_use_runner` builds an ``Agent`` with Browser-Use's own
+task): :mod:`openforge.guest.browser_use_runner` builds an ``Agent`` with Browser-Use's own
 ``ChatOpenAI`` at the rollout's ``…/r/<key>/v1`` and a ``Browser`` attached over DevTools
 to the task's browser environment. It speaks plain Chat Completions with a strict
 ``json_schema`` response format (its ``AgentOutput``).
@@ -15,9 +15,9 @@ whose calls are recorded with the ``judge`` role), so it is never recorded as po
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from openforge.guest import source
 from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
 from openforge.sandboxes.base import Sandbox
@@ -28,7 +28,7 @@ VERSION = "0.13.14"
 PREFIX = "/opt/openforge/browser-use"
 PINS = (f"browser-use=={VERSION}",)
 # Read, not imported: it imports browser_use, which only the sandbox's venv has.
-_RUNNER = Path(__file__).with_name("browser_use_runner.py")
+_RUNNER = source("browser_use_runner")
 _RUNNER_FILE = f"{ENV_DIR}/browser_use_runner.py"
 _ENV_FILE = f"{ENV_DIR}/browser-use-env.sh"
 _TRANSCRIPT = ".browser-use-run/history.json"

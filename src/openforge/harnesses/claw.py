@@ -1,4 +1,4 @@
-"""The ``claw`` harness: OpenForge's own ReAct agent (:mod:`openforge.harnesses.claw_agent`).
+"""The ``claw`` harness: OpenForge's own ReAct agent (:mod:`openforge.guest.claw_agent`).
 
 The agent is one standard-library script; ``configure`` copies it into the sandbox at
 ``$HOME/.openforge/claw_agent.py`` together with an env file holding the rollout's URL and
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from openforge.harnesses import claw_agent
+from openforge.guest import claw_agent
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
 from openforge.harnesses.launching import (
     ENV_DIR,

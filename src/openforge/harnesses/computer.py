@@ -1,4 +1,6 @@
-"""The ``computer-agent`` harness: OpenForge's own computer-use agent (:mod:`.computer_agent`).
+"""The ``computer-agent`` harness: OpenForge's own computer-use agent.
+
+Its program is :mod:`openforge.guest.computer_agent`.
 
 A single-script agent (:mod:`.script_agent`), like ``browser-agent``: its script is copied
 into the sandbox at ``$HOME/.openforge/computer_agent.py`` with an env file holding the
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openforge.harnesses import computer_agent
+from openforge.guest import computer_agent
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.script_agent import ScriptAgent
 from openforge.sandboxes.runtime import SANDBOX_HOME

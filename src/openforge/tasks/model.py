@@ -152,7 +152,7 @@ class McpTool:
 
 @dataclass(frozen=True, slots=True)
 class McpServer:
-    """A task's tools as one stdio MCP server inside the sandbox (``environments/mcp_bridge``).
+    """A task's tools as one stdio MCP server inside the sandbox (``guest/mcp_bridge``).
 
     Harnesses that take MCP servers start ``command``; the built-in claw agent, which takes
     tools natively, runs ``call + (tool name,)`` with the arguments as JSON on stdin.
