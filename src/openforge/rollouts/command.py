@@ -164,7 +164,8 @@ def _run(
     from openforge.rollouts.progress import LiveCounts, print_summary
     from openforge.rollouts.suite_metrics import suite_metrics
     from openforge.sandboxes.base import SandboxError
-    from openforge.suites.loading import SUITE_SPLITS, load_tasks
+    from openforge.suites import load_tasks
+    from openforge.suites.catalog import SUITE_SPLITS
     from openforge.tasks.harbor import with_reward_key
     from openforge.traces.monitor import RuleError, load_rules
 

@@ -10,7 +10,7 @@ from typing import Any
 from openforge.harnesses.base import Harness
 from openforge.home import read_admin_token
 from openforge.sandboxes.base import SandboxBackend
-from openforge.suites.loading import SUITE_SPLITS
+from openforge.suites.catalog import SUITE_SPLITS
 from openforge.tasks.model import Task
 
 __all__ = ["STATUSES", "RolloutConfig", "RolloutResult"]

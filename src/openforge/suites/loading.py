@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
+from fnmatch import fnmatchcase
 from pathlib import Path
 
-from openforge.tasks.claweval import SPLITS as CLAWEVAL_SPLITS
-from openforge.tasks.claweval import find_claweval, load_claweval_checkout
-from openforge.tasks.drills import DRILL_SUITE, drill_suite
-from openforge.tasks.foreign import load_claweval, load_qwenclawbench
-from openforge.tasks.harbor import load_harbor, load_terminal_bench
-from openforge.tasks.miniwob import MINIWOB_FILE, MINIWOB_SUITE, load_miniwob, miniwob_suite
+from openforge.suites.catalog import BY_NAME, SUITES, TERMINAL_BENCH
+from openforge.suites.suite import Checkout, TaskDirs, TaskFiles
 from openforge.tasks.model import Task, TaskError
-from openforge.tasks.native import load_native
-from openforge.tasks.osworld import is_osworld_suite, load_osworld
-from openforge.tasks.qwenclawbench import find_checkout, load_qwenclawbench_checkout
-from openforge.tasks.webapps import WEBAPP_FILE, WEBAPPS_SUITE, load_webapp, webapps_suite
-from openforge.tasks.webjudge import load_mind2web, load_webvoyager
 
-__all__ = ["SUITES", "SUITE_SPLITS", "TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
-
-# Published suites loaded from the user's checkout: ``load_tasks("KIND:PATH")``.
-SUITES: dict[str, Callable[[Path], tuple[list[Task], list[TaskError]]]] = {
-    "claweval": load_claweval_checkout,
-    "qwenclawbench": load_qwenclawbench_checkout,
-    "webvoyager": load_webvoyager,
-    "online-mind2web": load_mind2web,
-}
-# The suites' own splits, beside OpenForge's train and test.
-SUITE_SPLITS: tuple[str, ...] = CLAWEVAL_SPLITS
+__all__ = ["TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
 
 
 @dataclass(slots=True)
@@ -48,74 +28,47 @@ class TaskSet:
 
 
 def builtin_suite(name: str) -> Path | None:
-    """The path of a suite bundled with OpenForge (``claw-mini``, ``claw-drill``), or None.
+    """The path of a suite bundled with OpenForge (``claw-mini``, ``claw-drill``, …), or None.
 
-    ``claw-drill`` is generated on first use into a cache directory (``tasks/drills.py``).
+    A generated suite is written into a cache directory on first use.
     """
-    if name == DRILL_SUITE:
-        return drill_suite()
-    if name == MINIWOB_SUITE:
-        return miniwob_suite()
-    if name == WEBAPPS_SUITE:
-        return webapps_suite()
-    path = Path(str(resources.files("openforge.tasks") / name))
-    return path if path.is_dir() else None
+    suite = BY_NAME.get(name)
+    return suite.bundled() if suite is not None and suite.bundled is not None else None
 
 
-def _is_task_dir(d: Path) -> bool:
-    return any((d / f).is_file() for f in ("task.toml", "task.yaml", MINIWOB_FILE, WEBAPP_FILE))
-
-
-# Tables and directories only a Harbor task has; a task.toml with one of them (and no
-# native ``id``) is read as Harbor, so its loader can say which Harbor file is missing.
-_HARBOR_KEYS = frozenset(
-    ("schema_version", "version", "task", "metadata", "agent", "verifier", "environment",
-     "solution", "steps", "source", "artifacts", "multi_step_reward_strategy")
-)  # fmt: skip
-
-
-def _toml_kind(d: Path) -> str:
-    """``native`` or ``harbor`` for a directory holding a task.toml."""
-    try:
-        data = tomllib.loads((d / "task.toml").read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError:
-        return "native"  # the native loader reports the syntax error
-    if "id" in data:
-        return "native"
-    harbor_dirs = any((d / sub).is_dir() for sub in ("tests", "environment", "steps"))
-    if harbor_dirs or (d / "instruction.md").is_file() or _HARBOR_KEYS & data.keys():
-        return "harbor"
-    return "native"  # says that ``id`` is missing
+def _claimed(d: Path) -> TaskDirs | None:
+    """The task directories of the first suite that claims ``d``."""
+    return next((s.task_dirs for s in SUITES if s.task_dirs and s.task_dirs.claims(d)), None)
 
 
 def load_task_dir(d: Path) -> Task:
-    """Load one task directory, choosing its loader by the files it holds."""
-    if (d / MINIWOB_FILE).is_file():
-        return load_miniwob(d)
-    if (d / WEBAPP_FILE).is_file():
-        return load_webapp(d)
-    if (d / "task.toml").is_file():
-        return load_harbor(d) if _toml_kind(d) == "harbor" else load_native(d)
-    if (d / "grader.py").is_file():
-        return load_claweval(d)
-    return load_terminal_bench(d)
+    """Load one task directory, choosing its suite by the files it holds."""
+    dirs = _claimed(d) or TERMINAL_BENCH.task_dirs  # Terminal-Bench names the task.yaml it lacks
+    assert dirs is not None  # TERMINAL_BENCH declares task_dirs
+    return dirs.load(d)
 
 
-def _suite_kind(root: Path) -> str | None:
-    """The published suite a checkout holds, recognised by the files its own code reads."""
-    for kind, find in (("claweval", find_claweval), ("qwenclawbench", find_checkout)):
-        try:
-            find(root)
-        except TaskError:
-            continue
-        return kind
+def _recognised(root: Path) -> Checkout | None:
+    """The checkout of the published suite ``root`` holds, recognised by the files its own
+    code reads."""
+    for suite in SUITES:
+        if suite.checkout and suite.checkout.recognise and suite.checkout.recognise(root):
+            return suite.checkout
     return None
 
 
-def _load_suite(kind: str, root: Path, split: str | None) -> TaskSet:
+def _task_files(name: str) -> TaskFiles | None:
+    """The task files of the first suite whose pattern matches the file name ``name``."""
+    return next(
+        (s.task_files for s in SUITES if s.task_files and fnmatchcase(name, s.task_files.glob)),
+        None,
+    )
+
+
+def _load_checkout(checkout: Checkout, root: Path, split: str | None) -> TaskSet:
     out = TaskSet()
     try:
-        tasks, out.errors = SUITES[kind](root)
+        tasks, out.errors = checkout.load(root)
     except TaskError as exc:
         out.errors.append(exc)
         return out
@@ -123,52 +76,57 @@ def _load_suite(kind: str, root: Path, split: str | None) -> TaskSet:
     return out
 
 
+def _in_suite(files: TaskFiles, suite_root: Path) -> Callable[[Path], Task]:
+    return lambda file: files.load(file, suite_root)
+
+
+def _candidates(root: Path) -> list[tuple[Callable[[Path], Task], Path]]:
+    """Every task under ``root`` with the loader for it, in a stable order."""
+    if root.is_file():
+        # A single file is a task file of the first suite that has them.
+        files = next(s.task_files for s in SUITES if s.task_files)
+        return [(_in_suite(files, root.parent), root)]
+    found: list[tuple[Callable[[Path], Task], Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        d = Path(dirpath)
+        if (dirs := _claimed(d)) is not None:
+            found.append((dirs.load, d))
+            dirnames.clear()
+            continue
+        dirnames.sort()
+        for name in sorted(filenames):
+            if (files_here := _task_files(name)) is not None:
+                found.append((_in_suite(files_here, root), d / name))
+    return found
+
+
 def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
     """Load every task under ``path`` (a task dir, a suite dir, or a bundled suite's name).
 
-    ``KIND:PATH`` loads a published suite from the user's checkout (:data:`SUITES`:
-    ``claweval``, ``qwenclawbench``); a checkout given without the prefix is recognised.
-    Malformed tasks land in ``errors`` (file, field, problem) and the rest still load.
-    Duplicate ids are errors for every copy after the first. ``split`` keeps only tasks of
-    that split (``train`` or ``test``; a suite's own, e.g. ClawEval's ``multi_turn``).
+    ``KIND:PATH`` loads a published suite from the user's checkout (a suite of
+    :data:`~openforge.suites.catalog.SUITES` with a checkout: ``claweval``,
+    ``qwenclawbench``, ``osworld``, ``webvoyager``, ``online-mind2web``); a checkout given
+    without the prefix is recognised. Malformed tasks land in ``errors`` (file, field,
+    problem) and the rest still load. Duplicate ids are errors for every copy after the
+    first. ``split`` keeps only tasks of that split (``train`` or ``test``; a suite's own,
+    e.g. ClawEval's ``multi_turn``).
     """
     kind, sep, rest = str(path).partition(":")
-    if sep and kind in SUITES:
-        return _load_suite(kind, Path(rest), split)
+    if sep and (named := BY_NAME.get(kind)) is not None and named.checkout is not None:
+        return _load_checkout(named.checkout, Path(rest), split)
     root = Path(path)
-    if root.is_dir() and (found := _suite_kind(root)) is not None:
-        return _load_suite(found, root, split)
+    if root.is_dir() and (found := _recognised(root)) is not None:
+        return _load_checkout(found, root, split)
     if not root.exists() and (bundled := builtin_suite(str(path))) is not None:
         root = bundled
     out = TaskSet()
     if not root.exists():
         out.errors.append(TaskError(root, "(path)", "does not exist"))
         return out
-    if is_osworld_suite(root):
-        out.tasks, out.errors = load_osworld(root)
-        out.tasks = [t for t in out.tasks if split is None or t.split == split]
-        return out
-    candidates: list[tuple[str, Path]] = []
-    if root.is_file():
-        candidates.append(("md", root))
-    else:
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            d = Path(dirpath)
-            if _is_task_dir(d):
-                candidates.append(("dir", d))
-                dirnames.clear()
-                continue
-            dirnames.sort()
-            candidates += [
-                ("md", d / f)
-                for f in sorted(filenames)
-                if f.startswith("task_") and f.endswith(".md")
-            ]
-    suite_root = root if root.is_dir() else root.parent
     seen: set[str] = set()
-    for kind, p in candidates:
+    for load, p in _candidates(root):
         try:
-            task = load_task_dir(p) if kind == "dir" else load_qwenclawbench(p, suite_root)
+            task = load(p)
         except TaskError as exc:
             out.errors.append(exc)
             continue
