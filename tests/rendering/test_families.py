@@ -4,6 +4,7 @@ and token-exact prompts against ``apply_chat_template`` on tiny family tokenizer
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from openforge.rendering import Renderer, load_tokenizer
 from openforge.rendering.families.catalog import FAMILIES, FamilyError, resolve_family
 from openforge.rendering.hf_template import hf_messages
 from openforge.rendering.parsing import ParsedOutput
+
+from .family_cases import CALLS, CLEAN, MARKERS, schema_tools, typed_consistently
 
 NAMES = sorted(TINY_FAMILIES)
 
@@ -63,46 +66,6 @@ def test_override_names_a_format_and_unknown_names_are_refused(
 
 # ---- round trips --------------------------------------------------------------------------
 
-_ALPHABET = st.sampled_from(list("abc xyz\n{}:\"'<>/_-é日本🤖\t0123"))
-_clean = st.text(_ALPHABET, max_size=30).map(str.strip)
-_scalar = st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(_ALPHABET, max_size=12)
-_value = st.recursive(
-    _scalar,
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.text(_ALPHABET, min_size=1, max_size=6), inner, max_size=3)
-    ),
-    max_leaves=5,
-)
-_key = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
-_args = st.dictionaries(_key, _value, max_size=3)
-_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True)
-_calls = st.lists(st.tuples(_name, _args), max_size=3)
-_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", list: "array", dict: "object"}
-
-
-def _schema_tools(calls: list[tuple[str, dict[str, Any]]]) -> list[ToolSpec]:
-    """Tools whose schemas type each generated argument (XML formats read types from them)."""
-    tools: dict[str, dict[str, Any]] = {}
-    for name, args in calls:
-        props = tools.setdefault(name, {})
-        for k, v in args.items():
-            kind = "null" if v is None else _JSON_TYPES[type(v)]
-            if props.get(k, {"type": kind})["type"] != kind:
-                props[k] = {}  # two calls disagree: no type, read as text
-            else:
-                props[k] = {"type": kind}
-    return [ToolSpec(n, "", {"type": "object", "properties": p}) for n, p in tools.items()]
-
-
-def _typed_consistently(calls: list[tuple[str, dict[str, Any]]]) -> bool:
-    seen: dict[tuple[str, str], type] = {}
-    for name, args in calls:
-        for k, v in args.items():
-            if seen.setdefault((name, k), type(v)) is not type(v):
-                return False
-    return True
-
 
 def _stream(
     r: Renderer, ids: list[int], rng: random.Random, tools: list[ToolSpec]
@@ -131,25 +94,20 @@ def _joined(events: list[CompletionDelta]) -> tuple[str, str, list[tuple[str, st
     return text, reasoning, [(a, b) for a, b in calls]
 
 
-_MARKERS = ("<", "[", "{")
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_replies_round_trip_whole_and_streamed(family_dirs: dict[str, Path], name: str) -> None:
     r = _renderer(family_dirs, name)
 
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(text=_clean, reasoning=st.none() | _clean, calls=_calls, seed=st.integers(0, 2**16))
+    @given(text=CLEAN, reasoning=st.none() | CLEAN, calls=CALLS, seed=st.integers(0, 2**16))
     def check(
         text: str, reasoning: str | None, calls: list[tuple[str, dict[str, Any]]], seed: int
     ) -> None:
-        # Text that opens with a marker character may read as markup (a Llama 3 reply
-        # that starts with "{" is a call); replies in these tests are plain prose.
-        assume(not text.startswith(_MARKERS) and not (reasoning or "").startswith(_MARKERS))
-        assume(_typed_consistently(calls))
+        assume(not text.startswith(MARKERS) and not (reasoning or "").startswith(MARKERS))
+        assume(typed_consistently(calls))
         if r.family.reasoning is None:
             reasoning = None
-        tools = _schema_tools(calls)
+        tools = schema_tools(calls)
         tool_calls = [ToolCall(f"c{i}", n, json.dumps(a)) for i, (n, a) in enumerate(calls)]
         ids = r.encode_reply(text, reasoning, tool_calls)
         parsed = r.parse(ids, tools=tools)
@@ -268,3 +226,38 @@ def test_sampled_reply_is_reused_and_the_prompt_stays_template_exact(
     assert second.ids[: len(first.ids) + len(output)] == first.ids + output
     assert (second.fork, second.parent) == (False, 0)
     assert second.ids == _template_ids(r, conv)
+
+
+# ---- a user's own model directory ---------------------------------------------------------
+
+USER_MODEL = os.environ.get("OPENFORGE_FAMILY_MODEL")
+
+
+@pytest.mark.skipif(
+    not USER_MODEL,
+    reason="OPENFORGE_FAMILY_MODEL names no model directory (a user's own model: see "
+    "docs/rendering.md)",
+)
+def test_user_model_renders_token_exact_and_reuses_replies() -> None:
+    assert USER_MODEL is not None
+    r = Renderer(load_tokenizer(USER_MODEL))
+    conv = Conversation(messages=[_msg("user", "List the files.")], tools=TOOLS)
+    history = r.new_history()
+    first = r.render(conv, history)
+    if r.uses_model_template:  # else OpenForge's own tool template renders it (SmolLM2)
+        assert first.ids == _template_ids(r, conv), f"family {r.family.name}"
+    call = ToolCall("call_1", "bash", json.dumps({"command": "ls -la"}))
+    output = r.encode_reply("", None, [call])
+    parsed = r.parse(output, tools=TOOLS)
+    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [
+        ("bash", {"command": "ls -la"})
+    ]
+    reply = Message(role="assistant", content=[], tool_calls=[ToolCall("call_1", "bash",
+                    parsed.tool_calls[0].arguments)])  # fmt: skip
+    history.record(first, output, reply)
+    msgs = [*conv.messages, reply, _msg("tool", "a.txt", tool_call_id="call_1")]
+    second = r.render(Conversation(messages=msgs, tools=TOOLS), history)
+    if second.fork:  # only a family whose template re-renders earlier turns may fork
+        assert r.family.rerenders, second.fork_reason
+    else:
+        assert second.ids[: len(first.ids) + len(output)] == first.ids + output

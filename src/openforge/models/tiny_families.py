@@ -89,12 +89,12 @@ TINY_FAMILIES: dict[str, TinyFamily] = {
     ),
     "deepseek_v31": TinyFamily(
         "deepseek_v31.jinja",
+        # DeepSeek's tool markers are added tokens, not special ones: a plain decode keeps them.
+        _tokens("<｜begin▁of▁sentence｜> <｜end▁of▁sentence｜> <｜User｜> <｜Assistant｜>"),
         _tokens(
-            "<｜begin▁of▁sentence｜> <｜end▁of▁sentence｜> <｜User｜> <｜Assistant｜> "
             "<｜tool▁calls▁begin｜> <｜tool▁calls▁end｜> <｜tool▁call▁begin｜> <｜tool▁call▁end｜> "
-            "<｜tool▁sep｜> <｜tool▁output▁begin｜> <｜tool▁output▁end｜>"
+            "<｜tool▁sep｜> <｜tool▁output▁begin｜> <｜tool▁output▁end｜> <think> </think>"
         ),
-        ("<think>", "</think>"),
         "<｜end▁of▁sentence｜>",
         (),
         "deepseek_v3",
