@@ -261,3 +261,23 @@ def test_user_model_renders_token_exact_and_reuses_replies() -> None:
         assert r.family.rerenders, second.fork_reason
     else:
         assert second.ids[: len(first.ids) + len(output)] == first.ids + output
+
+
+def test_a_template_that_rewrites_a_finished_answer_forks_with_its_reason(
+    family_dirs: dict[str, Path],
+) -> None:
+    # gpt-oss samples a final answer ending <|return|> and its template writes that turn
+    # back ending <|end|>: the next call cannot extend prompt + sampled ids.
+    r = _renderer(family_dirs, "gpt_oss")
+    history = r.new_history()
+    msgs = [_msg("user", "Say hi.")]
+    first = r.render(Conversation(messages=list(msgs)), history)
+    output = r.encode_reply("Hi!", "Greet.", [])
+    assert r.tokenizer.special_text(output[-1]) == "<|return|>"
+    reply = Message(role="assistant", content=[TextPart("Hi!")], reasoning="Greet.")
+    history.record(first, output, reply)
+    conv = Conversation(messages=[*msgs, reply, _msg("user", "Again.")])
+    second = r.render(conv, history)
+    assert second.fork and second.parent is None
+    assert second.fork_reason is not None and "<|return|> as <|end|>" in second.fork_reason
+    assert second.ids == _template_ids(r, conv)  # rendered from the template's text

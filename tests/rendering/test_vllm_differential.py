@@ -43,6 +43,8 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(
     os.environ.get("OPENFORGE_VLLM_PYTHON") or CHECKOUT / ".venv-vllm" / "bin" / "python"
 )
+# Generated replies per family (more finds more; CI runs the default).
+EXAMPLES = int(os.environ.get("OPENFORGE_DIFF_EXAMPLES") or 25)
 # A file to append, per deliberate difference, what each side made of it (for docs).
 REPORT = os.environ.get("OPENFORGE_DIFF_REPORT")
 FIXTURES = [
@@ -174,7 +176,7 @@ def _build(family: str, r: Renderer, tools: list[ToolSpec]) -> list[Case]:
     # Fresh copies: each family fills in its own ids.
     cases = [
         replace(c, calls=list(c.calls), ids=[], chunks=[])
-        for c in (*_HAND, *_fixture_cases(tools), *_generated(25))
+        for c in (*_HAND, *_fixture_cases(tools), *_generated(EXAMPLES))
     ]
     if family == "llama3_json":
         # Llama 3's template writes no text beside a call; OpenForge reads one written
@@ -242,6 +244,44 @@ STREAM_MODE = {"deepseek_v31": "tokens"}
 # when the output ends there: a reply ending in "<" loses it. OpenForge releases held-back
 # text at the end (flush), so its content is vLLM's plus that tail.
 HELD_TAIL = {"hermes": "<tool_call>"}
+
+
+# vLLM's llama3_json stream sends no argument text for a call whose arguments are {}: the
+# call arrives with arguments "" (not JSON). OpenForge sends the "{}" the model wrote.
+EMPTY_ARGS_STREAM = {"llama3_json"}
+# Qwen3-Coder's template writes a null argument as Python does, "None" (``| string``); for
+# a parameter the schema types null OpenForge reads it back as null, vLLM 0.32's qwen3
+# parser keeps the string "None" (its earlier parser read it as null, as OpenForge does).
+NONE_AS_TEXT = {"qwen3_coder"}
+
+
+def _same_but_none(ours: Any, theirs: Any) -> bool:
+    """Equal, except where ours is null and theirs the text "None"."""
+    if ours is None and theirs == "None":
+        return True
+    if isinstance(ours, dict) and isinstance(theirs, dict) and ours.keys() == theirs.keys():
+        return all(_same_but_none(ours[k], theirs[k]) for k in ours)
+    if (
+        isinstance(ours, list | tuple)
+        and isinstance(theirs, list | tuple)
+        and len(ours) == len(theirs)
+    ):
+        return all(_same_but_none(a, b) for a, b in zip(ours, theirs, strict=True))
+    return bool(ours == theirs)
+
+
+def _explained(family: str, mode: str, ours: Result, theirs: Result | str) -> bool:
+    """Whether ``theirs`` differs from ``ours`` only as a stated vLLM quirk above."""
+    if isinstance(theirs, str):
+        return False
+    if mode != "whole" and _lost_tail(family, ours, theirs):
+        return True
+    if mode != "whole" and family in EMPTY_ARGS_STREAM:
+        calls = [(n, {} if a == "" else a) for n, a in theirs[2]]
+        return (theirs[0], theirs[1], calls) == ours
+    if family in NONE_AS_TEXT:
+        return theirs[:2] == ours[:2] and _same_but_none(ours[2], theirs[2])
+    return False
 
 
 def _lost_tail(family: str, ours: Result, theirs: Result | str) -> bool:
@@ -350,9 +390,7 @@ def test_parses_agree_with_vllm(runs: dict[str, FamilyRun], family: str) -> None
             continue
         for mode in ("whole", STREAM_MODE.get(family, "stream"), "tokens"):
             seen = _theirs(theirs[mode])
-            if mode != "whole" and _lost_tail(family, ours, seen):
-                continue
-            if seen != ours:
+            if seen != ours and not _explained(family, mode, ours, seen):
                 disagreements.append((case.label, mode, ours, _theirs(theirs[mode])))
     if REPORT:
         with Path(REPORT).open("a") as f:
