@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
+from openforge.suites import claw_mini
 from openforge.suites.suite import Checkout, Suite, TaskDirs, TaskFiles
 from openforge.tasks import claweval, harbor, miniwob, osworld, qwenclawbench, webapps, webjudge
 from openforge.tasks.drills import DRILL_SUITE, drill_suite
@@ -62,10 +62,6 @@ def _finds(find: Callable[[Path], object]) -> Callable[[Path], bool]:
     return recognise
 
 
-def _claw_mini() -> Path:
-    return Path(str(resources.files("openforge.tasks") / "claw-mini"))
-
-
 TERMINAL_BENCH = Suite(
     name="terminal-bench",
     formats=("terminal-bench",),
@@ -91,7 +87,7 @@ SUITES: tuple[Suite, ...] = (
         task_dirs=TaskDirs(claims=_is_harbor, load=harbor.load_harbor),
     ),
     Suite(name="native", formats=("native",), task_dirs=TaskDirs(_holds("task.toml"), load_native)),
-    Suite(name="claw-mini", formats=("native",), bundled=_claw_mini),
+    claw_mini.SUITE,
     Suite(name=DRILL_SUITE, formats=("native",), bundled=drill_suite),
     Suite(
         name="claweval",
