@@ -50,6 +50,8 @@ SANDBOX_SOURCES = (
     "verifier",
     "verifier_python",
 )
+# The guest files runtime.py needs, copied and hashed after SANDBOX_SOURCES in that order.
+SANDBOX_GUEST_SOURCES = ("__init__", "common")
 # What deploy/build-gui-image.sh hashes into its image's openforge.dev/sources label.
 GUI_SOURCES = ("deploy/build-gui-image.sh", "deploy/gui-requirements.txt")
 
@@ -80,6 +82,8 @@ def podman_images() -> dict[str, str]:
         pytest.skip(f"podman cannot run containers here: {info.stderr.strip()[-300:]}")
     data = b"".join((REPO / "src/openforge/sandboxes" / f"{n}.py").read_bytes()
                     for n in SANDBOX_SOURCES)  # fmt: skip
+    data += b"".join((REPO / "src/openforge/guest" / f"{n}.py").read_bytes()
+                     for n in SANDBOX_GUEST_SOURCES)  # fmt: skip
     want = hashlib.sha256(data).hexdigest()[:16]
     fmt = '{{ index .Labels "openforge.dev/sources" }}'
     # $OPENFORGE_SANDBOX_IMAGE: a tag of one's own, where several checkouts share podman.
