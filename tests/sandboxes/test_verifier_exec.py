@@ -17,7 +17,7 @@ from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.verifier import VerifierExec
 
-LIB = (Path(__file__).parents[2] / "src/openforge/tasks/openforge_verify.py").read_bytes()
+LIB = (Path(__file__).parents[2] / "src/openforge/guest/openforge_verify.py").read_bytes()
 
 # Reports what the verifier sees, then claims the channel and tries a second opener.
 PROBE = b"""import json, os, subprocess, sys

@@ -48,12 +48,12 @@ PROGRAMS: dict[str, str] = {
     "desktop_server": "guest/desktop_server.py",
     "mcp_bridge": "guest/mcp_bridge.py",
     "supervisor": "guest/supervisor.py",
-    "gateway_forwarder": "sandboxes/gateway_forwarder.py",
+    "gateway_forwarder": "guest/gateway_forwarder.py",
     "webapps_server": "environments/webapps_server.py",
     "osworld_eval": "tasks/osworld_eval.py",
 }
 # Imported by task verifiers, never run on their own.
-LIBRARIES: dict[str, str] = {"openforge_verify": "tasks/openforge_verify.py"}
+LIBRARIES: dict[str, str] = {"openforge_verify": "guest/openforge_verify.py"}
 # Shipped as the plain file, importing nothing of OpenForge (the docstring's exceptions).
 PLAIN = frozenset({"gateway_forwarder", "openforge_verify"})
 # The third-party packages each program may import besides the standard library.

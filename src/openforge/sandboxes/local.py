@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from openforge.guest import source
 from openforge.sandboxes.base import (
     DEFAULT_DISK_MB,
     ExecResult,
@@ -65,7 +66,7 @@ _MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 # Where the gateway relay's socket and forwarder appear inside a "gateway" sandbox.
 _RELAY_SOCK = "/run/openforge/gateway.sock"
 _FORWARDER = "/run/openforge/forwarder.py"
-_FORWARDER_SRC = str(Path(__file__).with_name("gateway_forwarder.py"))
+_FORWARDER_SRC = str(source("gateway_forwarder"))
 
 
 def _system_mounts() -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from openforge.environments.base import GuiEnvironment
+from openforge.guest import source
 from openforge.sandboxes.base import NetworkPolicy, Sandbox
 from openforge.tasks.judge import Judge
 
@@ -44,7 +45,7 @@ __all__ = [
 # agent has stopped, so the agent can neither read nor pre-empt them.
 VERIFY_DIR = ".openforge-verify"
 # Put beside every verifier, so verifiers can ``import openforge_verify`` (done, read, …).
-VERIFY_LIB = Path(__file__).with_name("openforge_verify.py")
+VERIFY_LIB = source("openforge_verify")
 
 
 class TaskError(Exception):
