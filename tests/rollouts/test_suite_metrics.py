@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from openforge.rollouts.config import RolloutResult
-from openforge.rollouts.suite_metrics import suite_metrics
+from openforge.suites.metrics import suite_metrics
 from openforge.tasks.model import Task
 
 from .test_cli import _run

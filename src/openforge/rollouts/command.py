@@ -162,10 +162,10 @@ def _run(
     from openforge.rollouts.metrics import summarize
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
     from openforge.rollouts.progress import LiveCounts, print_summary
-    from openforge.rollouts.suite_metrics import suite_metrics
     from openforge.sandboxes.base import SandboxError
     from openforge.suites import load_tasks
     from openforge.suites.catalog import SUITE_SPLITS
+    from openforge.suites.metrics import suite_metrics
     from openforge.tasks.harbor import with_reward_key
     from openforge.traces.monitor import RuleError, load_rules
 

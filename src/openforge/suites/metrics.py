@@ -18,13 +18,26 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from math import comb
+from typing import Protocol
 
-from openforge.rollouts.config import RolloutResult
 from openforge.tasks.model import Task
 
-__all__ = ["SuiteMetrics", "suite_metrics"]
+__all__ = ["Scored", "SuiteMetrics", "suite_metrics"]
 
 CLAWEVAL_PASS = 0.75
+
+
+class Scored(Protocol):
+    """One graded trial, as a rollout's result records it."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def reward(self) -> float | None: ...
 
 
 @dataclass(slots=True)
@@ -75,7 +88,7 @@ def _qwenclawbench(scores: dict[str, list[float]], k: int) -> dict[str, float | 
 
 
 def suite_metrics(
-    tasks: Iterable[Task], results: Iterable[RolloutResult], trials: int
+    tasks: Iterable[Task], results: Iterable[Scored], trials: int
 ) -> list[SuiteMetrics]:
     """The metrics of each published suite that ``tasks`` come from (none for other tasks)."""
     by_id = {t.id: t for t in tasks}
