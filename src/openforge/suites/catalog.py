@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openforge.suites import claw_mini
-from openforge.suites.suite import Checkout, Suite, TaskDirs, TaskFiles
+from openforge.suites.claweval.metrics import pass_metrics
+from openforge.suites.qwenclawbench.metrics import score_metrics
+from openforge.suites.suite import Checkout, Metrics, Suite, TaskDirs, TaskFiles
 from openforge.tasks import claweval, harbor, miniwob, osworld, qwenclawbench, webapps, webjudge
 from openforge.tasks.drills import DRILL_SUITE, drill_suite
 from openforge.tasks.foreign import load_claweval, load_qwenclawbench
@@ -98,6 +100,7 @@ SUITES: tuple[Suite, ...] = (
         # The older per-task layout: task.yaml beside its own grader.py.
         task_dirs=TaskDirs(claims=_holds("task.yaml", "grader.py"), load=load_claweval),
         splits=claweval.SPLITS,
+        metrics=Metrics(pass_metrics, by_split=True),
     ),
     TERMINAL_BENCH,
     Suite(
@@ -109,6 +112,7 @@ SUITES: tuple[Suite, ...] = (
         ),
         # PinchBench-style task files anywhere under the path given.
         task_files=TaskFiles(glob="task_*.md", load=load_qwenclawbench),
+        metrics=Metrics(score_metrics),
     ),
     Suite(
         name="osworld",

@@ -1,15 +1,10 @@
-"""The published suites' own headline metrics, computed the way each suite computes them.
+"""The published suites' own headline metrics, each computed the way its suite computes it.
 
-- **ClawEval** (``score_summary.py``, ``models/scoring.py``): a trial passes when its task
-  score is >= 0.75; over a task's trials, pass^k holds when every trial passes (its
-  leaderboard's Pass^3) and pass@k when any does; the average score is the mean task
-  score. Reported overall, per ``category`` and per split. ClawEval re-runs trials that
-  failed for infrastructure reasons until each task has its k graded trials; here
-  ``infra_error`` trials are left out (never counted as 0) and a task with fewer graded
-  trials than requested is listed under ``incomplete`` and left out of pass^k / pass@k.
-- **QwenClawBench** (``scripts/benchmark.py``, ``lib_grading.pass_k_stats``): a task's
-  score is the mean over its runs; ``mean_score`` the mean over tasks, here also per
-  ``category`` (its domains); pass@k / pass^k count a run as passed only at score 1.0.
+Each suite of the catalog with :attr:`~openforge.suites.suite.Suite.metrics` (ClawEval:
+``suites/claweval/metrics.py``; QwenClawBench: ``suites/qwenclawbench/metrics.py``) is
+reported for the tasks of its formats, overall and per ``category`` (and per split where it
+says so). ``infra_error`` trials are left out (never counted as 0); a task with fewer graded
+trials than requested is listed under ``incomplete``.
 """
 
 from __future__ import annotations
@@ -17,14 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from math import comb
 from typing import Protocol
 
+from openforge.suites.catalog import SUITES
+from openforge.suites.suite import Suite
 from openforge.tasks.model import Task
 
 __all__ = ["Scored", "SuiteMetrics", "suite_metrics"]
-
-CLAWEVAL_PASS = 0.75
 
 
 class Scored(Protocol):
@@ -52,39 +46,9 @@ class SuiteMetrics:
     incomplete: list[str] = field(default_factory=list)
 
 
-def _claweval(scores: dict[str, list[float]], k: int) -> dict[str, float | int]:
-    full = {t: s[:k] for t, s in scores.items() if len(s) >= k}
-    n = len(full)
-    return {
-        "tasks": n,
-        f"pass^{k}": sum(all(x >= CLAWEVAL_PASS for x in s) for s in full.values()) / n
-        if n
-        else 0.0,
-        f"pass@{k}": sum(any(x >= CLAWEVAL_PASS for x in s) for s in full.values()) / n
-        if n
-        else 0.0,
-        "avg_score": sum(sum(s) / len(s) for s in full.values()) / n if n else 0.0,
-    }
-
-
-def _qwenclawbench(scores: dict[str, list[float]], k: int) -> dict[str, float | int]:
-    graded = {t: s for t, s in scores.items() if s}
-    n = len(graded)
-    out: dict[str, float | int] = {
-        "tasks": n,
-        "mean_score": sum(sum(s) / len(s) for s in graded.values()) / n if n else 0.0,
-    }
-    for j in range(1, k + 1):
-        at, hat = [], []
-        for s in graded.values():
-            c = sum(x >= 1.0 - 1e-9 for x in s)
-            # As lib_grading: a task with fewer runs than j counts 0 for that j.
-            enough = len(s) >= j
-            at.append(1.0 - comb(len(s) - c, j) / comb(len(s), j) if enough else 0.0)
-            hat.append(comb(c, j) / comb(len(s), j) if enough else 0.0)
-        out[f"pass@{j}"] = sum(at) / len(at) if at else 0.0
-        out[f"pass^{j}"] = sum(hat) / len(hat) if hat else 0.0
-    return out
+def _reporting(fmt: str) -> Suite | None:
+    """The suite whose metrics cover tasks of format ``fmt``."""
+    return next((s for s in SUITES if s.metrics and fmt in s.formats), None)
 
 
 def suite_metrics(
@@ -92,18 +56,21 @@ def suite_metrics(
 ) -> list[SuiteMetrics]:
     """The metrics of each published suite that ``tasks`` come from (none for other tasks)."""
     by_id = {t.id: t for t in tasks}
+    suites: dict[str, Suite] = {}
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         task = by_id.get(r.task_id)
-        if task is None or task.format not in ("claweval", "qwenclawbench"):
+        if task is None or (suite := _reporting(task.format)) is None:
             continue
-        scores[task.format].setdefault(r.task_id, [])
+        suites[suite.name] = suite
+        scores[suite.name].setdefault(r.task_id, [])
         if r.status != "infra_error" and r.reward is not None:
-            scores[task.format][r.task_id].append(r.reward)
+            scores[suite.name][r.task_id].append(r.reward)
     out = []
-    for suite, per_task in sorted(scores.items()):
-        metric = _claweval if suite == "claweval" else _qwenclawbench
-        m = SuiteMetrics(suite=suite, trials=trials, overall=metric(per_task, trials))
+    for name, per_task in sorted(scores.items()):
+        spec = suites[name].metrics
+        assert spec is not None  # only suites with metrics are collected
+        m = SuiteMetrics(suite=name, trials=trials, overall=spec.compute(per_task, trials))
         groups: dict[str, dict[str, dict[str, list[float]]]] = {
             "category": defaultdict(dict),
             "split": defaultdict(dict),
@@ -111,9 +78,9 @@ def suite_metrics(
         for task_id, s in per_task.items():
             groups["category"][by_id[task_id].category or "(none)"][task_id] = s
             groups["split"][by_id[task_id].split][task_id] = s
-        m.by_category = {c: metric(g, trials) for c, g in sorted(groups["category"].items())}
-        if suite == "claweval":
-            m.by_split = {c: metric(g, trials) for c, g in sorted(groups["split"].items())}
+        m.by_category = {c: spec.compute(g, trials) for c, g in sorted(groups["category"].items())}
+        if spec.by_split:
+            m.by_split = {c: spec.compute(g, trials) for c, g in sorted(groups["split"].items())}
         m.incomplete = sorted(t for t, s in per_task.items() if len(s) < trials)
         out.append(m)
     return out

@@ -3,18 +3,19 @@
 :func:`openforge.suites.load_tasks` iterates :data:`openforge.suites.catalog.SUITES` and
 names none of them: how a checkout is given (``KIND:PATH``) or recognised, which directories
 and files are its tasks, whether it ships with OpenForge and which splits it adds all come
-from here. A suite fills in only the ways it is found; the rest stay None.
+from here, and :func:`openforge.suites.metrics.suite_metrics` reports each suite's own
+metrics for its tasks. A suite fills in only the ways it is found; the rest stay None.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from openforge.tasks.model import Task, TaskError
 
-__all__ = ["Checkout", "CheckoutLoader", "Suite", "TaskDirs", "TaskFiles"]
+__all__ = ["Checkout", "CheckoutLoader", "Metrics", "Scores", "Suite", "TaskDirs", "TaskFiles"]
 
 # A checkout's root (or the path the user gave) -> the tasks that loaded and the errors of
 # those that did not; TaskError when it is no such checkout at all.
@@ -47,9 +48,21 @@ class TaskFiles:
     load: Callable[[Path, Path], Task]  # (file, the suite's root) -> the task
 
 
+# Task id -> the rewards of its graded trials (infra_error trials left out).
+Scores = Mapping[str, list[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """A suite's own headline metrics, computed the way the suite computes them."""
+
+    compute: Callable[[Scores, int], dict[str, float | int]]  # (scores, trials requested)
+    by_split: bool = False  # reported per split too, besides overall and per category
+
+
 @dataclass(frozen=True, slots=True)
 class Suite:
-    """Everything about one benchmark that loading needs; the catalog lists them."""
+    """Everything about one benchmark that loading and reporting need; the catalog lists them."""
 
     name: str  # KIND in ``--tasks KIND:PATH``, or a bundled suite's name
     formats: tuple[str, ...]  # Task.format of its tasks
@@ -59,3 +72,4 @@ class Suite:
     # Shipped with OpenForge: the suite's directory, generated into the cache on first use.
     bundled: Callable[[], Path] | None = None
     splits: tuple[str, ...] = ()  # its own splits, beside OpenForge's train and test
+    metrics: Metrics | None = None  # reported by ``openforge eval`` for its tasks

@@ -1,0 +1,1 @@
+"""ClawEval: tasks read from the user's claw-eval checkout, graded by its own graders."""
