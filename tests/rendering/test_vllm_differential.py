@@ -53,6 +53,7 @@ FIXTURES = [
 ]
 
 # family -> (tiny model, tool format, vLLM tool parser, vLLM reasoning parser)
+THINKING = "deepseek_v31_thinking"
 FAMILIES: dict[str, tuple[str, str, str, str | None]] = {
     "hermes": ("qwen3_coder", "hermes", "hermes", "qwen3"),
     "qwen3_coder": ("qwen3_coder", "qwen3_coder", "qwen3_coder", "qwen3"),
@@ -60,6 +61,8 @@ FAMILIES: dict[str, tuple[str, str, str, str | None]] = {
     # vLLM's deepseek_v3 reasoning parser thinks only when the request asks (thinking in
     # chat_template_kwargs); this corpus is the non-thinking mode, so no reasoning parser.
     "deepseek_v31": ("deepseek_v31", "deepseek_v31", "deepseek_v31", None),
+    # Thinking mode: the generation prompt ends "<think>", the reply "reasoning</think>…".
+    THINKING: ("deepseek_v31", "deepseek_v31", "deepseek_v31", "deepseek_v3"),
     "llama3_json": ("llama3_json", "llama3_json", "llama3_json", None),
     "mistral": ("mistral", "mistral", "mistral", "mistral"),
     "glm45": ("glm45", "glm45", "glm45", "glm45"),
@@ -193,14 +196,21 @@ def _build(family: str, r: Renderer, tools: list[ToolSpec]) -> list[Case]:
              differs="cut short: OpenForge shows a partial call as text (counted)")
         for c in cases[:12] if c.calls
     ]  # fmt: skip
-    cases += cut + _malformed(family)
+    cases += cut + ([] if family == THINKING else _malformed(family))
+    if family == THINKING:
+        for c in cases:
+            c.reasoning = c.reasoning or "Think it over."
     rng = random.Random(family)
     for c in cases:
         if c.raw is not None:
             ids = r.tokenizer.encode_template(c.raw)
         else:
             calls = [ToolCall(f"c{i}", n, json.dumps(a)) for i, (n, a) in enumerate(c.calls)]
-            ids = r.encode_reply(c.text, c.reasoning, calls)
+            if family == THINKING:  # the prompt wrote <think>: the reply starts inside
+                think = [(c.reasoning or "", False), ("</think>", True)]
+                ids = r.encode_pieces(think) + r.encode_reply(c.text, None, calls)
+            else:
+                ids = r.encode_reply(c.text, c.reasoning, calls)
             # The stop token is not part of the text vLLM parses; its stream ends with it.
             ids, c.stop = ids[:-1], ids[-1:]
         if c.cut:
@@ -239,7 +249,9 @@ def _theirs(result: dict[str, Any]) -> Result | str:
 # several tokens per delta (speculative decoding, or a stream read in bursts) its calls'
 # arguments come out cut. OpenForge's stream does not depend on how ids are grouped; the
 # comparison for this family uses vLLM's one-token-per-delta stream ("tokens") instead.
-STREAM_MODE = {"deepseek_v31": "tokens"}
+# Its reasoning parser, likewise, leaves "</think>" in the content when the tag shares a
+# delta with the text after it.
+STREAM_MODE = {"deepseek_v31": "tokens", THINKING: "tokens"}
 # vLLM's hermes stream holds back text that could begin "<tool_call>" and never releases it
 # when the output ends there: a reply ending in "<" loses it. OpenForge releases held-back
 # text at the end (flush), so its content is vLLM's plus that tail.
@@ -324,6 +336,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FamilyRun]:
         calls = [call for c in cases for call in c.calls]
         tools = [*schema_tools(calls), *fixture_tools]
         prompt = r.render(Conversation([_user("List the files.")], tools)).ids
+        if family == THINKING:  # the template's thinking=True generation prompt
+            assert tok.special_text(prompt[-1]) == "</think>"
+            prompt = [*prompt[:-1], tok.token_id("<think>") or -1]
         made[family] = FamilyRun(r, tools, prompt, cases, [])
         specs.append({
             "model": model,
