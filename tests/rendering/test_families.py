@@ -281,3 +281,31 @@ def test_a_template_that_rewrites_a_finished_answer_forks_with_its_reason(
     assert second.fork and second.parent is None
     assert second.fork_reason is not None and "<|return|> as <|end|>" in second.fork_reason
     assert second.ids == _template_ids(r, conv)  # rendered from the template's text
+
+
+def test_reasoning_opened_by_the_prompt_is_read_from_the_first_token(
+    family_dirs: dict[str, Path],
+) -> None:
+    # DeepSeek V3.1 in thinking mode: the generation prompt ends "<think>", so the reply
+    # starts inside the reasoning block and writes only its close tag.
+    r = _renderer(family_dirs, "deepseek_v31")
+    prompt = r.render(Conversation(messages=[_msg("user", "Hi.")], tools=TOOLS)).ids
+    think = r.tokenizer.token_id("<think>")
+    assert think is not None
+    opened = [*prompt[:-1], think]
+    ids = r.encode_pieces([("Plan it.", False), ("</think>", True)])
+    ids += r.encode_reply("Done.", None, [ToolCall("c", "bash", '{"command": "ls"}')])
+    parsed = r.parse(ids, tools=TOOLS, prompt_ids=opened)
+    assert (parsed.reasoning, parsed.text) == ("Plan it.", "Done.")
+    assert [c.name for c in parsed.tool_calls] == ["bash"]
+    parser = r.stream_parser(tools=TOOLS, prompt_ids=opened)
+    for i in range(0, len(ids), 2):
+        parser.feed(ids[i : i + 2])
+    streamed = parser.finish()
+    assert (streamed.reasoning, streamed.text, streamed.tool_calls[0].name) == (
+        "Plan it.",
+        "Done.",
+        "bash",
+    )
+    # Under the non-thinking prompt ("</think>" last) the same ids are no reasoning.
+    assert r.parse(ids, tools=TOOLS, prompt_ids=prompt).reasoning is None
