@@ -21,6 +21,7 @@ from openforge.guest import source
 from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["BrowserUseHarness"]
 
@@ -46,7 +47,7 @@ class BrowserUseHarness:
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         max_steps: int = 8,
         vision: bool = False,
         judge: str = "off",

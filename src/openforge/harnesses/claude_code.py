@@ -36,6 +36,7 @@ from openforge.harnesses.launching import (
 )
 from openforge.harnesses.portable import Recipe, loader_script
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
 
 __all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness"]
@@ -65,7 +66,7 @@ class ClaudeCodeHarness:
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         allowed_tools: Sequence[str] | str = DEFAULT_TOOLS,
         max_turns: int = 30,
         binary: str = "claude",

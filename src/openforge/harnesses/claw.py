@@ -26,6 +26,7 @@ from openforge.harnesses.launching import (
     transcribed_error,
 )
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
 
 __all__ = ["ClawHarness"]
@@ -46,7 +47,7 @@ class ClawHarness:
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         max_turns: int = 8,
         max_tokens: int = 256,
         temperature: float = 1.0,

@@ -38,6 +38,7 @@ from openforge.harnesses.launching import (
 )
 from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
 
 __all__ = ["CodexHarness", "codex_config", "mcp_server_table"]
@@ -116,7 +117,7 @@ class CodexHarness:
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         binary: str = "codex",
         reasoning_effort: str | None = None,
     ) -> None:

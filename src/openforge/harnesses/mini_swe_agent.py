@@ -35,6 +35,7 @@ from openforge.harnesses.launching import (
 from openforge.harnesses.launching import tools_markdown as _tools_markdown
 from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["MiniSweAgentHarness", "mini_config"]
 
@@ -92,7 +93,7 @@ class MiniSweAgentHarness:
 
     def __init__(
         self,
-        home: str = "/home/sandbox",
+        home: str = SANDBOX_HOME,
         config: str = "mini",
         step_limit: int = 30,
         binary: str = "mini",

@@ -29,6 +29,7 @@ from openforge.harnesses.launching import (
 )
 from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME, SANDBOX_WORKDIR
 from openforge.tasks.model import McpServer
 
 __all__ = ["OpenClawHarness", "openclaw_config"]
@@ -87,7 +88,7 @@ class OpenClawHarness:
     dialect: Dialect = "openai_chat"
 
     def __init__(
-        self, home: str = "/home/sandbox", workdir: str = "/workspace", timeout_s: int = 600
+        self, home: str = SANDBOX_HOME, workdir: str = SANDBOX_WORKDIR, timeout_s: int = 600
     ) -> None:
         self.home = home.rstrip("/")
         self.workdir = workdir

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from openforge.harnesses.base import HarnessError, Launch
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import SANDBOX_HOME
 
 __all__ = ["ShellHarness", "harness_env"]
 
@@ -43,7 +44,7 @@ class ShellHarness:
     version = "1"
     dialect: Literal["openai_chat"] = "openai_chat"
 
-    def __init__(self, command: str, home: str = "/home/sandbox") -> None:
+    def __init__(self, command: str, home: str = SANDBOX_HOME) -> None:
         if not command.strip():
             raise HarnessError("the shell harness needs a command (--harness-option command=…)")
         self.shell_command = command

@@ -21,6 +21,7 @@ import orjson
 from openforge.harnesses.base import Harness
 from openforge.models.registry import DEFAULT_MODEL, resolve_model
 from openforge.rollouts.config import RolloutConfig, RolloutResult
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.store.schemas import CallRecord, Rollout
 from openforge.tasks.model import Task
 
@@ -43,7 +44,7 @@ def _solutions(content: str) -> dict[str, list[dict[str, Any]]]:
             tool_reply("submit", answer="done"),
         ],
         "claude-code": [
-            tool_reply("Write", file_path="/workspace/hello.txt", content=content + "\n"),
+            tool_reply("Write", file_path=f"{SANDBOX_WORKDIR}/hello.txt", content=content + "\n"),
             _DONE,
         ],
         "codex": [tool_reply("exec_command", cmd=shell), _DONE],

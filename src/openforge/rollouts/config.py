@@ -10,6 +10,7 @@ from typing import Any
 from openforge.harnesses.base import Harness
 from openforge.home import read_admin_token
 from openforge.sandboxes.base import SandboxBackend
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.suites.catalog import SUITE_SPLITS
 from openforge.tasks.model import Task
 
@@ -92,7 +93,7 @@ class RolloutConfig:
     # rollout's agent run makes that attempt infra_error (the gateway was lost mid-run).
     health_interval_s: float = 0.5
     health_timeout_s: float = 10.0
-    workdir: str = "/workspace"
+    workdir: str = SANDBOX_WORKDIR
     # Give tasks that ask for the internet (Harbor allow_internet) an open network; without
     # it they keep the gateway-only network and the CLI names them.
     allow_task_internet: bool = False

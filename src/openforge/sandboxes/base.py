@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
+
 if TYPE_CHECKING:
     from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 
@@ -85,7 +87,7 @@ class SandboxSpec:
     image: str | None = None  # container image (container and Kubernetes backends)
     # The task's own environment (container backends); the local backend has none to build.
     task_image: TaskImage | None = None
-    workdir: str = "/workspace"
+    workdir: str = SANDBOX_WORKDIR
     env: dict[str, str] = field(default_factory=dict)
     cpu: float | None = None  # cores
     memory_mb: int | None = None

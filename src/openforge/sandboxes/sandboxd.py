@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openforge.sandboxes.fspaths import PathEscape, read_files, write_files
 from openforge.sandboxes.procs import ProcessId, kill_leftovers, process_ids, run_streaming
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.sandboxes.sandboxd_verify import parse_verify, run_verify
 
 __all__ = ["TOKEN_ENV", "build_app", "main"]
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--uds", help="serve on this Unix socket instead of TCP")
     parser.add_argument("--token")
     parser.add_argument("--token-file")
-    parser.add_argument("--workdir", default="/workspace")
+    parser.add_argument("--workdir", default=SANDBOX_WORKDIR)
     parser.add_argument("--home", default=os.environ.get("HOME", "/root"))
     parser.add_argument("--gateway-port", type=int, help="relay 127.0.0.1:PORT inside ...")
     parser.add_argument("--gateway-socket", help="... to this Unix socket (the host's relay)")

@@ -24,6 +24,7 @@ import orjson
 
 from openforge.home import openforge_home
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
     Act,
@@ -124,7 +125,7 @@ async def _score(
 
 
 async def verifier_runs_untouched(
-    backend: SandboxBackend, task: Task, workdir: str = "/workspace"
+    backend: SandboxBackend, task: Task, workdir: str = SANDBOX_WORKDIR
 ) -> bool:
     """Whether ``task``'s verifier gives a reward in its environment when no agent touched
     it: the check, independent of any agent's workspace, that tells an agent breaking the
@@ -148,7 +149,7 @@ async def verifier_runs_untouched(
 async def check_task(
     backend: SandboxBackend,
     task: Task,
-    workdir: str = "/workspace",
+    workdir: str = SANDBOX_WORKDIR,
     use_cache: bool = True,
     internet: bool = False,
 ) -> CheckResult:
@@ -182,7 +183,7 @@ async def check_task(
 
 
 async def check_tasks(
-    backend: SandboxBackend, tasks: Sequence[Task], workdir: str = "/workspace",
+    backend: SandboxBackend, tasks: Sequence[Task], workdir: str = SANDBOX_WORKDIR,
     use_cache: bool = True, internet: bool = False, concurrency: int = 4,
 ) -> list[CheckResult]:  # fmt: skip
     """:func:`check_task` for each task, ``concurrency`` at a time; results in task order.

@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 
 from openforge.sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
+from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 from openforge.tasks.model import VERIFY_DIR, Task, TaskStep, TestsVerifier
 
@@ -108,7 +109,7 @@ def parse_verifier_output(stdout: bytes) -> tuple[float, Any]:
 
 
 async def run_verifier(
-    sandbox: Sandbox, task: Task, workdir: str = "/workspace", step: TaskStep | None = None
+    sandbox: Sandbox, task: Task, workdir: str = SANDBOX_WORKDIR, step: TaskStep | None = None
 ) -> VerifyResult:
     """Run the task's verifier in ``sandbox`` and parse its reward.
 
