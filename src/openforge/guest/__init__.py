@@ -24,7 +24,9 @@ Two exceptions stay plain files: ``gateway_forwarder`` (bind-mounted and started
 ``-I -S`` on every exec, so it imports nothing) and ``openforge_verify`` (task verifiers
 ``import openforge_verify`` beside them). Neither imports :mod:`.common`. sandboxd is not a
 guest program here: it runs from the sandbox image's installed package and shares
-``sandboxes/procs.py`` and ``fspaths.py`` with the local backend.
+``sandboxes/procs.py`` and ``fspaths.py`` with the local backend; ``verifier_python`` (the
+``python3`` a verifier runs) is a plain file too and stays beside it, since the image ships
+it with sandboxd.
 """
 
 from __future__ import annotations
@@ -49,13 +51,15 @@ PROGRAMS: dict[str, str] = {
     "mcp_bridge": "guest/mcp_bridge.py",
     "supervisor": "guest/supervisor.py",
     "gateway_forwarder": "guest/gateway_forwarder.py",
+    # Shipped in the sandbox image beside sandboxd, so it stays with it (docstring).
+    "verifier_python": "sandboxes/verifier_python.py",
     "webapps_server": "environments/webapps_server.py",
     "osworld_eval": "tasks/osworld_eval.py",
 }
 # Imported by task verifiers, never run on their own.
 LIBRARIES: dict[str, str] = {"openforge_verify": "guest/openforge_verify.py"}
 # Shipped as the plain file, importing nothing of OpenForge (the docstring's exceptions).
-PLAIN = frozenset({"gateway_forwarder", "openforge_verify"})
+PLAIN = frozenset({"gateway_forwarder", "openforge_verify", "verifier_python"})
 # The third-party packages each program may import besides the standard library.
 THIRD_PARTY: dict[str, frozenset[str]] = {
     "browser_server": frozenset({"playwright"}),
