@@ -191,6 +191,11 @@ def _checked(r: httpx.Response, path: str) -> Any:
         kind, message = "http_error", r.text[:500]
     if kind == "path_escape":
         raise PathEscape(message)
+    if r.status_code == 404:  # sandboxd answers 404 only for a route it does not have
+        raise SandboxError(
+            f"sandboxd has no {path}: the sandbox image is older than this OpenForge; "
+            "rebuild it (deploy/build-sandbox-image.sh IMAGE ENGINE)"
+        )
     raise SandboxError(f"sandboxd {path}: {r.status_code} {kind}: {message}")
 
 
