@@ -28,7 +28,7 @@ from typing import Any
 from openforge.environments import browser
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
-from openforge.tasks.miniwob import miniwob_task
+from openforge.suites.miniwob.loader import miniwob_task
 
 HOME = "/home/sandbox"
 TASK = ("click-button", 1)

@@ -38,7 +38,7 @@ from intervals import ci95  # bench/intervals.py, beside this file
 from openforge.environments.base import server_python
 from openforge.environments.browser import BrowserEnvironment, chromium_path
 from openforge.models.registry import resolve_model
-from openforge.tasks.miniwob import SUITE_TASKS
+from openforge.suites.miniwob.loader import SUITE_TASKS
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, evaluate, run_loop

@@ -18,7 +18,7 @@ from openforge.guest import source
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks.miniwob import miniwob_task
+from openforge.suites.miniwob.loader import miniwob_task
 
 HOME = SANDBOX_HOME
 # Runs inside the sandbox: does the JSON actions in $ACTIONS, prints every answer.

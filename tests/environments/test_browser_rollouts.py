@@ -15,7 +15,7 @@ from openforge.harnesses.base import HarnessError
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.suites import load_tasks
-from openforge.tasks.miniwob import miniwob_task
+from openforge.suites.miniwob.loader import miniwob_task
 
 from .conftest import admin_headers
 

@@ -12,7 +12,7 @@ import pytest
 
 from openforge.harnesses.browser_use import PREFIX
 from openforge.rollouts import RolloutConfig, run_rollouts
-from openforge.tasks.miniwob import miniwob_task
+from openforge.suites.miniwob.loader import miniwob_task
 
 from .conftest import admin_headers
 

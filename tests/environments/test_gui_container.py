@@ -24,9 +24,9 @@ from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.container import ContainerBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites import load_tasks
+from openforge.suites.miniwob.loader import miniwob_task
 from openforge.tasks import Task
 from openforge.tasks.episode import sandbox_spec
-from openforge.tasks.miniwob import miniwob_task
 
 from .test_desktop import CLIENT as DESKTOP_CLIENT
 from .test_desktop import EDIT_ID, _suite

@@ -23,7 +23,7 @@ from openforge.models.registry import resolve_model
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
 from openforge.store.sqlite import SqliteStore
 from openforge.suites import load_tasks
-from openforge.tasks.miniwob import miniwob_task
+from openforge.suites.miniwob.loader import miniwob_task
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig
 from openforge.training.loop import _reward, read_samples

@@ -14,8 +14,7 @@ import pytest
 
 from openforge.sandboxes import SandboxBackend
 from openforge.suites import load_tasks
-from openforge.tasks import Task
-from openforge.tasks.drills import (
+from openforge.suites.drills.generate import (
     DRILL_FAMILIES,
     DRILL_VERSION,
     TEST_WORDS,
@@ -23,6 +22,7 @@ from openforge.tasks.drills import (
     drill_suite,
     generate_drills,
 )
+from openforge.tasks import Task
 
 from .conftest import score
 

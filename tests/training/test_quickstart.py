@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from openforge.suites import load_tasks
-from openforge.tasks.drills import DRILL_FAMILIES
+from openforge.suites.drills.generate import DRILL_FAMILIES
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import shlex
 import shutil
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import orjson
 
@@ -65,7 +64,7 @@ _LOG = f"{_DIR}/server.log"
 VERIFY_SCRIPT = "gui_result.py"
 # Read, not imported: it needs Playwright, which only the sandbox's Python must have.
 _SERVER_SRC = source("browser_server")
-_APP_SERVER_SRC = Path(__file__).with_name("webapps_server.py")
+_APP_SERVER_SRC = source("webapps_server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +93,8 @@ class BrowserEnvironment:
     skip_selector: str = ""
     viewport: tuple[int, int] = (800, 600)
     settle_ms: int = 100
-    # A bundled web app (:mod:`.webapps_server`: shop, mail, booking, wiki) to serve in the
-    # sandbox; ``start_url`` is then a path on it ("/shop/"), its state at :data:`APP_DB`.
+    # A bundled web app (suites/webapps/server.py: shop, mail, booking, wiki) to serve in
+    # the sandbox; ``start_url`` is then a path on it ("/shop/"), its state at :data:`APP_DB`.
     app: str = ""
     # Keep the last N screenshots (one after each action and one at the end) for a judge.
     keep_screenshots: int = 0

@@ -53,7 +53,7 @@ PROGRAMS: dict[str, str] = {
     "gateway_forwarder": "guest/gateway_forwarder.py",
     # Shipped in the sandbox image beside sandboxd, so it stays with it (docstring).
     "verifier_python": "sandboxes/verifier_python.py",
-    "webapps_server": "environments/webapps_server.py",
+    "webapps_server": "suites/webapps/server.py",
     "osworld_eval": "tasks/osworld_eval.py",
 }
 # Imported by task verifiers, never run on their own.

@@ -8,25 +8,17 @@ recognises it.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 
-from openforge.suites import claw_mini
+from openforge.suites import claw_mini, drills, miniwob, webapps
 from openforge.suites.claweval.metrics import pass_metrics
 from openforge.suites.qwenclawbench.metrics import score_metrics
-from openforge.suites.suite import Checkout, Metrics, Suite, TaskDirs, TaskFiles
-from openforge.tasks import claweval, harbor, miniwob, osworld, qwenclawbench, webapps, webjudge
-from openforge.tasks.drills import DRILL_SUITE, drill_suite
+from openforge.suites.suite import Checkout, Metrics, Suite, TaskDirs, TaskFiles, found_by, holds
+from openforge.tasks import claweval, harbor, osworld, qwenclawbench, webjudge
 from openforge.tasks.foreign import load_claweval, load_qwenclawbench
-from openforge.tasks.model import TaskError
 from openforge.tasks.native import load_native
 
 __all__ = ["BY_NAME", "SUITES", "SUITE_SPLITS", "TERMINAL_BENCH"]
-
-
-def _holds(*names: str) -> Callable[[Path], bool]:
-    """A claim on the directories holding every one of ``names``."""
-    return lambda d: all((d / name).is_file() for name in names)
 
 
 # Tables and directories only a Harbor task has; a task.toml with one of them (and no
@@ -51,54 +43,31 @@ def _is_harbor(d: Path) -> bool:
     return harbor_dirs or (d / "instruction.md").is_file() or bool(_HARBOR_KEYS & data.keys())
 
 
-def _finds(find: Callable[[Path], object]) -> Callable[[Path], bool]:
-    """A recogniser from a suite's own ``find`` (which raises TaskError when it is not one)."""
-
-    def recognise(root: Path) -> bool:
-        try:
-            find(root)
-        except TaskError:
-            return False
-        return True
-
-    return recognise
-
-
 TERMINAL_BENCH = Suite(
     name="terminal-bench",
     formats=("terminal-bench",),
-    task_dirs=TaskDirs(claims=_holds("task.yaml"), load=harbor.load_terminal_bench),
+    task_dirs=TaskDirs(claims=holds("task.yaml"), load=harbor.load_terminal_bench),
 )
 
 SUITES: tuple[Suite, ...] = (
-    Suite(
-        name=miniwob.MINIWOB_SUITE,
-        formats=("miniwob",),
-        task_dirs=TaskDirs(claims=_holds(miniwob.MINIWOB_FILE), load=miniwob.load_miniwob),
-        bundled=miniwob.miniwob_suite,
-    ),
-    Suite(
-        name=webapps.WEBAPPS_SUITE,
-        formats=("webapp",),
-        task_dirs=TaskDirs(claims=_holds(webapps.WEBAPP_FILE), load=webapps.load_webapp),
-        bundled=webapps.webapps_suite,
-    ),
+    miniwob.SUITE,
+    webapps.SUITE,
     Suite(
         name="harbor",
         formats=("harbor",),
         task_dirs=TaskDirs(claims=_is_harbor, load=harbor.load_harbor),
     ),
-    Suite(name="native", formats=("native",), task_dirs=TaskDirs(_holds("task.toml"), load_native)),
+    Suite(name="native", formats=("native",), task_dirs=TaskDirs(holds("task.toml"), load_native)),
     claw_mini.SUITE,
-    Suite(name=DRILL_SUITE, formats=("native",), bundled=drill_suite),
+    drills.SUITE,
     Suite(
         name="claweval",
         formats=("claweval",),
         checkout=Checkout(
-            load=claweval.load_claweval_checkout, recognise=_finds(claweval.find_claweval)
+            load=claweval.load_claweval_checkout, recognise=found_by(claweval.find_claweval)
         ),
         # The older per-task layout: task.yaml beside its own grader.py.
-        task_dirs=TaskDirs(claims=_holds("task.yaml", "grader.py"), load=load_claweval),
+        task_dirs=TaskDirs(claims=holds("task.yaml", "grader.py"), load=load_claweval),
         splits=claweval.SPLITS,
         metrics=Metrics(pass_metrics, by_split=True),
     ),
@@ -108,7 +77,7 @@ SUITES: tuple[Suite, ...] = (
         formats=("qwenclawbench",),
         checkout=Checkout(
             load=qwenclawbench.load_qwenclawbench_checkout,
-            recognise=_finds(qwenclawbench.find_checkout),
+            recognise=found_by(qwenclawbench.find_checkout),
         ),
         # PinchBench-style task files anywhere under the path given.
         task_files=TaskFiles(glob="task_*.md", load=load_qwenclawbench),

@@ -15,7 +15,17 @@ from pathlib import Path
 
 from openforge.tasks.model import Task, TaskError
 
-__all__ = ["Checkout", "CheckoutLoader", "Metrics", "Scores", "Suite", "TaskDirs", "TaskFiles"]
+__all__ = [
+    "Checkout",
+    "CheckoutLoader",
+    "Metrics",
+    "Scores",
+    "Suite",
+    "TaskDirs",
+    "TaskFiles",
+    "found_by",
+    "holds",
+]
 
 # A checkout's root (or the path the user gave) -> the tasks that loaded and the errors of
 # those that did not; TaskError when it is no such checkout at all.
@@ -73,3 +83,21 @@ class Suite:
     bundled: Callable[[], Path] | None = None
     splits: tuple[str, ...] = ()  # its own splits, beside OpenForge's train and test
     metrics: Metrics | None = None  # reported by ``openforge eval`` for its tasks
+
+
+def holds(*names: str) -> Callable[[Path], bool]:
+    """A claim on the directories holding every one of the files ``names``."""
+    return lambda d: all((d / name).is_file() for name in names)
+
+
+def found_by(find: Callable[[Path], object]) -> Callable[[Path], bool]:
+    """A recogniser from a suite's own ``find``, which raises TaskError on what is not one."""
+
+    def recognise(root: Path) -> bool:
+        try:
+            find(root)
+        except TaskError:
+            return False
+        return True
+
+    return recognise

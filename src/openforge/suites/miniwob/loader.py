@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
-from openforge.tasks.drills import cached_suite
+from openforge.suites.cache import cached_suite
 from openforge.tasks.model import Task, TaskError, collect_dir
 
 __all__ = [

@@ -17,15 +17,12 @@ the default suite once into :func:`drill_suite`'s cache directory.
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openforge.home import openforge_home
+from openforge.suites.cache import cached_suite
 
 __all__ = [
     "DRILL_FAMILIES",
@@ -33,10 +30,8 @@ __all__ = [
     "DRILL_VERSION",
     "TEST_WORDS",
     "TRAIN_WORDS",
-    "cached_suite",
     "drill_suite",
     "generate_drills",
-    "tasks_cache_dir",
 ]
 
 DRILL_SUITE = "claw-drill"
@@ -583,37 +578,6 @@ def generate_drills(
                 task_id = f"drill-{family}-{split}-{n}"
                 _write_task(out / task_id, task_id, family, split, drill)
     return out
-
-
-def tasks_cache_dir() -> Path:
-    """Where generated suites are cached (``$OPENFORGE_TASKS_DIR``, as models_dir() does)."""
-    env = os.environ.get("OPENFORGE_TASKS_DIR")
-    return Path(env).expanduser() if env else openforge_home() / "tasks"
-
-
-def cached_suite(name: str, generate: Callable[[Path], object]) -> Path:
-    """The generated suite ``name`` under :func:`tasks_cache_dir`, made by ``generate`` on
-    first use.
-
-    It is written to a temporary directory beside it and renamed into place, so concurrent
-    loaders never see half a suite; the loser of a race drops its copy and uses the winner's.
-    """
-    root = tasks_cache_dir() / name
-    if root.is_dir():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
-        generate(tmp)
-        tmp.chmod(0o755)
-        try:
-            tmp.rename(root)
-        except OSError:
-            if not root.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root
 
 
 def drill_suite() -> Path:

@@ -1,6 +1,6 @@
 """Tasks on OpenForge's bundled local web apps, verified from the apps' server state.
 
-The apps (:mod:`openforge.environments.webapps_server`: a shop, a mail client, a booking
+The apps (:mod:`openforge.suites.webapps.server`: a shop, a mail client, a booking
 form, a docs wiki) run inside the sandbox beside the browser; every change an agent makes
 is a form POST their server writes to SQLite. A task directory holds one ``webapp.toml``::
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from openforge.environments.browser import APP_DB, RESULT_FILE, BrowserEnvironment
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks.drills import cached_suite
+from openforge.suites.cache import cached_suite
 from openforge.tasks.model import Task, TaskError, check_keys
 
 __all__ = ["APPS", "SUITE", "WEBAPPS_SUITE", "WEBAPP_FILE", "load_webapp", "webapps_suite"]
