@@ -21,7 +21,7 @@ The reward is 1 when every check's rows equal ``expect`` (in order) and the answ
 else 0. A database that is missing (the apps never started) or a query that fails is the
 verifier failing, so the rollout is ``infra_error``, never 0.
 
-The bundled suite ``webapps`` (``openforge rollout --tasks webapps``) is :data:`SUITE`,
+The bundled suite ``webapps`` (``openforge rollout --tasks webapps``) is :data:`SUITE_TASKS`,
 one task of each app in the ``test`` split.
 """
 
@@ -37,7 +37,7 @@ from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites.cache import cached_suite
 from openforge.tasks.model import Task, TaskError, check_keys
 
-__all__ = ["APPS", "SUITE", "WEBAPPS_SUITE", "WEBAPP_FILE", "load_webapp", "webapps_suite"]
+__all__ = ["APPS", "SUITE_TASKS", "WEBAPPS_SUITE", "WEBAPP_FILE", "load_webapp", "webapps_suite"]
 
 WEBAPP_FILE = "webapp.toml"
 WEBAPPS_SUITE = "webapps"
@@ -55,7 +55,7 @@ _SENT = "SELECT recipient, subject, coalesce(in_reply_to, 0) FROM messages WHERE
 _BOOKED = "SELECT name, day, time, party, status FROM bookings ORDER BY id"
 # (name, app, goal, checks as (sql, expect), answer must contain, split)
 _Check = tuple[str, list[list[Any]]]
-SUITE: tuple[tuple[str, str, str, tuple[_Check, ...], tuple[str, ...], str], ...] = (
+SUITE_TASKS: tuple[tuple[str, str, str, tuple[_Check, ...], tuple[str, ...], str], ...] = (
     ("shop-mugs", "shop", "Buy 2 Blue Mugs and have them shipped to Ada Lovelace, "
      "12 Analytical Street.",
      ((_ORDERS, [["Ada Lovelace", "12 Analytical Street", "blue-mug", 2]]),), (), "train"),
@@ -239,7 +239,7 @@ def load_webapp(d: Path) -> Task:
 
 
 def _write_suite(root: Path) -> None:
-    for name, app, goal, checks, contains, split in SUITE:
+    for name, app, goal, checks, contains, split in SUITE_TASKS:
         d = root / name
         d.mkdir()
         lines = [f"app = {json.dumps(app)}", f"goal = {json.dumps(goal)}", f'split = "{split}"']
