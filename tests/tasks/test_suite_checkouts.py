@@ -25,7 +25,7 @@ from openforge.sandboxes import SandboxBackend, create_backend
 from openforge.sandboxes.base import SandboxSpec
 from openforge.store.location import open_store
 from openforge.suites import load_tasks
-from openforge.tasks.claweval_grader import ClawEvalUser
+from openforge.suites.claweval.grader import ClawEvalUser
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 

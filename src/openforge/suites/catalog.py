@@ -10,12 +10,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from openforge.suites import claw_mini, drills, miniwob, webapps
-from openforge.suites.claweval.metrics import pass_metrics
-from openforge.suites.qwenclawbench.metrics import score_metrics
-from openforge.suites.suite import Checkout, Metrics, Suite, TaskDirs, TaskFiles, found_by, holds
-from openforge.tasks import claweval, harbor, osworld, qwenclawbench, webjudge
-from openforge.tasks.foreign import load_claweval, load_qwenclawbench
+from openforge.suites import claw_mini, claweval, drills, miniwob, qwenclawbench, webapps
+from openforge.suites.suite import Checkout, Suite, TaskDirs, holds
+from openforge.tasks import harbor, osworld, webjudge
 from openforge.tasks.native import load_native
 
 __all__ = ["BY_NAME", "SUITES", "SUITE_SPLITS", "TERMINAL_BENCH"]
@@ -60,29 +57,9 @@ SUITES: tuple[Suite, ...] = (
     Suite(name="native", formats=("native",), task_dirs=TaskDirs(holds("task.toml"), load_native)),
     claw_mini.SUITE,
     drills.SUITE,
-    Suite(
-        name="claweval",
-        formats=("claweval",),
-        checkout=Checkout(
-            load=claweval.load_claweval_checkout, recognise=found_by(claweval.find_claweval)
-        ),
-        # The older per-task layout: task.yaml beside its own grader.py.
-        task_dirs=TaskDirs(claims=holds("task.yaml", "grader.py"), load=load_claweval),
-        splits=claweval.SPLITS,
-        metrics=Metrics(pass_metrics, by_split=True),
-    ),
+    claweval.SUITE,
     TERMINAL_BENCH,
-    Suite(
-        name="qwenclawbench",
-        formats=("qwenclawbench",),
-        checkout=Checkout(
-            load=qwenclawbench.load_qwenclawbench_checkout,
-            recognise=found_by(qwenclawbench.find_checkout),
-        ),
-        # PinchBench-style task files anywhere under the path given.
-        task_files=TaskFiles(glob="task_*.md", load=load_qwenclawbench),
-        metrics=Metrics(score_metrics),
-    ),
+    qwenclawbench.SUITE,
     Suite(
         name="osworld",
         formats=("osworld",),

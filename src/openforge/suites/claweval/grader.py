@@ -8,7 +8,7 @@ dispatches and service audits from the MCP bridge's log (:mod:`openforge.environ
 transcript the grader gets is the gateway's record of the rollout's calls (the runner's),
 and a logged dispatch counts only when it answers a tool call the model made: the log is a
 file in the sandbox, which the agent could append to.
-``claweval_grade.py`` then loads the task's ``AbstractGrader`` subclass from the checkout
+``grade_child.py`` then loads the task's ``AbstractGrader`` subclass from the checkout
 (``claw_eval.graders.registry.get_grader``), calls ``grade`` with the parameters it accepts,
 and scores with ``compute_task_score`` / ``is_pass``.
 
@@ -37,8 +37,8 @@ from openforge.environments.services import (
 )
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
+from openforge.suites.grading import run_suite_code
 from openforge.tasks.judge import Judge, resolve_judge
-from openforge.tasks.suite_grading import run_suite_code
 from openforge.tasks.transcripts import claweval_messages, turns
 from openforge.tasks.verify import VerifierError, VerifyResult
 
@@ -54,7 +54,7 @@ __all__ = [
 # What ClawEval's runner puts before a simulated user's message in the conversation.
 USER_PREFIX = "[user_agent]\n"
 
-_DRIVER = Path(__file__).with_name("claweval_grade.py")
+_DRIVER = Path(__file__).with_name("grade_child.py")
 _GLOB = (
     "import glob, json, sys; print(json.dumps(sorted(glob.glob(sys.argv[1], recursive=True))[:50]))"
 )

@@ -1,7 +1,7 @@
 """Child process: ClawEval's own code on one rollout: grade its trace with the task's grader
 class, or (``"mode": "user"``) ask the task's simulated user for its next message.
 
-Run by :class:`openforge.tasks.claweval_grader.ClawEvalGrader` with the checkout's ``src/``
+Run by :class:`openforge.suites.claweval.grader.ClawEvalGrader` with the checkout's ``src/``
 first on ``PYTHONPATH`` and the checkout as cwd; it imports nothing of OpenForge. Input on
 stdin: ``{checkout, task_yaml, task_dir, trace, env_snapshot, judge}``. Output (last stdout
 line): ``{task_score, passed, scores, judge_calls}``.

@@ -19,7 +19,7 @@ ClawEval's own ``UserAgent`` behind the run's user-role key (:class:`ClawEvalUse
 Grading builds the trace ClawEval's runner writes (``trace_start``, ``message``,
 ``tool_dispatch``, ``audit_snapshot``, ``trace_end`` JSONL) and runs the task's own grader
 class in a child process with the checkout's ``src/`` first on ``PYTHONPATH``
-(``claweval_grade.py``), scoring with ``claw_eval.models.scoring.compute_task_score``.
+(``grade_child.py``), scoring with ``claw_eval.models.scoring.compute_task_score``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from openforge.environments.services import Service, TaskServices, ToolRoute
-from openforge.tasks.claweval_grader import (
+from openforge.suites.claweval.grader import (
     ClawEvalGrader,
     ClawEvalService,
     ClawEvalSpec,

@@ -14,7 +14,7 @@ fields the same way, so a task it accepts is one the benchmark runs, and says wh
 field is wrong otherwise.
 
 Grading runs the benchmark's ``lib_grading.grade_task`` from the checkout in a child process
-(``qwenclawbench_grade.py``) on a host copy of the workspace and the transcript in OpenClaw's
+(``grade_child.py``) on a host copy of the workspace and the transcript in OpenClaw's
 session format, as ``scripts/benchmark.py`` does: the automated checks, the judge prompt and
 parser, and the penalised hybrid combination with ``grading_weights`` are the benchmark's
 own. Tasks with a judge part get the run's judge (a judge-role key on the gateway, so its calls
@@ -35,17 +35,17 @@ from typing import Any
 import yaml
 
 from openforge.sandboxes.base import Sandbox
+from openforge.suites.grading import run_suite_code, snapshot_workspace
 from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.model import Task, TaskError, inside
 from openforge.tasks.native import ID_RE
-from openforge.tasks.suite_grading import run_suite_code, snapshot_workspace
 from openforge.tasks.transcripts import openclaw_events, turns
 from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = ["QwenClawBenchGrader", "find_checkout", "load_qwenclawbench_checkout"]
 
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
-_DRIVER = Path(__file__).with_name("qwenclawbench_grade.py")
+_DRIVER = Path(__file__).with_name("grade_child.py")
 _LIB = ("scripts", "lib_grading.py")
 # lib_tasks.py's own expressions: the frontmatter, tracing-only fields it strips, sections,
 # and lib_grading.py's code block (closed only by a fence at the start of a line).
