@@ -1,5 +1,7 @@
 """What the published suites' graders share: copy the agent's workspace out of the sandbox,
-and run the suite's own grading code from the user's checkout in a child Python process.
+and run the suite's own grading code from the user's checkout in a child Python process (the
+older single-task layouts instead run their task's ``grade()`` in the sandbox through
+:data:`GRADER_WRAPPER`).
 
 The child runs with the checkout's code first on ``PYTHONPATH`` and gets its input as JSON on
 stdin; it prints one JSON object as the last line of stdout. A child that crashes, runs past
@@ -29,10 +31,49 @@ import orjson
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
 from openforge.tasks.judge import Judge, judge_from_env
-from openforge.tasks.model import VERIFY_DIR
+from openforge.tasks.model import VERIFY_DIR, TaskError
+from openforge.tasks.native import ID_RE
 from openforge.tasks.verify import VerifierError
 
-__all__ = ["Judge", "judge_from_env", "run_suite_code", "snapshot_workspace"]
+__all__ = [
+    "GRADER_WRAPPER",
+    "Judge",
+    "check_id",
+    "judge_from_env",
+    "run_suite_code",
+    "snapshot_workspace",
+]
+
+# The verifier of the older single-task layouts (ClawEval's task.yaml + grader.py,
+# PinchBench's task_*.md): it runs the task's own grade() in the sandbox, formatted with the
+# arguments that layout's grade() takes, and prints OpenForge's reward line.
+GRADER_WRAPPER = """\
+import importlib.util, inspect, json, os, sys
+d = os.environ["OPENFORGE_VERIFY_DIR"]
+spec = importlib.util.spec_from_file_location("grader", os.path.join(d, "grader.py"))
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+ws = os.getcwd()
+n = len(inspect.signature(mod.grade).parameters)
+out = mod.grade(%s)
+if isinstance(out, dict):
+    if "reward" in out or "score" in out:
+        reward = float(out.get("reward", out.get("score")))
+    else:
+        vals = [float(v) for v in out.values()]
+        reward = sum(vals) / len(vals) if vals else 0.0
+else:
+    reward = float(out)
+print(json.dumps({"reward": reward, "details": out if isinstance(out, dict) else {}}))
+"""
+
+
+def check_id(file: Path, field_name: str, value: Any) -> str:
+    """``value`` as a task id, or TaskError naming ``file`` and ``field_name``."""
+    if not isinstance(value, str) or not ID_RE.match(value):
+        raise TaskError(file, field_name, f"must be a string of [A-Za-z0-9._/-], got {value!r}")
+    return value
+
 
 _KEEP = 8000
 # What a grader may copy out of a sandbox (as a tar): a flood stays in the sandbox.

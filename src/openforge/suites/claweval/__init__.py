@@ -4,10 +4,10 @@ does (``metrics.py``)."""
 
 from __future__ import annotations
 
+from openforge.suites.claweval.legacy import load_claweval
 from openforge.suites.claweval.loader import SPLITS, find_claweval, load_claweval_checkout
 from openforge.suites.claweval.metrics import pass_metrics
 from openforge.suites.suite import Checkout, Metrics, Suite, TaskDirs, found_by, holds
-from openforge.tasks.foreign import load_claweval
 
 __all__ = ["SUITE"]
 

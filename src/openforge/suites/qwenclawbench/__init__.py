@@ -4,10 +4,10 @@ does (``metrics.py``)."""
 
 from __future__ import annotations
 
+from openforge.suites.qwenclawbench.legacy import load_qwenclawbench
 from openforge.suites.qwenclawbench.loader import find_checkout, load_qwenclawbench_checkout
 from openforge.suites.qwenclawbench.metrics import score_metrics
 from openforge.suites.suite import Checkout, Metrics, Suite, TaskFiles, found_by
-from openforge.tasks.foreign import load_qwenclawbench
 
 __all__ = ["SUITE"]
 
