@@ -32,6 +32,7 @@ bench: $(SETUP)
 	$(PY) bench/rollouts.py
 	$(PY) bench/engine_local.py
 	$(PY) bench/engine_prefix.py
+	$(PY) bench/engine_vllm_live.py
 	$(PY) bench/trainer.py
 	$(PY) bench/learning.py --quick
 
