@@ -45,7 +45,8 @@ from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites import load_tasks
 from openforge.suites.miniwob.loader import miniwob_task
-from openforge.tasks import Task, osworld_eval
+from openforge.suites.osworld import evaluate as osworld_eval
+from openforge.tasks import Task
 
 from .conftest import ScriptedGateway
 from .test_desktop import EDIT_ID, _suite

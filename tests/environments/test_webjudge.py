@@ -14,8 +14,8 @@ import pytest
 from openforge.environments.browser import BrowserEnvironment
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
 from openforge.suites import load_tasks
+from openforge.suites.webjudge.grader import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
 from openforge.tasks.model import Task
-from openforge.tasks.webjudge import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
 
 from .conftest import ScriptedGateway, admin_headers
 

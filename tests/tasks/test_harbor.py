@@ -11,8 +11,8 @@ from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxError, TaskImage
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
 from openforge.suites import load_tasks
+from openforge.suites.harbor.loader import with_reward_key
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
-from openforge.tasks.harbor import with_reward_key
 from openforge.tasks.oracle import check_task
 from openforge.tasks.verify import VerifierError, aggregate_rewards, parse_pytest_summary
 

@@ -54,7 +54,7 @@ PROGRAMS: dict[str, str] = {
     # Shipped in the sandbox image beside sandboxd, so it stays with it (docstring).
     "verifier_python": "sandboxes/verifier_python.py",
     "webapps_server": "suites/webapps/server.py",
-    "osworld_eval": "tasks/osworld_eval.py",
+    "osworld_eval": "suites/osworld/evaluate.py",
 }
 # Imported by task verifiers, never run on their own.
 LIBRARIES: dict[str, str] = {"openforge_verify": "guest/openforge_verify.py"}

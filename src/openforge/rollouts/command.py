@@ -165,8 +165,8 @@ def _run(
     from openforge.sandboxes.base import SandboxError
     from openforge.suites import load_tasks
     from openforge.suites.catalog import SUITE_SPLITS
+    from openforge.suites.harbor.loader import with_reward_key
     from openforge.suites.metrics import suite_metrics
-    from openforge.tasks.harbor import with_reward_key
     from openforge.traces.monitor import RuleError, load_rules
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break

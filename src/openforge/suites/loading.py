@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from openforge.suites.catalog import BY_NAME, SUITES, TERMINAL_BENCH
+from openforge.suites.catalog import BY_NAME, SUITES
+from openforge.suites.harbor import TERMINAL_BENCH
 from openforge.suites.suite import Checkout, TaskDirs, TaskFiles
 from openforge.tasks.model import Task, TaskError
 

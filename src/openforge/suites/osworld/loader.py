@@ -2,7 +2,7 @@
 
 Each example's ``config`` steps set up the desktop environment (``launch``, ``execute`` /
 ``command``, ``sleep``) and its ``evaluator`` runs as the verifier
-(:mod:`openforge.tasks.osworld_eval`, OSWorld's getters and metrics for files and command
+(:mod:`openforge.suites.osworld.evaluate`, OSWorld's getters and metrics for files and command
 output). Examples that need what is not here (a VM snapshot's apps, ``download`` and
 ``open`` steps, accessibility-tree getters, metrics for office documents) are reported as
 errors naming the field, and the rest load. A ``cloud_file`` is looked up as
@@ -21,7 +21,7 @@ from openforge.tasks.model import Task, TaskError
 
 __all__ = ["is_osworld_suite", "load_osworld"]
 
-_EVAL = Path(__file__).with_name("osworld_eval.py")
+_EVAL = Path(__file__).with_name("evaluate.py")
 _STEPS = {"launch", "execute", "command", "sleep"}
 _GETTERS = {"vm_file", "vm_command_line", "rule", "cloud_file"}
 _METRICS = {"exact_match", "check_include_exclude", "compare_text_file", "is_in_list", "infeasible"}
