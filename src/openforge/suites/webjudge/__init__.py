@@ -1,10 +1,10 @@
 """Live-site suites judged by WebJudge (``grader.py``): WebVoyager and Online-Mind2Web, read
-from the suite's own task file."""
+from the suite's own task file (``loader.py``)."""
 
 from __future__ import annotations
 
 from openforge.suites.suite import Checkout, Suite
-from openforge.suites.webjudge.grader import load_mind2web, load_webvoyager
+from openforge.suites.webjudge.loader import load_mind2web, load_webvoyager
 
 __all__ = ["MIND2WEB", "WEBVOYAGER"]
 
