@@ -1,6 +1,6 @@
 """Child process: grade one QwenClawBench run with the benchmark's own ``lib_grading``.
 
-Run by :class:`openforge.suites.qwenclawbench.loader.QwenClawBenchGrader` with the checkout's
+Run by :class:`openforge.suites.qwenclawbench.grader.QwenClawBenchGrader` with the checkout's
 ``scripts/`` first on ``PYTHONPATH``; it imports nothing of OpenForge. Input on stdin:
 ``{checkout, tasks_dir, task_file, workspace, transcript, judge: {base_url, api_key, model}
 | null}``. Output: ``GradeResult.to_dict()`` as the last stdout line.

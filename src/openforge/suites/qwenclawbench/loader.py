@@ -11,41 +11,24 @@ automated | llm_judge | hybrid, ``grading_weights``, ``timeout_seconds`` default
 Behavior``, ``Grading Criteria``, ``Automated Checks`` with a ```` ```python ```` block whose
 fence closes only at the start of a line, ``LLM Judge Rubric``). This loader reads the same
 fields the same way, so a task it accepts is one the benchmark runs, and says which file and
-field is wrong otherwise.
-
-Grading runs the benchmark's ``lib_grading.grade_task`` from the checkout in a child process
-(``grade_child.py``) on a host copy of the workspace and the transcript in OpenClaw's
-session format, as ``scripts/benchmark.py`` does: the automated checks, the judge prompt and
-parser, and the penalised hybrid combination with ``grading_weights`` are the benchmark's
-own. Tasks with a judge part get the run's judge (a judge-role key on the gateway, so its calls
-are recorded under the rollout and never trained on; else ``OPENFORGE_JUDGE_*``); without one
-their rollouts are ``infra_error``, never a score. ``grade_task`` would retry a failing judge
-API a hundred times and then fall back to an OpenClaw agent as judge; the grading child stops
-at the first failed judge request instead, so a judge engine failure is ``infra_error``.
+field is wrong otherwise. Each task is graded by the benchmark's own code (``grader.py``).
 """
 
 from __future__ import annotations
 
 import re
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from openforge.sandboxes.base import Sandbox
-from openforge.suites.grading import run_suite_code, snapshot_workspace
-from openforge.tasks.judge import Judge, resolve_judge
+from openforge.suites.qwenclawbench.grader import QwenClawBenchGrader
 from openforge.tasks.model import Task, TaskError, inside
 from openforge.tasks.native import ID_RE
-from openforge.tasks.transcripts import openclaw_events, turns
-from openforge.tasks.verify import VerifierError, VerifyResult
 
-__all__ = ["QwenClawBenchGrader", "find_checkout", "load_qwenclawbench_checkout"]
+__all__ = ["find_checkout", "load_qwenclawbench_checkout"]
 
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
-_DRIVER = Path(__file__).with_name("grade_child.py")
 _LIB = ("scripts", "lib_grading.py")
 # lib_tasks.py's own expressions: the frontmatter, tracing-only fields it strips, sections,
 # and lib_grading.py's code block (closed only by a fence at the start of a line).
@@ -226,69 +209,3 @@ def load_qwenclawbench_checkout(path: Path) -> tuple[list[Task], list[TaskError]
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(TaskError(f, "(file)", f"cannot be read: {exc}"))
     return tasks, errors
-
-
-@dataclass(frozen=True, slots=True)
-class QwenClawBenchGrader:
-    """The benchmark's own ``lib_grading`` on a copy of the workspace and the transcript."""
-
-    checkout: Path
-    tasks_dir: Path
-    task_file: Path
-    grading_type: str
-    timeout_s: float = 900.0
-
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
-        """Copy the workspace out and run ``lib_grading`` on it; a crash is a VerifierError."""
-        judge = resolve_judge(judge) if self.grading_type != "automated" else None
-        if self.grading_type != "automated" and judge is None:
-            raise VerifierError(
-                f"{self.task_file.name}: grading_type {self.grading_type} needs an LLM judge; "
-                "start the gateway with --judge-engine, or set OPENFORGE_JUDGE_BASE_URL (and "
-                "_API_KEY, _MODEL) to an OpenAI-compatible API"
-            )
-        with tempfile.TemporaryDirectory(prefix="openforge-qcb-") as tmp:
-            ws = Path(tmp) / "workspace"
-            copied = await snapshot_workspace(sandbox, workdir, ws)
-            payload = {
-                "checkout": str(self.checkout),
-                "tasks_dir": str(self.tasks_dir),
-                "task_file": str(self.task_file),
-                "workspace": str(ws),
-                "transcript": session_transcript(transcript),
-                "judge": judge.as_json() if judge else None,
-            }
-            result, log = await run_suite_code(
-                _DRIVER, [self.checkout / "scripts"], Path(tmp), payload, self.timeout_s
-            )
-        score = result.get("score")
-        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
-            raise VerifierError(f"lib_grading gave a score outside [0, 1]: {score!r}", log)
-        if copied is not None:
-            result["workspace_not_copied"] = copied
-        return VerifyResult(reward=float(score), details=result, output=log)
-
-
-def session_transcript(transcript: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The transcript as QwenClawBench's runner hands it to graders: OpenClaw's session events.
-
-    OpenClaw's own session file is passed as it is; other harnesses' transcripts are
-    rebuilt in that format.
-    """
-    sessions = (transcript or {}).get("sessions") or {}
-    agent = [
-        events
-        for path, events in sessions.items()
-        if "/agents/" in path
-        and isinstance(events, list)
-        and any(isinstance(e, dict) and e.get("type") == "message" for e in events)
-    ]
-    if agent:
-        return max(agent, key=len)
-    return openclaw_events(turns(transcript))
