@@ -257,6 +257,20 @@ class VLLMEngine(RemoteEngine):
         finally:
             await self.post_json("/resume")
 
+    async def load_adapter(self, name: str, path: str, version: str) -> None:
+        """Serve the PEFT LoRA adapter directory at ``path`` as ``name`` (replacing it in
+        place when already loaded): later requests name it as their model and are
+        stamped ``version``; the base model stays served under its own name. The server
+        needs ``--enable-lora`` (``--max-lora-rank`` at least the adapter's) and
+        ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``. Requests in flight are not drained
+        here: the caller pauses around it, as around :meth:`update_weights`."""
+        await self.post_json(
+            "/v1/load_lora_adapter",
+            {"lora_name": name, "lora_path": path, "load_inplace": True},
+        )
+        self.model = name
+        self._version = version
+
     async def pause(self) -> None:
         """Stop scheduling new tokens; requests in flight are kept and resume later."""
         await self.post_json("/pause", params={"mode": "keep"})
