@@ -212,8 +212,8 @@ async def test_multi_turn_talks_with_the_simulated_user_and_is_judged(tmp_path: 
 async def test_a_failing_simulated_user_is_infra_error_at_once(tmp_path: Path) -> None:
     """The suite's UserAgent retries every failure for minutes and then ends the talk as if
     the user were satisfied; OpenForge stops at the first failed request: infra_error."""
+    from openforge.tasks.grading import VerifierError
     from openforge.tasks.judge import Judge
-    from openforge.tasks.verify import VerifierError
 
     task = _tasks(write_sample(tmp_path / "ce"))["T003_chat"]
     assert task.simulated_user is not None

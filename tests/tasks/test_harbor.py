@@ -13,8 +13,9 @@ from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitu
 from openforge.suites import load_tasks
 from openforge.suites.harbor.loader import with_reward_key
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.grading import VerifierError
 from openforge.tasks.oracle import check_task
-from openforge.tasks.verify import VerifierError, aggregate_rewards, parse_pytest_summary
+from openforge.tasks.verify import aggregate_rewards, parse_pytest_summary
 
 from . import harbor_samples as samples
 

@@ -19,8 +19,8 @@ from openforge.sandboxes.container import ContainerBackend
 from openforge.sandboxes.images import base_images_from_env
 from openforge.suites import load_tasks
 from openforge.tasks.episode import Turn, TurnOutcome, run_episode, sandbox_spec
+from openforge.tasks.grading import VerifierError
 from openforge.tasks.oracle import check_task
-from openforge.tasks.verify import VerifierError
 
 from . import harbor_samples as samples
 

@@ -9,7 +9,7 @@ import pytest
 
 from openforge.suites import load_tasks
 from openforge.tasks import VERIFY_DIR, parse_verifier_output
-from openforge.tasks.verify import VerifierError
+from openforge.tasks.grading import VerifierError
 
 
 def _native(root: Path, name: str, toml: str, verify: str = "print('{\"reward\": 1}')") -> Path:

@@ -55,11 +55,11 @@ from openforge.tasks.episode import (
     run_episode,
     sandbox_spec,
 )
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.oracle import verifier_runs_untouched
 from openforge.tasks.transcripts import recorded_transcript
-from openforge.tasks.verify import VerifierError, VerifyResult
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
 __all__ = ["Attempt", "RolloutJob", "run_job"]

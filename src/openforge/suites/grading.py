@@ -30,10 +30,10 @@ import orjson
 
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
+from openforge.tasks.grading import VerifierError
 from openforge.tasks.judge import Judge, judge_from_env
 from openforge.tasks.model import VERIFY_DIR, TaskError
 from openforge.tasks.native import ID_RE
-from openforge.tasks.verify import VerifierError
 
 __all__ = [
     "GRADER_WRAPPER",

@@ -1,12 +1,9 @@
-"""Tasks: the native format, foreign-suite loaders, verifiers, the bundled claw-mini suite."""
+"""Tasks: the task model and OpenForge's native format, the episode, verification and the
+oracle check. The benchmarks that produce tasks are in :mod:`openforge.suites`."""
 
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.model import VERIFY_DIR, Task, TaskError
-from openforge.tasks.verify import (
-    VerifierError,
-    VerifyResult,
-    parse_verifier_output,
-    run_verifier,
-)
+from openforge.tasks.verify import parse_verifier_output, run_verifier
 
 __all__ = [
     "VERIFY_DIR",

@@ -17,7 +17,7 @@ once, on the whole conversation.
 
 Exceptions: a failing healthcheck or step ``setup.sh`` is a :class:`VerifierError`-like
 :class:`EnvironmentFailed` (the rollout's ``infra_error``); verifier failures are
-:class:`~openforge.tasks.verify.VerifierError`.
+:class:`~openforge.tasks.grading.VerifierError`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from openforge.sandboxes.base import KillsLeftovers, Sandbox, SandboxSpec, TaskImage
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.model import Task, TaskStep
-from openforge.tasks.verify import VerifierError, VerifyResult, run_verifier
+from openforge.tasks.verify import run_verifier
 
 __all__ = [
     "Act",

@@ -8,7 +8,7 @@ model=<the judge engine's model name>)``: every judge call is then recorded unde
 rollout with role ``judge`` and never becomes training data, and a judge engine that fails
 answers with an error, so the grading fails (the rollout's ``infra_error``), never a score.
 
-A grader receives the judge through :meth:`openforge.tasks.model.SuiteGrader.grade`
+A grader receives the judge through :meth:`openforge.tasks.grading.SuiteGrader.grade`
 (``judge=``), never by reading the environment itself. ``OPENFORGE_JUDGE_BASE_URL``,
 ``OPENFORGE_JUDGE_API_KEY`` and ``OPENFORGE_JUDGE_MODEL`` (:func:`judge_from_env`) remain a
 fallback for graders run outside a gateway (``openforge tasks check``, a gateway without a

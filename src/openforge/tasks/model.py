@@ -12,15 +12,14 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
+
+import yaml
 
 from openforge.environments.base import GuiEnvironment
 from openforge.guest import source
 from openforge.sandboxes.base import NetworkPolicy, Sandbox
-from openforge.tasks.judge import Judge
-
-if TYPE_CHECKING:
-    from openforge.tasks.verify import VerifyResult
+from openforge.tasks.grading import SimulatedUser, SuiteGrader
 
 __all__ = [
     "VERIFY_DIR",
@@ -28,8 +27,6 @@ __all__ = [
     "McpServer",
     "McpTool",
     "Sidecars",
-    "SimulatedUser",
-    "SuiteGrader",
     "Task",
     "TaskEnvironment",
     "TaskError",
@@ -39,6 +36,7 @@ __all__ = [
     "check_keys",
     "collect_dir",
     "inside",
+    "read_yaml_mapping",
 ]
 
 # Where the verifier's files are put in the sandbox (relative to the workdir), after the
@@ -174,50 +172,6 @@ class Sidecars(Protocol):
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The harness's launch, wrapped so the environment runs around it."""
-        ...
-
-
-class SuiteGrader(Protocol):
-    """A published suite's own grader, run on the host after the agent stops.
-
-    Published suites grade outside the agent's box (ClawEval grades its trace on the host,
-    QwenClawBench copies the workspace out and grades the copy), and they grade the
-    transcript as well as the files, so they cannot be a ``verify_command``. A grader that
-    cannot run raises :class:`openforge.tasks.verify.VerifierError` (an ``infra_error``).
-    ``judge`` is the LLM judge the run provides (a judge-role key on the gateway, see
-    :mod:`openforge.tasks.judge`), None when it has none; a grader that needs one falls back
-    to :func:`openforge.tasks.judge.resolve_judge` and fails (never scores) without.
-    """
-
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
-        """Grade what the agent left in ``sandbox`` and its harness ``transcript``."""
-        ...
-
-
-class SimulatedUser(Protocol):
-    """The simulated user of a multi-turn task (ClawEval's ``user_agent``).
-
-    After each agent turn that ends without a tool call the user is asked for its next
-    message, through the run's user-role endpoint (a user-role key on the gateway: its calls
-    are recorded under the rollout with role ``user`` and never trained on); ``None`` means
-    the user is satisfied. At most ``max_rounds`` replies are asked for. A user that cannot
-    answer (its engine failed) raises :class:`openforge.tasks.verify.VerifierError`: the
-    rollout's ``infra_error``, never a score.
-    """
-
-    @property
-    def max_rounds(self) -> int:
-        """How many replies the user gives at most."""
-        ...
-
-    async def reply(self, transcript: dict[str, Any] | None, endpoint: Judge | None) -> str | None:
-        """The user's next message as the agent receives it, or None when satisfied."""
         ...
 
 
@@ -357,3 +311,18 @@ def check_keys(
         hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
         choices = ", ".join(sorted(known))
         raise TaskError(file, prefix + key, f"unknown key{hint} (known keys: {choices})")
+
+
+def read_yaml_mapping(file: Path) -> dict[str, Any]:
+    """``file`` read as a YAML mapping; TaskError (``(yaml)``) when it is not one.
+
+    A file that cannot be read raises OSError (or UnicodeDecodeError), which loading reports
+    as a file that cannot be read.
+    """
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise TaskError(file, "(yaml)", f"not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TaskError(file, "(yaml)", "must be a mapping")
+    return data

@@ -33,8 +33,8 @@ from openforge.tasks.episode import (
     run_episode,
     sandbox_spec,
 )
+from openforge.tasks.grading import VerifierError
 from openforge.tasks.model import Task
-from openforge.tasks.verify import VerifierError
 
 __all__ = ["CheckResult", "check_task", "check_tasks", "task_hash", "verifier_runs_untouched"]
 

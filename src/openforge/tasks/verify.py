@@ -34,7 +34,6 @@ import os
 import re
 import shlex
 import tarfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +42,10 @@ import orjson
 from openforge.sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
 from openforge.sandboxes.runtime import SANDBOX_WORKDIR
 from openforge.sandboxes.verifier import VerifierExec, VerifierRun
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.model import VERIFY_DIR, Task, TaskStep, TestsVerifier
 
 __all__ = [
-    "VerifierError",
-    "VerifyResult",
     "aggregate_rewards",
     "parse_pytest_summary",
     "parse_verifier_output",
@@ -56,33 +54,6 @@ __all__ = [
 ]
 
 _KEEP = 8000  # bytes of verifier output kept in a result
-
-
-class VerifierError(Exception):
-    """The verifier crashed, timed out or printed no valid reward line.
-
-    ``agent_reachable``: it failed where the agent had its hands (the agent's own
-    environment, files it could have planted or removed, processes it could have started),
-    so the failure alone does not show that the verifier is broken. The rollout runs the
-    verifier again where no agent was (:func:`openforge.tasks.oracle.verifier_runs_untouched`):
-    if it runs there, the agent broke it and the reward is 0; only otherwise is the rollout
-    ``infra_error``. An agent cannot turn its failure into a masked ``infra_error``.
-    """
-
-    def __init__(self, message: str, output: str = "", agent_reachable: bool = False) -> None:
-        super().__init__(message)
-        self.output = output
-        self.agent_reachable = agent_reachable
-        # The agent turn's TurnOutcome (tasks/episode.py), when the verifier ran after one.
-        self.outcome: Any = None
-
-
-@dataclass(slots=True)
-class VerifyResult:
-    reward: float
-    details: Any = None
-    output: str = ""  # stdout + stderr tail, for debugging
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _tail(data: bytes) -> str:

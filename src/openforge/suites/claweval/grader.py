@@ -35,9 +35,9 @@ from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
 from openforge.suites.claweval.trace import build_trace, file_entry, made_by_the_model
 from openforge.suites.grading import run_suite_code
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.transcripts import claweval_messages, turns
-from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "ClawEvalUser"]
 

@@ -9,31 +9,25 @@ run in the sandbox after the agent stops (checkouts of today's layout: ``loader.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from openforge.suites.grading import GRADER_WRAPPER, check_id
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, collect_dir, inside
+from openforge.tasks.model import (
+    VERIFY_DIR,
+    Task,
+    TaskError,
+    collect_dir,
+    inside,
+    read_yaml_mapping,
+)
 from openforge.tasks.native import number, string_list
 
 __all__ = ["load_claweval"]
 
 
-def _read_yaml(file: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise TaskError(file, "(yaml)", f"not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TaskError(file, "(yaml)", "must be a mapping")
-    return data
-
-
 def load_claweval(root: Path) -> Task:
     """Load a ClawEval (``task.yaml`` + ``grader.py``) task directory."""
     file = root / "task.yaml"
-    data = _read_yaml(file)
+    data = read_yaml_mapping(file)
     task_id = check_id(file, "id", data.get("id", data.get("task_id", root.name)))
     instruction = data.get("prompt", data.get("instruction"))
     if not isinstance(instruction, str) or not instruction.strip():

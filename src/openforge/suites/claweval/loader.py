@@ -27,8 +27,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from openforge.environments.services import Service, TaskServices, ToolRoute
 from openforge.suites.claweval.grader import (
     ClawEvalGrader,
@@ -36,7 +34,7 @@ from openforge.suites.claweval.grader import (
     ClawEvalSpec,
     ClawEvalUser,
 )
-from openforge.tasks.model import McpServer, McpTool, Task, TaskError, inside
+from openforge.tasks.model import McpServer, McpTool, Task, TaskError, inside, read_yaml_mapping
 from openforge.tasks.native import ID_RE
 
 __all__ = ["find_claweval", "load_claweval_checkout", "load_claweval_task"]
@@ -247,12 +245,7 @@ def _mcp(env: TaskServices) -> McpServer:
 def load_claweval_task(root: Path, task_dir: Path) -> Task:
     """One ``tasks/<id>/`` directory of a ClawEval checkout."""
     file = task_dir / "task.yaml"
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise TaskError(file, "(yaml)", f"not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TaskError(file, "(yaml)", "must be a mapping")
+    data = read_yaml_mapping(file)
     task_id = data.get("task_id")
     if not isinstance(task_id, str) or not ID_RE.match(task_id):
         raise TaskError(file, "task_id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")

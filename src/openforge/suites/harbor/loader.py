@@ -36,6 +36,7 @@ from openforge.tasks.model import (
     check_keys,
     collect_dir,
     inside,
+    read_yaml_mapping,
 )
 from openforge.tasks.native import ID_RE, number, string_list
 
@@ -390,12 +391,7 @@ def _compose_build(root: Path, file: Path) -> tuple[Path, Path]:
 def load_terminal_bench(root: Path) -> Task:
     """Load a Terminal-Bench 1 task directory (``task.yaml`` + Dockerfile + run-tests.sh)."""
     file = root / "task.yaml"
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise TaskError(file, "(yaml)", f"not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TaskError(file, "(yaml)", "must be a mapping")
+    data = read_yaml_mapping(file)
     check_keys(file, data, _TB_KEYS)
     instruction = data.get("instruction")
     if not isinstance(instruction, str) or not instruction.strip():

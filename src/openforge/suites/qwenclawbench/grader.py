@@ -20,9 +20,9 @@ from typing import Any
 
 from openforge.sandboxes.base import Sandbox
 from openforge.suites.grading import run_suite_code, snapshot_workspace
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.judge import Judge, resolve_judge
 from openforge.tasks.transcripts import openclaw_events, turns
-from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = ["QwenClawBenchGrader", "session_transcript"]
 

@@ -21,8 +21,8 @@ import httpx
 from openforge.environments.browser import RESULT_FILE, SHOTS_DIR
 from openforge.sandboxes.base import Sandbox, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME
+from openforge.tasks.grading import VerifierError, VerifyResult
 from openforge.tasks.judge import Judge, resolve_judge
-from openforge.tasks.verify import VerifierError, VerifyResult
 
 __all__ = ["KEEP_SCREENSHOTS", "WebJudgeGrader", "judge_messages", "parse_verdict"]
 
