@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from openforge.rollouts.cost import Prices
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from openforge.rollouts.config import RolloutResult
+    from openforge.suites.loading import TaskSet
+    from openforge.tasks.model import Task
+
 __all__ = [
-    "PriceInputOpt", "PriceOutputOpt", "PriceSandboxOpt", "PriceTrainOpt", "prices", "register",
+    "PriceInputOpt", "PriceOutputOpt", "PriceSandboxOpt", "PriceTrainOpt", "RunArgs", "eval_",
+    "prices", "register", "rollout",
 ]  # fmt: skip
 
 TasksOpt = Annotated[
@@ -127,60 +136,50 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _run(
-    tasks: str,
-    harness: str,
-    harness_option: list[str] | None,
-    n: int,
-    concurrency: int,
-    backend: str,
-    gateway: str,
-    out: Path,
-    model: str,
-    split: str | None,
-    retries: int,
-    retry_infra: bool,
-    ks: list[int],
-    allow_task_internet: bool = False,
-    reward_key: str | None = None,
-    price: Prices | None = None,
-    allow_reachable_evidence: bool = False,
-    monitor_rules: Path | None = None,
-) -> None:
-    import asyncio
-    import dataclasses
-    import time
+@dataclass(frozen=True, slots=True)
+class RunArgs:
+    """What ``openforge rollout`` and ``openforge eval`` run, from their options."""
 
-    import orjson
-    from rich.console import Console
-    from rich.live import Live
+    tasks: str
+    harness: str
+    harness_option: list[str] | None
+    n: int
+    concurrency: int
+    backend: str
+    gateway: str
+    out: Path
+    model: str
+    split: str | None
+    retries: int
+    retry_infra: bool
+    ks: list[int]  # k of pass@k and pass^k
+    allow_task_internet: bool = False
+    reward_key: str | None = None
+    price: Prices | None = None
+    allow_reachable_evidence: bool = False
+    monitor_rules: Path | None = None
+
+
+def _load_for_run(args: RunArgs, console: Console) -> TaskSet:
+    """The tasks to run, each problem with them printed; exit 2 when none is left."""
     from rich.markup import escape
 
-    from openforge.harnesses.base import HarnessError
-    from openforge.rollouts.config import RolloutConfig
-    from openforge.rollouts.cost import RunCost
-    from openforge.rollouts.metrics import summarize
-    from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
-    from openforge.rollouts.progress import LiveCounts, print_summary
-    from openforge.sandboxes.base import SandboxError
     from openforge.suites import load_tasks
     from openforge.suites.catalog import SUITE_SPLITS
     from openforge.suites.harbor.loader import with_reward_key
-    from openforge.suites.metrics import suite_metrics
     from openforge.traces.monitor import RuleError, load_rules
 
-    console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
     try:
-        load_rules(monitor_rules)  # checked before anything runs
+        load_rules(args.monitor_rules)  # checked before anything runs
     except RuleError as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None
-    if split not in (None, "train", "test", *SUITE_SPLITS):
+    if args.split not in (None, "train", "test", *SUITE_SPLITS):
         allowed = ", ".join(("train", "test", *SUITE_SPLITS))
         raise typer.BadParameter(f"must be one of {allowed}", param_hint="--split")
-    loaded = load_tasks(tasks, split)
-    if reward_key:
-        loaded.tasks = [with_reward_key(t, reward_key) for t in loaded.tasks]
+    loaded = load_tasks(args.tasks, args.split)
+    if args.reward_key:
+        loaded.tasks = [with_reward_key(t, args.reward_key) for t in loaded.tasks]
     for err in loaded.errors:
         console.print(f"[yellow]skipping task[/] {escape(str(err))}")
     for task in loaded.tasks:
@@ -188,34 +187,54 @@ def _run(
             console.print(f"note: {task.path}: {note}", markup=False)
     asked = [t.id for t in loaded.tasks if t.wants_internet]
     if asked:
-        how = "given an open network" if allow_task_internet else "kept gateway-only"
-        hint = "" if allow_task_internet else " (--allow-task-internet to allow)"
+        how = "given an open network" if args.allow_task_internet else "kept gateway-only"
+        hint = "" if args.allow_task_internet else " (--allow-task-internet to allow)"
         console.print(f"tasks asking for the internet, {how}{hint}: {', '.join(asked)}",
                       markup=False)  # fmt: skip
     if not loaded.tasks:
-        where = f"{tasks} (split {split})" if split else tasks
+        where = f"{args.tasks} (split {args.split})" if args.split else args.tasks
         console.print(f"[red]no tasks to run in {escape(where)}[/]")
         raise typer.Exit(2)
+    return loaded
+
+
+def _run(args: RunArgs) -> None:
+    import asyncio
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.markup import escape
+
+    from openforge.harnesses.base import HarnessError
+    from openforge.rollouts.config import RolloutConfig
+    from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
+    from openforge.rollouts.progress import LiveCounts
+    from openforge.sandboxes.base import SandboxError
+
+    console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
+    loaded = _load_for_run(args, console)
+    out = args.out
     previous = len(load_results(out)) if out.is_dir() else 0
-    live = LiveCounts(total=len(loaded.tasks) * n, skipped=previous)
-    live.progress.advance(live.bar, min(previous, len(loaded.tasks) * n))
+    live = LiveCounts(total=len(loaded.tasks) * args.n, skipped=previous)
+    live.progress.advance(live.bar, min(previous, len(loaded.tasks) * args.n))
     try:
         config = RolloutConfig(
             tasks=loaded.tasks,
-            harness=harness,
-            harness_options=_options(harness_option),
-            n=n,
-            concurrency=concurrency,
-            backend=backend,
-            gateway_url=gateway,
-            model=model,
-            split=split,
+            harness=args.harness,
+            harness_options=_options(args.harness_option),
+            n=args.n,
+            concurrency=args.concurrency,
+            backend=args.backend,
+            gateway_url=args.gateway,
+            model=args.model,
+            split=args.split,
             out_dir=out,
-            retries=retries,
-            retry_infra=retry_infra,
-            allow_task_internet=allow_task_internet,
-            allow_reachable_evidence=allow_reachable_evidence,
-            monitor_rules=monitor_rules,
+            retries=args.retries,
+            retry_infra=args.retry_infra,
+            allow_task_internet=args.allow_task_internet,
+            allow_reachable_evidence=args.allow_reachable_evidence,
+            monitor_rules=args.monitor_rules,
             handle_signals=True,
             on_result=live.finished,
             on_start=live.started,
@@ -235,31 +254,52 @@ def _run(
     except (HarnessError, SandboxError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    summary = summarize(results, ks)
-    suites = suite_metrics(loaded.tasks, results, n)
-    cost = RunCost(wall_s=time.perf_counter() - started)
+    _report(args, loaded.tasks, results, time.perf_counter() - started, console)
+
+
+def _report(
+    args: RunArgs,
+    tasks: list[Task],
+    results: list[RolloutResult],
+    wall_s: float,
+    console: Console,
+) -> None:
+    """Write summary.json (pass@k, the suites' own metrics, cost) and print the tables."""
+    import dataclasses
+
+    import orjson
+    from rich.console import Console
+
+    from openforge.rollouts.cost import RunCost
+    from openforge.rollouts.metrics import summarize
+    from openforge.rollouts.progress import print_summary
+    from openforge.suites.metrics import suite_metrics
+
+    summary = summarize(results, args.ks)
+    suites = suite_metrics(tasks, results, args.n)
+    cost = RunCost(wall_s=wall_s)
     cost.add_results(results)
     cost.add_phase("rollouts", cost.wall_s)
     body = {
         **dataclasses.asdict(summary),
         "suites": [dataclasses.asdict(m) for m in suites],
-        "cost": cost.as_dict(price),
+        "cost": cost.as_dict(args.price),
     }
-    (out / "summary.json").write_bytes(
+    (args.out / "summary.json").write_bytes(
         orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
     table_console = Console()
     if not table_console.is_terminal:
         table_console = Console(width=200)  # a pipe or file: don't squeeze the columns
-    print_summary(table_console, summary, ks)
+    print_summary(table_console, summary, args.ks)
     for m in suites:
         shown = ", ".join(f"{k} {v:.4g}" for k, v in m.overall.items())
         table_console.print(f"{m.suite} ({m.trials} trials/task): {shown}", markup=False)
         for name, values in m.by_category.items():
             shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
             table_console.print(f"  {name}: {shown}", markup=False)
-    console.print(_cost_line(cost, price), markup=False)
-    console.print(f"results: {out / 'results.jsonl'}", markup=False)
+    console.print(_cost_line(cost, args.price), markup=False)
+    console.print(f"results: {args.out / 'results.jsonl'}", markup=False)
 
 
 def _cost_line(cost: Any, price: Prices | None) -> str:
@@ -271,101 +311,79 @@ def _cost_line(cost: Any, price: Prices | None) -> str:
     return line + (f", price {money['total']:.4f}" if money else "")
 
 
+def rollout(
+    tasks: TasksOpt,
+    harness: HarnessOpt,
+    gateway: GatewayOpt,
+    out: OutOpt,
+    harness_option: HarnessOptions = None,
+    n: NOpt = 1,
+    concurrency: ConcOpt = 8,
+    backend: BackendOpt = "local",
+    model: ModelOpt = "openforge",
+    split: SplitOpt = None,
+    retries: RetriesOpt = 2,
+    retry_infra: RetryInfraOpt = False,
+    allow_task_internet: InternetOpt = False,
+    reward_key: RewardKeyOpt = None,
+    monitor_rules: MonitorRulesOpt = None,
+    price_input: PriceInputOpt = None,
+    price_output: PriceOutputOpt = None,
+    price_sandbox_hour: PriceSandboxOpt = None,
+    allow_reachable_evidence: ReachOpt = False,
+) -> None:
+    """Run every task × n through a harness in sandboxes, verify, and report rewards."""
+    eval_(
+        tasks=tasks, harness=harness, gateway=gateway, out=out, harness_option=harness_option,
+        n=n, k=[1], concurrency=concurrency, backend=backend, model=model, split=split,
+        retries=retries, retry_infra=retry_infra, allow_task_internet=allow_task_internet,
+        reward_key=reward_key, monitor_rules=monitor_rules, price_input=price_input,
+        price_output=price_output, price_sandbox_hour=price_sandbox_hour,
+        allow_reachable_evidence=allow_reachable_evidence,
+    )  # fmt: skip
+
+
+def eval_(
+    tasks: TasksOpt,
+    harness: HarnessOpt,
+    gateway: GatewayOpt,
+    out: OutOpt,
+    harness_option: HarnessOptions = None,
+    n: NOpt = 1,
+    k: Annotated[
+        list[int] | None,
+        typer.Option("--k", help="k for pass@k and pass^k (repeatable; default 1 and n)."),
+    ] = None,
+    concurrency: ConcOpt = 8,
+    backend: BackendOpt = "local",
+    model: ModelOpt = "openforge",
+    split: SplitOpt = None,
+    retries: RetriesOpt = 2,
+    retry_infra: RetryInfraOpt = False,
+    allow_task_internet: InternetOpt = False,
+    reward_key: RewardKeyOpt = None,
+    monitor_rules: MonitorRulesOpt = None,
+    price_input: PriceInputOpt = None,
+    price_output: PriceOutputOpt = None,
+    price_sandbox_hour: PriceSandboxOpt = None,
+    allow_reachable_evidence: ReachOpt = False,
+) -> None:
+    """Like ``rollout``, then report pass@k and pass^k per task and overall."""
+    ks = sorted(set(k or [1, n]))
+    bad = [x for x in ks if not 1 <= x <= n]
+    if bad:
+        raise typer.BadParameter(f"k must lie in 1..n={n}, got {bad}", param_hint="--k")
+    _run(
+        RunArgs(
+            tasks, harness, harness_option, n, concurrency, backend, gateway, out, model, split,
+            retries, retry_infra, ks, allow_task_internet, reward_key,
+            prices(price_input, price_output, price_sandbox_hour), allow_reachable_evidence,
+            monitor_rules,
+        )
+    )  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
     """Add ``rollout`` and ``eval`` to the ``openforge`` app."""
-
-    @app.command()
-    def rollout(
-        tasks: TasksOpt,
-        harness: HarnessOpt,
-        gateway: GatewayOpt,
-        out: OutOpt,
-        harness_option: HarnessOptions = None,
-        n: NOpt = 1,
-        concurrency: ConcOpt = 8,
-        backend: BackendOpt = "local",
-        model: ModelOpt = "openforge",
-        split: SplitOpt = None,
-        retries: RetriesOpt = 2,
-        retry_infra: RetryInfraOpt = False,
-        allow_task_internet: InternetOpt = False,
-        reward_key: RewardKeyOpt = None,
-        monitor_rules: MonitorRulesOpt = None,
-        price_input: PriceInputOpt = None,
-        price_output: PriceOutputOpt = None,
-        price_sandbox_hour: PriceSandboxOpt = None,
-        allow_reachable_evidence: ReachOpt = False,
-    ) -> None:
-        """Run every task × n through a harness in sandboxes, verify, and report rewards."""
-        _run(
-            tasks,
-            harness,
-            harness_option,
-            n,
-            concurrency,
-            backend,
-            gateway,
-            out,
-            model,
-            split,
-            retries,
-            retry_infra,
-            [1],
-            allow_task_internet,
-            reward_key,
-            prices(price_input, price_output, price_sandbox_hour),
-            allow_reachable_evidence,
-            monitor_rules,
-        )
-
-    @app.command(name="eval")
-    def eval_(
-        tasks: TasksOpt,
-        harness: HarnessOpt,
-        gateway: GatewayOpt,
-        out: OutOpt,
-        harness_option: HarnessOptions = None,
-        n: NOpt = 1,
-        k: Annotated[
-            list[int] | None,
-            typer.Option("--k", help="k for pass@k and pass^k (repeatable; default 1 and n)."),
-        ] = None,
-        concurrency: ConcOpt = 8,
-        backend: BackendOpt = "local",
-        model: ModelOpt = "openforge",
-        split: SplitOpt = None,
-        retries: RetriesOpt = 2,
-        retry_infra: RetryInfraOpt = False,
-        allow_task_internet: InternetOpt = False,
-        reward_key: RewardKeyOpt = None,
-        monitor_rules: MonitorRulesOpt = None,
-        price_input: PriceInputOpt = None,
-        price_output: PriceOutputOpt = None,
-        price_sandbox_hour: PriceSandboxOpt = None,
-        allow_reachable_evidence: ReachOpt = False,
-    ) -> None:
-        """Like ``rollout``, then report pass@k and pass^k per task and overall."""
-        ks = sorted(set(k or [1, n]))
-        bad = [x for x in ks if not 1 <= x <= n]
-        if bad:
-            raise typer.BadParameter(f"k must lie in 1..n={n}, got {bad}", param_hint="--k")
-        _run(
-            tasks,
-            harness,
-            harness_option,
-            n,
-            concurrency,
-            backend,
-            gateway,
-            out,
-            model,
-            split,
-            retries,
-            retry_infra,
-            ks,
-            allow_task_internet,
-            reward_key,
-            prices(price_input, price_output, price_sandbox_hour),
-            allow_reachable_evidence,
-            monitor_rules,
-        )
+    app.command("rollout")(rollout)
+    app.command("eval")(eval_)

@@ -28,7 +28,7 @@ import logging
 import secrets
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from openforge.sandboxes.base import SandboxBackend
 from openforge.suites import load_tasks
 from openforge.tasks.judge import judge_from_env
 from openforge.tasks.model import Task, TaskError
-from openforge.traces.monitor import load_rules
+from openforge.traces.monitor import RuleSet, load_rules
 
 __all__ = ["Interrupted", "load_results", "resolve_tasks", "run_rollouts"]
 
@@ -140,7 +140,7 @@ async def _close_unfinished(
 async def _run_all(
     config: RolloutConfig,
     pending: list[tuple[Task, int]],
-    job_of: Any,
+    job_of: _Jobs,
     out_dir: Path | None,
     unfinished: dict[tuple[str, int], list[str]],
 ) -> list[RolloutResult]:
@@ -188,6 +188,75 @@ def _warn_missing_roles(tasks: Sequence[Task], serving: frozenset[str]) -> None:
         )
 
 
+@dataclasses.dataclass(slots=True)
+class _Jobs:
+    """Each task's :class:`RolloutJob`, from the parts every rollout of a run shares."""
+
+    config: RolloutConfig
+    harness: Harness
+    backend: SandboxBackend
+    gateway: GatewayClient
+    watch: GatewayWatch
+    run_id: str
+    monitor: RuleSet | None
+    # Every rollout records which harness, at which version and call pattern, made it.
+    metadata: dict[str, Any]
+    serving_roles: frozenset[str] = frozenset()
+
+    def __call__(self, task: Task) -> RolloutJob:
+        return RolloutJob(
+            harness=self.harness,
+            backend=self.backend,
+            gateway=self.gateway,
+            watch=self.watch,
+            group_id=f"{self.run_id}/{task.id}",
+            model=self.config.model,
+            workdir=self.config.workdir,
+            retries=self.config.retries,
+            retry_backoff_s=self.config.retry_backoff_s,
+            metadata=dict(self.metadata),
+            allow_internet=self.config.allow_task_internet,
+            serving_roles=self.serving_roles,
+            monitor=self.monitor,
+        )
+
+
+@contextlib.contextmanager
+def _signals(enabled: bool) -> Iterator[list[int]]:
+    """While inside, SIGINT/SIGTERM cancel the running task; yields the signals received."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    stopped: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped.append(signum)
+        if main is not None:
+            main.cancel()
+
+    installed: list[signal.Signals] = []
+    if enabled:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+            installed.append(sig)
+    try:
+        yield stopped
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _serving_roles(gateway: GatewayClient, tasks: list[Task]) -> frozenset[str]:
+    """The judge / user engines the gateway has, when some task needs one (their keys are
+    minted per rollout); a gateway that cannot say is met by each rollout's own mint."""
+    if not any(t.grader is not None or t.simulated_user is not None for t in tasks):
+        return frozenset()
+    roles: frozenset[str] = frozenset()
+    with contextlib.suppress(GatewayError):
+        roles = await gateway.serving_roles()
+    _warn_missing_roles(tasks, roles)
+    return roles
+
+
 async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     """Run every (task, sample) of ``config`` not already in its run dir; return all results.
 
@@ -217,8 +286,6 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
         (t, i) for t in tasks for i in range(config.n) if (t.id, i) not in done.keys() - redo
     ]
 
-    # Every rollout records which harness, at which version and call pattern, made it.
-    harness_meta = harness_metadata(harness.name, harness.version)
     owns_backend = isinstance(config.backend, str)
     backend: SandboxBackend = (
         create_backend(config.backend, **config.backend_options)
@@ -227,58 +294,23 @@ async def run_rollouts(config: RolloutConfig) -> list[RolloutResult]:
     )
     gateway = GatewayClient(config.gateway_url, config.admin_token)
     watch = GatewayWatch(gateway, config.health_interval_s, config.health_timeout_s)
-    serving: list[frozenset[str]] = [frozenset()]
-
-    def job_of(task: Task) -> RolloutJob:
-        return RolloutJob(
-            harness=harness,
-            backend=backend,
-            gateway=gateway,
-            watch=watch,
-            group_id=f"{run_id}/{task.id}",
-            model=config.model,
-            workdir=config.workdir,
-            retries=config.retries,
-            retry_backoff_s=config.retry_backoff_s,
-            metadata={**harness_meta, **config.metadata, "run_id": run_id},
-            allow_internet=config.allow_task_internet,
-            serving_roles=serving[0],
-            monitor=monitor,
-        )
-
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    stopped: list[int] = []
-
-    def stop(signum: int) -> None:
-        stopped.append(signum)
-        if main is not None:
-            main.cancel()
-
-    installed: list[signal.Signals] = []
-    if config.handle_signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop, sig)
-            installed.append(sig)
+    metadata = {**harness_metadata(harness.name, harness.version), **config.metadata}
+    metadata["run_id"] = run_id
+    jobs = _Jobs(config, harness, backend, gateway, watch, run_id, monitor, metadata)
     try:
-        unfinished: dict[tuple[str, int], list[str]] = {}
-        if config.retry_infra:
-            unfinished = await _close_unfinished(gateway, done)
-        if any(t.grader is not None or t.simulated_user is not None for t in tasks):
-            # Which judge / user engines the gateway has (their keys are minted per rollout);
-            # a gateway that cannot say is met by each rollout's own mint.
-            with contextlib.suppress(GatewayError):
-                serving[0] = await gateway.serving_roles()
-            _warn_missing_roles(tasks, serving[0])
-        watch.start()
-        new = await _run_all(config, pending, job_of, out_dir, unfinished)
-    except asyncio.CancelledError:
-        if not stopped:
-            raise
-        raise Interrupted(f"stopped by signal {stopped[0]}") from None
+        with _signals(config.handle_signals) as stopped:
+            try:
+                unfinished: dict[tuple[str, int], list[str]] = {}
+                if config.retry_infra:
+                    unfinished = await _close_unfinished(gateway, done)
+                jobs.serving_roles = await _serving_roles(gateway, tasks)
+                watch.start()
+                new = await _run_all(config, pending, jobs, out_dir, unfinished)
+            except asyncio.CancelledError:
+                if not stopped:
+                    raise
+                raise Interrupted(f"stopped by signal {stopped[0]}") from None
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await asyncio.shield(watch.stop())
         with contextlib.suppress(Exception):
             await asyncio.shield(gateway.close())
