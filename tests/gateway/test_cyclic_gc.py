@@ -70,9 +70,9 @@ def _tracked() -> Counter[str]:
     waiting = {
         id(o)
         for h in objects
-        if isinstance(h, asyncio.TimerHandle) and h.cancelled()
+        if type(h) is asyncio.TimerHandle and h.cancelled()
         for o in (h, *gc.get_referents(h))
-        if o is h or isinstance(o, contextvars.Context)
+        if o is h or type(o) is contextvars.Context
     }
     # Dead weak references left out: an sqlite3 connection keeps one per cursor it made
     # and drops them every 200 cursors, so their count swings with the calls.
