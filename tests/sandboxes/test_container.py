@@ -204,3 +204,37 @@ def test_docker_without_its_daemon_is_a_clear_error(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     with pytest.raises(SandboxError, match=r"daemon is not reachable.*--backend podman"):
         ContainerBackend("docker")
+
+
+@pytest.mark.slow
+async def test_task_image_starts_survive_removals_of_the_same_image_mount(
+    podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """Containers of a task image mount sandboxd's runtime from the sandbox image; podman's
+    removal of one unmounts it under a container starting at that moment. Starts overlapping
+    removals, within one backend and from a second one (another process's rollouts), all
+    come up."""
+    from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
+
+    d = samples.harbor_pytest(tmp_path / "suite")
+    image = TaskImage(context=str(d / "environment"), dockerfile=str(d / "environment/Dockerfile"))
+    spec = SandboxSpec(task_image=image, workdir="/app", network="none")
+    one, two = (
+        ContainerBackend("podman", base_images=samples.BASE_IMAGES, root=str(tmp_path / n))
+        for n in ("a", "b")
+    )
+    boxes = list(await asyncio.gather(*(one.create(spec) for _ in range(3))))
+    try:
+        for backend in (one, two, one, two, one, two):
+            old, boxes[:] = boxes[:], []
+            made = await asyncio.gather(
+                *(b.close() for b in old), *(backend.create(spec) for _ in range(3))
+            )
+            boxes += [b for b in made if b is not None]
+            for box in boxes:
+                res = await box.exec("cat /app/data.txt", timeout=60)
+                assert res.exit_code == 0 and res.stdout.decode() == samples.DATA, res
+    finally:
+        await asyncio.gather(*(b.close() for b in boxes))
+        await one.close()
+        await two.close()

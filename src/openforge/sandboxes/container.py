@@ -31,6 +31,7 @@ bounded; without loop disks only each file's size is (``--ulimit fsize``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -68,6 +69,8 @@ DEFAULT_GUI_IMAGE = "localhost/openforge-gui:bookworm"
 GUI_IMAGE_ENV = "OPENFORGE_GUI_IMAGE"
 SANDBOX_LABEL = "openforge.dev/sandbox"
 _SOCKET_DIR = "/run/openforge"
+# Tries at starting a container whose image mount another process's removal took away.
+_START_TRIES = 3
 # A Unix socket's path holds at most 107 bytes (sun_path is 108 with its NUL); the longest
 # host path is ``<sockets>/sb-<12 hex>/sandboxd.sock``.
 _SUN_PATH_MAX = 107
@@ -180,6 +183,12 @@ class ContainerBackend:
         self._open: dict[str, RemoteSandbox] = {}
         self._entrypoints: dict[str, list[str]] = {}
         self._gui_checked = False
+        # podman unmounts an image mount (sandboxd's runtime at RT_DIR) while it removes a
+        # container, and a container starting meanwhile with the same image mount can find
+        # the mount gone ("error mounting … to rootfs at /opt/openforge/rt … no such file"):
+        # here the starts and removals of such containers take turns, and a start that lost
+        # the race to another process on this host is tried again (_start).
+        self._image_mounts = asyncio.Lock()
 
     async def _run(self, *args: str, check: bool = True) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -299,9 +308,12 @@ class ContainerBackend:
             args += ["--gateway-port", str(address.inside_port),
                      "--gateway-socket", f"{_SOCKET_DIR}/gateway.sock"]  # fmt: skip
 
+        mounted = "--mount" in image
+
         async def remove() -> None:
             self._open.pop(sid, None)
-            await self._run("rm", "--force", "--time", "0", name, check=False)
+            async with self._image_mounts if mounted else contextlib.nullcontext():
+                await self._run("rm", "--force", "--time", "0", name, check=False)
             if disk:
                 await self._run("volume", "rm", "--force", f"{name}-work", check=False)
                 await asyncio.to_thread(remove_disk, boxdir / "fs")
@@ -319,7 +331,7 @@ class ContainerBackend:
         try:
             if relay is not None:
                 await relay.serve_unix()
-            await self._run(*args)
+            await self._start(name, args, mounted)
             await client.wait_ready(self.ready_timeout)
         except BaseException as exc:
             logs = await self._run("logs", name, check=False) if isinstance(exc, Exception) else ""
@@ -329,6 +341,23 @@ class ContainerBackend:
             raise
         self._open[sid] = box
         return box
+
+    async def _start(self, name: str, args: list[str], mounted: bool) -> None:
+        """``podman run`` a container; one with an image mount takes its turn with removals,
+        and is started again (at most twice) when its image mount vanished all the same."""
+        if not mounted:
+            await self._run(*args)
+            return
+        for attempt in range(_START_TRIES):
+            async with self._image_mounts:
+                try:
+                    await self._run(*args)
+                    return
+                except SandboxError as exc:
+                    lost = f'to rootfs at "{RT_DIR}"' in str(exc)
+                    if not lost or attempt == _START_TRIES - 1:
+                        raise
+                    await self._run("rm", "--force", "--time", "0", name, check=False)
 
     async def _disk(self, spec: SandboxSpec, sid: str, boxdir: Path) -> list[str]:
         """The mounts that put the workdir, HOME and /tmp on a ``disk_mb`` disk of their own
