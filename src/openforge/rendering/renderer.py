@@ -217,19 +217,7 @@ class Renderer:
             prefill = bool(conv.messages) and conv.messages[-1].role == "assistant"
             return self._model_template.render(conv, history, prefill=prefill)
         cache = history.segment_cache if history is not None else {}
-        # The leading messages that are the last render's very objects, whose turns'
-        # texts are kept (a rollout's parser hands back every message a body resends).
-        same, texts = 0, {}
-        if history is not None:
-            before, texts, msgs = history.text_messages, history.texts, conv.messages
-            # A system message made anew from a body's own field each call (Anthropic's
-            # `system`) counts as the same when it is equal.
-            if before and msgs and before[0] is not msgs[0] and _equal_system(before[0], msgs[0]):
-                before = [msgs[0], *before[1:]]
-            while same < len(before) and same < len(msgs):
-                if before[same] is not msgs[same]:
-                    break
-                same += 1
+        same, texts = _same_leading(conv, history)
         made: _Texts = {}
         out = RenderedPrompt(ids=[])
         segs = out.segments
@@ -251,29 +239,14 @@ class Renderer:
             # very objects, and no turn recorded since changes any of them.
             i, h = last.ends[k - 1], last.hashes[k - 1]
             reply_at = None if k <= last.task else last.task
-            for s in last.segments[len(segs) : k]:
-                if s.fresh:  # tokenized last call, cached since: not fresh this time
-                    s = Segment(s.key, s.ids, s.message_index, s.kind, False)
-                segs.append(s)
             hashes, ends = last.hashes[:k], last.ends[:k]
             images, parts = last.images[:k], last.parts[:k]
-            out.images = images[-1]
-            out.image_parts = last.image_parts[: parts[-1]]
-            out.drift = [d for d in last.drift if d.message_index < i]
             unsure = [u for u in last.unsure if u[0] < k]
+            _restore(last, k, out)
             made.update((at, text) for at, text in texts.items() if at < i)
         while i < len(msgs):
             m = msgs[i]
-            if m.role == "tool":
-                j = i
-                while j < len(msgs) and msgs[j].role == "tool":
-                    j += 1
-                text, n = self._unit_text(msgs, i, j, same, texts, made)
-                seg = self._text_segment(text, cache, i, "tool", reply_at is None, msgs[i:j], out)
-                out.images += n if self.vision is None else 0
-                segs.append(seg)
-                i = j
-            elif m.role == "assistant":
+            if m.role == "assistant":
                 if i == len(msgs) - 1:
                     segs.append(self._prefill(m, i))
                     break
@@ -284,12 +257,16 @@ class Renderer:
                     reply_at = len(segs)
                 segs.append(seg)
                 i += 1
-            else:
-                text, n = self._unit_text(msgs, i, i + 1, same, texts, made)
+            else:  # a user or system turn, or a run of tool results: one segment
+                j = i + 1
+                while m.role == "tool" and j < len(msgs) and msgs[j].role == "tool":
+                    j += 1
+                text, n = self._unit_text(msgs, i, j, same, texts, made)
                 out.images += n if self.vision is None else 0
-                seg = self._text_segment(text, cache, i, m.role, reply_at is None, [m], out)
-                segs.append(seg)
-                i += 1
+                segs.append(
+                    self._text_segment(text, cache, i, m.role, reply_at is None, msgs[i:j], out)
+                )
+                i = j
             h = hash((h, segs[-1].key))
             hashes.append(h)
             ends.append(i)
@@ -579,6 +556,34 @@ def _resume_point(last: LastRender, history: RolloutHistory, segs: list[Segment]
     while k > len(segs) and last.ends[k - 1] > same:
         k -= 1
     return k if k > len(segs) else 0
+
+
+def _same_leading(conv: Conversation, history: RolloutHistory | None) -> tuple[int, _Texts]:
+    """How many leading messages of ``conv`` are the last render's very objects, and that
+    render's turn texts (a rollout's parser hands back every message a body resends)."""
+    if history is None:
+        return 0, {}
+    before, msgs = history.text_messages, conv.messages
+    # A system message made anew from a body's own field each call (Anthropic's `system`)
+    # counts as the same when it is equal.
+    if before and msgs and before[0] is not msgs[0] and _equal_system(before[0], msgs[0]):
+        before = [msgs[0], *before[1:]]
+    same = 0
+    while same < len(before) and same < len(msgs) and before[same] is msgs[same]:
+        same += 1
+    return same, history.texts
+
+
+def _restore(last: LastRender, k: int, out: RenderedPrompt) -> None:
+    """Put the last render's first ``k`` segments, as they are, into ``out``: their messages
+    are the very objects, and no turn recorded since changes any of them."""
+    for seg in last.segments[len(out.segments) : k]:
+        if seg.fresh:  # tokenized last call, cached since: not fresh this time
+            seg = Segment(seg.key, seg.ids, seg.message_index, seg.kind, False)
+        out.segments.append(seg)
+    out.images = last.images[k - 1]
+    out.image_parts = last.image_parts[: last.parts[k - 1]]
+    out.drift = [d for d in last.drift if d.message_index < last.ends[k - 1]]
 
 
 def _equal_system(a: Message, b: Message) -> bool:
