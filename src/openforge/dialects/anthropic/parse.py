@@ -14,6 +14,7 @@ from openforge.conversation import (
     ToolSpec,
 )
 from openforge.conversation import ToolChoice as CanonicalToolChoice
+from openforge.dialects.anthropic.defined import defined_spec
 from openforge.dialects.anthropic.protocol import (
     VENDOR_BLOCK_TYPES,
     Base64Source,
@@ -25,6 +26,7 @@ from openforge.dialects.anthropic.protocol import (
     MessagesRequest,
     OtherBlock,
     RedactedThinkingBlock,
+    ServerTool,
     TextBlock,
     ThinkingBlock,
     ToolChoice,
@@ -47,7 +49,7 @@ __all__ = ["parse_count_tokens_request", "parse_request"]
 
 _TAGS = frozenset(
     {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "other"}
-    | {"custom", "server", "base64", "url"}
+    | {"custom", "defined", "server", "base64", "url"}
 )
 
 
@@ -102,14 +104,32 @@ def _element(msg: MessageParam, index: int) -> Parsed:
 
 
 def _tools(req: CountTokensRequest) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
-    """The custom (client) tools served, and the names of the others (ignored)."""
+    """The tools served (custom tools, and Anthropic-defined ones as
+    :func:`defined_spec` renders them), and the names of the others (server tools,
+    ignored).
+
+    Two tools of one name are refused, as Anthropic refuses them: a call could not say
+    which one it meant."""
     tools: list[ToolSpec] = []
     ignored: list[str] = []
-    for tool in req.tools or []:
-        if isinstance(tool, CustomTool):
-            tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
-        else:
+    seen: set[str] = set()
+    for i, tool in enumerate(req.tools or []):
+        if isinstance(tool, ServerTool):
             ignored.append(tool.name or tool.type)
+            continue
+        spec = (
+            ToolSpec(tool.name, tool.description or "", tool.input_schema)
+            if isinstance(tool, CustomTool)
+            else defined_spec(tool, f"tools[{i}]")
+        )
+        if spec.name in seen:
+            raise ApiError(
+                "invalid_request",
+                f"tools: Tool names must be unique ('{spec.name}' is given twice).",
+                f"tools[{i}].name",
+            )
+        seen.add(spec.name)
+        tools.append(spec)
     return tuple(tools), tuple(ignored)
 
 

@@ -10,6 +10,7 @@ https://docs.anthropic.com/en/api/messages-count-tokens.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from pydantic import Discriminator, Field, Tag
@@ -138,19 +139,44 @@ class CustomTool(WireIn):
 
 
 class ServerTool(WireIn):
-    """A server tool (``web_search_20250305``, ``bash_20250124``, …): listed, not served."""
+    """A server tool (``web_search_20250305``, ``code_execution_…``, …): listed, not
+    served (Anthropic runs them; nothing here could)."""
 
     type: str
     name: str | None = None
 
 
+class DefinedTool(WireIn):
+    """An Anthropic-defined client tool (``computer_20250124``, ``bash_20250124``,
+    ``text_editor_20250728``, …): the model knows its schema, the client runs it. Served
+    (see :mod:`openforge.dialects.anthropic.defined`); the options of every version are
+    here, and ``defined`` refuses one its version does not have."""
+
+    type: str
+    name: str
+    display_width_px: int | None = Field(default=None, ge=1)
+    display_height_px: int | None = Field(default=None, ge=1)
+    display_number: int | None = None
+    enable_zoom: bool | None = None
+    max_characters: int | None = Field(default=None, ge=1)
+
+
+# The type of a defined tool: family and version date. A date this gateway does not know
+# is refused by name, never served as an empty tool or dropped.
+DEFINED_TYPE = re.compile(r"(computer|bash|text_editor)_[0-9]{8}")
+
+
 def _tool_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return "custom" if kind in (None, "custom") else "server"
+    if kind in (None, "custom"):
+        return "custom"
+    return "defined" if isinstance(kind, str) and DEFINED_TYPE.fullmatch(kind) else "server"
 
 
 Tool = Annotated[
-    Annotated[CustomTool, Tag("custom")] | Annotated[ServerTool, Tag("server")],
+    Annotated[CustomTool, Tag("custom")]
+    | Annotated[DefinedTool, Tag("defined")]
+    | Annotated[ServerTool, Tag("server")],
     Discriminator(_tool_tag),
 ]
 
