@@ -35,6 +35,8 @@ CREATE TABLE calls (
 CREATE UNIQUE INDEX calls_rollout_seq ON calls(rollout_id, seq);
 INSERT INTO schema_version VALUES (1);
 INSERT INTO rollouts VALUES ('ro_1', 'k1', 'completed', 't', 'g', 1.0, '{}', 1.0, 2.0, '{}');
+INSERT INTO rollouts VALUES
+    ('ro_2', 'k2', 'completed', 't', 'g', 0.0, '{"run_id": "run-7"}', 1.0, 2.0, '{}');
 """
 
 
@@ -128,6 +130,9 @@ async def test_v1_store_migrates_with_a_backup(tmp_path: Path) -> None:
     assert (await store.get_rollout("ro_1")).flags == []
     flag = Flag("reward-file", FlagSeverity.HIGH, "call 0", "bash: echo 1 > reward.txt")
     assert (await store.flag_rollout("ro_1", [flag])).flags == [flag]
+    # v8: the run is read from the metadata the orchestrator wrote; no split was recorded.
+    runs = [(r.id, r.run_id, r.split) for r in await store.rollouts(group_id="g")]
+    assert runs == [("ro_1", None, None), ("ro_2", "run-7", None)]
     await store.close()
     assert _version(path) == SCHEMA_VERSION
     backup = tmp_path / "old.db.v1.bak"

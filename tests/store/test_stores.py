@@ -28,7 +28,15 @@ from openforge.store import (
 )
 from openforge.store.location import open_store
 from openforge.store.pgschema import PG_SCHEMA_VERSION
-from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Flag, FlagSeverity
+from openforge.store.schemas import (
+    TRAINING,
+    CallRole,
+    ControlEvent,
+    ControlKind,
+    Flag,
+    FlagSeverity,
+    RolloutSelection,
+)
 
 
 def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
@@ -338,14 +346,45 @@ async def test_role_keys_record_calls_under_the_rollout(location: str) -> None:
     await store.close()
 
 
+async def test_rollouts_by_run_split_and_task(location: str) -> None:
+    """Each rollout keeps its run and split; readers select by them (None: unrecorded)."""
+    store: Store = open_store(location)
+    made = [
+        await store.create_rollout("t1", "g", run_id="run-a", split="train"),
+        await store.create_rollout("t2", "g", run_id="run-a", split="test"),
+        await store.create_rollout("t1", "g", run_id="run-b", split="general"),
+        await store.create_rollout("t3", "g"),
+    ]
+    await store.close()
+    store = open_store(location)
+
+    async def ids(selection: RolloutSelection | None) -> list[str]:
+        return [r.id for r in await store.rollouts(selection=selection)]
+
+    assert (await store.get_rollout(made[1].id)).split == "test"
+    assert (await store.get_rollout(made[1].id)).run_id == "run-a"
+    assert await ids(None) == [r.id for r in made]
+    assert await ids(TRAINING) == [made[0].id, made[3].id]
+    assert await ids(RolloutSelection(runs=("run-a",))) == [made[0].id, made[1].id]
+    assert await ids(RolloutSelection(splits=("test", "general"))) == [made[1].id, made[2].id]
+    assert await ids(RolloutSelection(runs=("run-a", "run-b"), tasks=("t1",))) == [
+        made[0].id,
+        made[2].id,
+    ]
+    assert await ids(RolloutSelection(splits=(None,))) == [made[3].id]
+    await store.close()
+
+
 async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
     """A PostgreSQL store written before roles existed opens, keeps its calls (as policy
     calls) and takes role keys."""
     store = open_store(postgres_url)
-    r = await store.create_rollout()
+    r = await store.create_rollout(metadata={"run_id": "run-old"})
     await store.record_call(_call(r.id, 0))
     await store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE rollouts DROP COLUMN run_id")
+        conn.execute("ALTER TABLE rollouts DROP COLUMN split")
         conn.execute("ALTER TABLE calls DROP COLUMN role")
         conn.execute("ALTER TABLE calls DROP COLUMN delta")
         conn.execute("DROP TABLE role_keys")
@@ -359,6 +398,9 @@ async def test_postgres_version_1_store_gains_roles(postgres_url: str) -> None:
     assert (await store.get_rollout(r.id)).flags == []
     flag = Flag("reward-file", FlagSeverity.HIGH, "call 0", "bash: echo 1 > reward.txt")
     assert (await store.flag_rollout(r.id, [flag])).flags == [flag]
+    # version 5: the run comes from the metadata the orchestrator wrote; no split was kept
+    old = await store.get_rollout(r.id)
+    assert (old.run_id, old.split) == ("run-old", None)
     await store.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (PG_SCHEMA_VERSION,)

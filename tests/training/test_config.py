@@ -35,6 +35,7 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
         ("skill_rest_after: 2\n", "skill_rest_after", "rest_steps > 0"),
         ("skill_rest_after: -1\n", "skill_rest_after", ">= 0"),
+        ("train_split: test\n", "train_split", "allow_held_out: true"),
         ("- a\n- b\n", "-", "mapping"),
     ],
 )

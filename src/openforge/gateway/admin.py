@@ -228,6 +228,8 @@ class AdminApi:
             task_id=_opt_str(body, "task_id"),
             group_id=_opt_str(body, "group_id"),
             metadata=metadata,
+            run_id=_opt_str(body, "run_id"),
+            split=_opt_str(body, "split"),
         )
         out: dict[str, Any] = {"rollout_id": rollout.id, **self._urls(rollout.key)}
         out["role_keys"] = {

@@ -67,10 +67,17 @@ class GatewayClient:
         group_id: str,
         metadata: dict[str, Any],
         roles: Sequence[str] = (),
+        run_id: str | None = None,
+        split: str | None = None,
     ) -> Minted:
         """Create a rollout on the gateway and return its key, with a key for each of
-        ``roles`` (``judge``, ``user``) the gateway serves."""
+        ``roles`` (``judge``, ``user``) the gateway serves. The store records ``run_id``
+        and the task's ``split``, so readers keep held-out rollouts out of training."""
         body: dict[str, Any] = {"task_id": task_id, "group_id": group_id, "metadata": metadata}
+        if run_id is not None:
+            body["run_id"] = run_id
+        if split is not None:
+            body["split"] = split
         if roles:
             body["roles"] = list(roles)
         resp = await self._post("/admin/rollouts", body)

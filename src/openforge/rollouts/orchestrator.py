@@ -218,6 +218,7 @@ class _Jobs:
             allow_internet=self.config.allow_task_internet,
             serving_roles=self.serving_roles,
             monitor=self.monitor,
+            run_id=self.run_id,
         )
 
 

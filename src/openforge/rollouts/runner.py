@@ -89,6 +89,7 @@ class RolloutJob:
     serving_roles: frozenset[str] = frozenset()
     # The reward-hack monitor's rules, run on each finished attempt (None: no monitor).
     monitor: RuleSet | None = None
+    run_id: str | None = None  # the orchestrator run, recorded with each rollout
 
 
 @dataclass(slots=True)
@@ -422,7 +423,9 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
         meta = {**job.metadata, "task_id": task.id, "sample": sample, "attempt": attempt}
         try:
             roles = task_roles(task, job.serving_roles)
-            minted = await job.gateway.mint(task.id, job.group_id, meta, roles)
+            minted = await job.gateway.mint(
+                task.id, job.group_id, meta, roles, run_id=job.run_id, split=task.split
+            )
         except GatewayError as exc:
             result.error = f"gateway mint: {exc}"
         else:

@@ -18,6 +18,7 @@ from openforge.store.schemas import (
     ControlEvent,
     Flag,
     Rollout,
+    RolloutSelection,
     RolloutStatus,
 )
 
@@ -30,8 +31,11 @@ class Store(Protocol):
         task_id: str | None = None,
         group_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        split: str | None = None,
     ) -> Rollout:
-        """Mint a rollout with a fresh id and a secret key (≥128 bits)."""
+        """Mint a rollout with a fresh id and a secret key (≥128 bits), recording the run
+        that made it and its task's split (None: not known)."""
         ...
 
     async def get_rollout(self, rollout_id: str) -> Rollout:
@@ -115,7 +119,10 @@ class Store(Protocol):
         self,
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
-    ) -> list[Rollout]: ...
+        selection: RolloutSelection | None = None,
+    ) -> list[Rollout]:
+        """Rollouts filtered by status, group and ``selection``, oldest first."""
+        ...
 
     async def publish(self, event: ControlEvent) -> None:
         """Tell every other process on this store about an admin change (pause, resume,

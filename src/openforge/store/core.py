@@ -28,7 +28,15 @@ from openforge.store.rows import (
     calls_from_rows,
     request_columns,
 )
-from openforge.store.schemas import TERMINAL, TRANSITIONS, Blob, CallRecord, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    TERMINAL,
+    TRANSITIONS,
+    Blob,
+    CallRecord,
+    Rollout,
+    RolloutSelection,
+    RolloutStatus,
+)
 
 __all__ = [
     "CallCodec",
@@ -93,11 +101,24 @@ def call_columns(tokens: bool) -> str:
     return CALL_COLUMNS.replace("prompt_ids, output_ids, output_logprobs", "NULL, NULL, NULL")
 
 
+def _any_of(column: str, values: Sequence[str | None], mark: str) -> tuple[str, list[Any]]:
+    """``column`` is one of ``values`` (None among them: or NULL)."""
+    known = [v for v in values if v is not None]
+    parts = [f"{column} IN ({','.join([mark] * len(known))})"] if known else []
+    if len(known) < len(values):
+        parts.append(f"{column} IS NULL")
+    return "(" + " OR ".join(parts) + ")", known
+
+
 def rollouts_query(
-    statuses: Sequence[RolloutStatus] | None, group_id: str | None, mark: str, order: str
+    statuses: Sequence[RolloutStatus] | None,
+    group_id: str | None,
+    mark: str,
+    order: str,
+    selection: RolloutSelection | None = None,
 ) -> tuple[str, list[Any]]:
-    """The listing of rollouts by status and group, ordered by ``order``, with ``mark``
-    (``?`` or ``%s``) as the placeholder."""
+    """The listing of rollouts by status, group and ``selection`` (runs, splits, tasks),
+    ordered by ``order``, with ``mark`` (``?`` or ``%s``) as the placeholder."""
     where: list[str] = []
     args: list[Any] = []
     if statuses:
@@ -106,6 +127,16 @@ def rollouts_query(
     if group_id is not None:
         where.append(f"group_id = {mark}")
         args.append(group_id)
+    if selection is not None:
+        for column, values in (
+            ("run_id", selection.runs),
+            ("split", selection.splits),
+            ("task_id", selection.tasks),
+        ):
+            if values:
+                clause, known = _any_of(column, values, mark)
+                where.append(clause)
+                args.extend(known)
     sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -32,6 +32,9 @@ History:
   when some are their rollouts' first (see :mod:`openforge.store.writer`).
 * v7 — ``rollouts.flags``: what the reward-hack monitor (:mod:`openforge.traces.monitor`)
   found in a rollout, a JSON list; existing rollouts have none (``[]``).
+* v8 — ``rollouts.run_id`` and ``rollouts.split``: the orchestrator run that made a rollout
+  and its task's split, so readers take training rollouts only. ``run_id`` is filled from
+  the metadata the orchestrator already wrote; no store recorded splits before: NULL.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ __all__ = [
     "migrate",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class SchemaMismatch(StoreError):
@@ -133,6 +136,17 @@ def _v7_flags(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE rollouts ADD COLUMN flags TEXT NOT NULL DEFAULT '[]'")
 
 
+def _v8_runs_splits(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE rollouts ADD COLUMN run_id TEXT")
+    conn.execute("ALTER TABLE rollouts ADD COLUMN split TEXT")
+    conn.execute(
+        "UPDATE rollouts SET run_id = json_extract(CAST(metadata AS TEXT), '$.run_id')"
+        " WHERE json_valid(CAST(metadata AS TEXT))"
+        " AND json_type(CAST(metadata AS TEXT), '$.run_id') = 'text'"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id)")
+
+
 MIGRATIONS: dict[int, Migration] = {
     2: Migration(2, "calls.response_id for previous_response_id after restarts", _v2_response_id),
     3: Migration(3, "blobs: content-addressed images, stored once", _v3_blobs),
@@ -140,6 +154,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: Migration(5, "calls.delta: calls stored relative to an earlier call", _v5_delta),
     6: Migration(6, "calls_mark_running: an insert marks its rollout running", _v6_mark_running),
     7: Migration(7, "rollouts.flags: the reward-hack monitor's findings", _v7_flags),
+    8: Migration(8, "rollouts.run_id and rollouts.split: runs and held-out data", _v8_runs_splits),
 }
 
 

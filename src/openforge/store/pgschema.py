@@ -9,7 +9,7 @@ from openforge.store.migrations import SchemaMismatch
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 
-PG_SCHEMA_VERSION = 4
+PG_SCHEMA_VERSION = 5
 # Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). An older
 # store is brought up in place on open (under the advisory lock, in one transaction).
 _ROLES = """
@@ -28,6 +28,17 @@ _DELTA = "ALTER TABLE calls ADD COLUMN IF NOT EXISTS delta BYTEA;"
 # Version 4: ``rollouts.flags``, the reward-hack monitor's findings (traces/monitor.py) as a
 # JSON list; rollouts from before have none.
 _FLAGS = "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS flags BYTEA NOT NULL DEFAULT '[]'::bytea;"
+# Version 5: ``rollouts.run_id`` and ``rollouts.split`` (the run that made a rollout, its
+# task's split); ``run_id`` filled from the metadata the orchestrator wrote, splits unknown.
+_RUNS_SPLITS = """
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS run_id TEXT;
+ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS split TEXT;
+CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
+"""
+_RUNS_BACKFILL = """
+UPDATE rollouts SET run_id = convert_from(metadata, 'UTF8')::jsonb ->> 'run_id'
+WHERE run_id IS NULL AND jsonb_typeof(convert_from(metadata, 'UTF8')::jsonb -> 'run_id') = 'string';
+"""
 _LOCK_ID = 0x0F0F_5C4E  # advisory lock: replicas starting together create the schema once
 
 # Content-addressed images calls refer to by sha256. Added to version 1 as a new table
@@ -58,8 +69,11 @@ CREATE TABLE IF NOT EXISTS rollouts (
     finished_at DOUBLE PRECISION,
     details BYTEA NOT NULL,
     next_seq INTEGER NOT NULL DEFAULT 0,
-    flags BYTEA NOT NULL DEFAULT '[]'::bytea
+    flags BYTEA NOT NULL DEFAULT '[]'::bytea,
+    run_id TEXT,
+    split TEXT
 );
+CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
 CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
 CREATE TABLE IF NOT EXISTS calls (
@@ -118,11 +132,13 @@ def check_schema(url: str) -> None:
             return
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else None
-        if version in (1, 2, 3):
+        if version in (1, 2, 3, 4):
             conn.execute(_BLOBS)
             conn.execute(_ROLES)
             conn.execute(_DELTA)
             conn.execute(_FLAGS)
+            conn.execute(_RUNS_SPLITS)
+            conn.execute(_RUNS_BACKFILL)
             conn.execute("UPDATE schema_version SET version = %s", (PG_SCHEMA_VERSION,))
             return
         if version != PG_SCHEMA_VERSION:

@@ -73,6 +73,7 @@ from openforge.store.schemas import (
     ControlKind,
     Flag,
     Rollout,
+    RolloutSelection,
     RolloutStatus,
 )
 
@@ -275,9 +276,11 @@ class PostgresStore:
         task_id: str | None = None,
         group_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        split: str | None = None,
     ) -> Rollout:
         """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
-        rollout, row = mint_rollout(task_id, group_id, metadata)
+        rollout, row = mint_rollout(task_id, group_id, metadata, run_id, split)
 
         async def insert(conn: Conn) -> None:
             await conn.execute(
@@ -402,9 +405,10 @@ class PostgresStore:
         self,
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
+        selection: RolloutSelection | None = None,
     ) -> list[Rollout]:
-        """Rollouts filtered by status and group, oldest first."""
-        sql, args = rollouts_query(statuses, group_id, "%s", "created_at, n")
+        """Rollouts filtered by status, group and ``selection``, oldest first."""
+        sql, args = rollouts_query(statuses, group_id, "%s", "created_at, n", selection)
         return [rollout_from_row(r) for r in await self._read(sql, args)]
 
     # -- calls -----------------------------------------------------------------

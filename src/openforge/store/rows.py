@@ -70,9 +70,10 @@ CALL_COLUMNS = (
 CALL_WIDTH = 29
 _DELTA = 28  # the ``delta`` column: NULL for a row stored whole
 ROLLOUT_COLUMNS = (
-    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details, flags"
+    "id, key, status, task_id, group_id, reward, metadata, created_at, finished_at, details,"
+    " flags, run_id, split"
 )
-ROLLOUT_WIDTH = 11
+ROLLOUT_WIDTH = 13
 
 
 ROLE_KEY_COLUMNS = "key, rollout_id, role, created_at"
@@ -84,7 +85,11 @@ def new_rollout_key() -> str:
 
 
 def mint_rollout(
-    task_id: str | None, group_id: str | None, metadata: dict[str, Any] | None
+    task_id: str | None,
+    group_id: str | None,
+    metadata: dict[str, Any] | None,
+    run_id: str | None = None,
+    split: str | None = None,
 ) -> tuple[Rollout, tuple[Any, ...]]:
     """A new rollout (fresh id, fresh key) and its ``ROLLOUT_COLUMNS`` row."""
     rollout = Rollout(
@@ -94,6 +99,8 @@ def mint_rollout(
         group_id=group_id,
         metadata=dict(metadata or {}),
         created_at=time.time(),
+        run_id=run_id,
+        split=split,
     )
     row = (
         rollout.id,
@@ -107,6 +114,8 @@ def mint_rollout(
         None,
         b"{}",
         b"[]",
+        run_id,
+        split,
     )
     return rollout, row
 
@@ -131,6 +140,8 @@ def rollout_from_row(row: Sequence[Any]) -> Rollout:
         finished_at=row[8],
         details=orjson.loads(row[9]),
         flags=[Flag.from_json(d) for d in orjson.loads(row[10])],
+        run_id=row[11],
+        split=row[12],
     )
 
 

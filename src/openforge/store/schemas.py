@@ -16,6 +16,8 @@ from typing import Any
 __all__ = [
     "SERVING_ROLES",
     "TERMINAL",
+    "TRAINING",
+    "TRAIN_SPLIT",
     "TRANSITIONS",
     "Blob",
     "CallRecord",
@@ -24,6 +26,7 @@ __all__ = [
     "Flag",
     "FlagSeverity",
     "Rollout",
+    "RolloutSelection",
     "RolloutStatus",
     "decode_ids",
     "decode_logprobs",
@@ -143,6 +146,36 @@ class Rollout:
     # What the reward-hack monitor found in its calls and transcript (traces/monitor.py);
     # set after the finish, and replaced whole when the rules are run again.
     flags: list[Flag] = field(default_factory=list)
+    # The orchestrator run that made it and its task's split (``train``, ``test`` or a
+    # suite's own); None when it was minted without one (before stores recorded them, or
+    # by a caller of the admin API that does not say).
+    run_id: str | None = None
+    split: str | None = None
+
+
+# The one split whose rollouts are training data; every other split is held out.
+TRAIN_SPLIT = "train"
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSelection:
+    """Which rollouts a reader takes; an empty field takes any value.
+
+    ``splits`` may hold None: rollouts whose split was never recorded.
+    """
+
+    runs: tuple[str, ...] = ()
+    splits: tuple[str | None, ...] = ()
+    tasks: tuple[str, ...] = ()
+
+    def held_out(self) -> tuple[str, ...]:
+        """The held-out splits this selection takes (empty: any split is not one)."""
+        return tuple(s for s in self.splits if s is not None and s != TRAIN_SPLIT)
+
+
+# What training takes by default: rollouts of train tasks, and those whose split no one
+# recorded (stores from before splits, rollouts minted by hand) — never a known held-out one.
+TRAINING = RolloutSelection(splits=(TRAIN_SPLIT, None))
 
 
 @dataclass(slots=True)

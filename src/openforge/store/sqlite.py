@@ -68,6 +68,7 @@ from openforge.store.schemas import (
     ControlEvent,
     Flag,
     Rollout,
+    RolloutSelection,
     RolloutStatus,
 )
 from openforge.store.writer import GroupWriter
@@ -91,10 +92,13 @@ CREATE TABLE IF NOT EXISTS rollouts (
     created_at REAL NOT NULL,
     finished_at REAL,
     details TEXT NOT NULL,
-    flags TEXT NOT NULL DEFAULT '[]'
+    flags TEXT NOT NULL DEFAULT '[]',
+    run_id TEXT,
+    split TEXT
 );
 CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
+CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
 CREATE TABLE IF NOT EXISTS calls (
     id TEXT PRIMARY KEY,
     rollout_id TEXT NOT NULL REFERENCES rollouts(id),
@@ -255,9 +259,11 @@ class SqliteStore:
         task_id: str | None = None,
         group_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        split: str | None = None,
     ) -> Rollout:
         """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
-        rollout, row = mint_rollout(task_id, group_id, metadata)
+        rollout, row = mint_rollout(task_id, group_id, metadata, run_id, split)
 
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({_ROLLOUT_MARKS})", row)
@@ -393,9 +399,10 @@ class SqliteStore:
         self,
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
+        selection: RolloutSelection | None = None,
     ) -> list[Rollout]:
-        """Rollouts filtered by status and group, oldest first."""
-        sql, args = rollouts_query(statuses, group_id, "?", "created_at, rowid")
+        """Rollouts filtered by status, group and ``selection``, oldest first."""
+        sql, args = rollouts_query(statuses, group_id, "?", "created_at, rowid", selection)
 
         def select(conn: sqlite3.Connection) -> list[Rollout]:
             return [rollout_from_row(r) for r in conn.execute(sql, args)]

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from openforge.store.schemas import Blob
+    from openforge.store.schemas import Blob, RolloutSelection
     from openforge.traces.samples import TraceOptions
+    from openforge.traces.selection import SplitCounts
     from openforge.traces.source import CallSource, StorePlan
 
 _STORE = typer.Option(..., "--store", help="The store: a SQLite file or a postgresql:// URL.")
@@ -42,6 +43,23 @@ _FLAG_SEVERITY = typer.Option(
 )
 
 
+_RUN = typer.Option(
+    None, "--run", help="Only rollouts of this orchestrator run id (repeatable; default: all)."
+)
+_SPLIT = typer.Option(
+    None,
+    "--split",
+    help="Only rollouts of this split: train, test, a suite's own, none (not recorded) or "
+    "all (repeatable; default: train and none, the training rollouts).",
+)
+_TASK = typer.Option(None, "--task", help="Only rollouts of this task id (repeatable).")
+_ALLOW_HELD_OUT = typer.Option(
+    False,
+    "--allow-held-out",
+    help="Export held-out rollouts (a --split other than train) as training data anyway.",
+)
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """No cyclic GC while a CLI command plans and writes a store's samples.
@@ -64,17 +82,26 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-async def _with_store(path: str, options: TraceOptions) -> StorePlan:
-    plan, _ = await _with_images(path, options, None)
-    return plan
+async def _with_store(
+    path: str, options: TraceOptions, selection: RolloutSelection
+) -> tuple[StorePlan, SplitCounts]:
+    plan, _, counts = await _with_images(path, options, None, selection)
+    return plan, counts
 
 
 async def _with_images(
-    path: str, options: TraceOptions, fmt: str | None
-) -> tuple[StorePlan, dict[str, Blob]]:
-    """The store's plan and, for a ``verl`` or ``sft`` export, the images it shows."""
+    path: str,
+    options: TraceOptions,
+    fmt: str | None,
+    selection: RolloutSelection,
+    refuse_held_out: bool = False,
+) -> tuple[StorePlan, dict[str, Blob], SplitCounts]:
+    """The plan of the store's ``selection``, for a ``verl`` or ``sft`` export the images
+    it shows, and its rollouts by split. ``refuse_held_out``: exit, naming the flag that
+    allows it, when the selection takes held-out rollouts."""
     from openforge.store.base import StoreError
     from openforge.traces import export
+    from openforge.traces.selection import held_out_message, split_counts
     from openforge.traces.source import load_blobs, open_store, plan_store
 
     try:
@@ -82,14 +109,18 @@ async def _with_images(
     except (FileNotFoundError, StoreError) as e:
         raise _fail(str(e)) from None
     try:
-        plan = await plan_store(store, options)
+        counts = split_counts(await store.rollouts(), await store.rollouts(selection=selection))
+        refusal = held_out_message(counts, "training data", "--allow-held-out")
+        if refuse_held_out and refusal is not None:
+            raise _fail(refusal)
+        plan = await plan_store(store, options, selection)
         digests: list[str] = []
         if fmt == "verl":
             digests = export.image_digests(plan.samples)
         elif fmt == "sft":
             digests = export.sft_image_digests(plan.plans)
         try:
-            return plan, await load_blobs(store, digests)
+            return plan, await load_blobs(store, digests), counts
         except LookupError as e:
             raise _fail(f"{path}: {e}") from None
     finally:
@@ -117,6 +148,8 @@ def _export(
     mask_forks: bool,
     min_group_size: int,
     flags: dict[str, Any],
+    selection: RolloutSelection,
+    allow_held_out: bool,
 ) -> None:
     from openforge.traces import export
     from openforge.traces.samples import Mode, TraceOptions
@@ -133,7 +166,12 @@ def _export(
         min_group_size=min_group_size,
         **flags,
     )
-    plan, blobs = asyncio.run(_with_images(store, options, fmt))
+    plan, blobs, counts = asyncio.run(
+        _with_images(store, options, fmt, selection, refuse_held_out=not allow_held_out)
+    )
+    typer.echo(counts.line())
+    if counts.held_out_taken:
+        typer.echo("warning: exporting held-out rollouts as training data (--allow-held-out)")
     masked = ", ".join(f"{k}: {v}" for k, v in sorted(plan.counts.masked_rollouts.items()))
     why = f" (rollouts left out: {masked})" if masked else ""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,22 +193,31 @@ def _export(
         typer.echo(f"wrote {n} chat examples to {out} (+ tokenized form){why}")
     else:
         if not plan.plans:
-            raise _fail(f"nothing to export from {store}: it holds no rollouts")
+            raise _fail(f"nothing to export from {store}: it holds no rollouts selected")
         n = export.write_jsonl(plan.plans, out)
         typer.echo(f"wrote {n} rollouts to {out}{why}")
 
 
 def _stats_rows(
-    store: str, include_running: bool, mask_forks: bool, flags: dict[str, Any]
-) -> dict[str, Any]:
+    store: str,
+    include_running: bool,
+    mask_forks: bool,
+    flags: dict[str, Any],
+    selection: RolloutSelection,
+) -> tuple[dict[str, Any], SplitCounts]:
     from openforge.traces.samples import Mode, TraceOptions
 
     per_call = asyncio.run(
-        _with_store(store, TraceOptions(Mode.PER_CALL, include_running, mask_forks, **flags))
-    ).counts
-    merged = asyncio.run(
-        _with_store(store, TraceOptions(Mode.MERGED, include_running, mask_forks, **flags))
-    ).counts
+        _with_store(
+            store, TraceOptions(Mode.PER_CALL, include_running, mask_forks, **flags), selection
+        )
+    )[0].counts
+    merged_plan, splits = asyncio.run(
+        _with_store(
+            store, TraceOptions(Mode.MERGED, include_running, mask_forks, **flags), selection
+        )
+    )
+    merged = merged_plan.counts
     ratio = per_call.tokens / merged.tokens if merged.tokens else 0.0
     return {
         "rollouts": merged.rollouts,
@@ -194,7 +241,7 @@ def _stats_rows(
         **{f"flags: {rule}": n for rule, n in sorted(merged.flags.items())},
         **{f"masked rollouts: {k}": v for k, v in sorted(merged.masked_rollouts.items())},
         **{f"masked calls: {k}": v for k, v in sorted(merged.masked_calls.items())},
-    }
+    }, splits
 
 
 def register(app: typer.Typer) -> None:
@@ -215,11 +262,22 @@ def register(app: typer.Typer) -> None:
         min_group_size: int = typer.Option(1, "--min-group-size", min=1),
         flagged: str = _FLAGGED,
         flag_severity: str = _FLAG_SEVERITY,
+        run: list[str] | None = _RUN,
+        split: list[str] | None = _SPLIT,
+        task: list[str] | None = _TASK,
+        allow_held_out: bool = _ALLOW_HELD_OUT,
     ) -> None:
-        """Export samples for veRL (parquet or DataProto), SFT (chat JSONL) or analysis."""
+        """Export samples for veRL (parquet or DataProto), SFT (chat JSONL) or analysis:
+        training rollouts only unless --split and --allow-held-out say otherwise."""
+        from openforge.traces.selection import parse_selection
+
         flags = _flag_options(flagged, flag_severity)
+        selection = parse_selection(run, split, task)
         with _gc_paused():
-            _export(store, fmt, mode, out, include_running, mask_forks, min_group_size, flags)
+            _export(
+                store, fmt, mode, out, include_running, mask_forks, min_group_size, flags,
+                selection, allow_held_out,
+            )  # fmt: skip
 
     @traces.command("stats")
     def stats_cmd(
@@ -228,31 +286,49 @@ def register(app: typer.Typer) -> None:
         mask_forks: bool = typer.Option(False, "--mask-forks"),
         flagged: str = _FLAGGED,
         flag_severity: str = _FLAG_SEVERITY,
+        run: list[str] | None = _RUN,
+        split: list[str] | None = _SPLIT,
+        task: list[str] | None = _TASK,
     ) -> None:
         """Calls, samples, tokens trained, merge compression, forks, retries, drift, masking,
-        the reward-hack monitor's flags."""
+        the reward-hack monitor's flags (of the training rollouts unless --split says)."""
         from rich.console import Console
         from rich.table import Table
+
+        from openforge.traces.selection import parse_selection
 
         flags = _flag_options(flagged, flag_severity)
         table = Table("", "value", title=f"traces in {store}")
         with _gc_paused():
-            rows = _stats_rows(store, include_running, mask_forks, flags)
+            rows, splits = _stats_rows(
+                store, include_running, mask_forks, flags, parse_selection(run, split, task)
+            )
         for k, v in rows.items():
             table.add_row(k, str(v))
         Console().print(table)
+        typer.echo(splits.line())
 
     @traces.command("show")
     def show_cmd(
-        rollout_id: str = typer.Argument(..., help="The rollout to show."),
+        rollout_id: str | None = typer.Argument(
+            None, help="The rollout to show; without it, list the selected rollouts' ids."
+        ),
         store: str = _STORE,
         html: Path | None = _HTML,
         tokenizer: Path | None = _TOKENIZER,
+        run: list[str] | None = _RUN,
+        split: list[str] | None = _SPLIT,
+        task: list[str] | None = _TASK,
     ) -> None:
-        """Print a rollout's paths: trained tokens, observations and forks told apart."""
-        from openforge.traces.view import show
+        """Print a rollout's paths (trained tokens, observations and forks told apart), or
+        list the rollouts --run, --split and --task select (training rollouts by default)."""
+        from openforge.traces.selection import parse_selection
+        from openforge.traces.view import list_rollouts, show
 
-        asyncio.run(show(store, rollout_id, html, tokenizer))
+        if rollout_id is None:
+            asyncio.run(list_rollouts(store, parse_selection(run, split, task)))
+        else:
+            asyncio.run(show(store, rollout_id, html, tokenizer))
 
     @traces.command("flag")
     def flag_cmd(

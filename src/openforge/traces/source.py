@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Protocol
 
 from openforge.store.location import open_store as _open_location
-from openforge.store.schemas import Blob, CallRecord, FlagSeverity, Rollout, RolloutStatus
+from openforge.store.schemas import (
+    TRAIN_SPLIT,
+    TRAINING,
+    Blob,
+    CallRecord,
+    FlagSeverity,
+    Rollout,
+    RolloutSelection,
+    RolloutStatus,
+)
 from openforge.traces.samples import (
     FlagPolicy,
     Mode,
@@ -23,6 +32,7 @@ from openforge.traces.samples import (
 
 __all__ = [
     "CallSource",
+    "HeldOutError",
     "StorePlan",
     "iter_plans",
     "iter_samples",
@@ -45,6 +55,7 @@ class CallSource(Protocol):
         self,
         statuses: Sequence[RolloutStatus] | None = None,
         group_id: str | None = None,
+        selection: RolloutSelection | None = None,
     ) -> list[Rollout]: ...
 
     async def get_blob(self, sha256: str) -> Blob | None: ...
@@ -65,6 +76,10 @@ class StorePlan:
         return [s for p in self.kept for s in p.samples]
 
 
+class HeldOutError(ValueError):
+    """A held-out rollout was about to become training data."""
+
+
 def open_store(location: str | Path) -> CallSource:
     """Open an existing store for reading: a SQLite file (a missing one is refused, not
     created) or a ``postgresql://`` URL.
@@ -80,14 +95,22 @@ async def plan_rollouts(
     rollout_ids: Sequence[str],
     options: TraceOptions,
     rewards: Mapping[str, float] | None = None,
+    allow_held_out: bool = False,
 ) -> list[RolloutPlan]:
     """The plans of the given rollouts, in order (no group-level filtering).
 
     ``rewards`` fills in a reward the store does not have yet (a finish in flight).
+    Raises :class:`HeldOutError` for a rollout of a held-out split (any but ``train`` and
+    unrecorded) unless ``allow_held_out``: these plans are training data.
     """
     plans: list[RolloutPlan] = []
     for rollout_id in rollout_ids:
         rollout = await source.get_rollout(rollout_id)
+        if rollout.split not in (TRAIN_SPLIT, None) and not allow_held_out:
+            raise HeldOutError(
+                f"rollout {rollout.id} (task {rollout.task_id}) is held out (split "
+                f"{rollout.split}): it must not be trained on"
+            )
         reward = (rewards or {}).get(rollout_id)
         if rollout.reward is None and reward is not None:
             rollout = dataclasses.replace(rollout, reward=reward)  # not the store's cached one
@@ -119,13 +142,15 @@ async def iter_plans(
     store: CallSource,
     options: TraceOptions | None = None,
     statuses: Sequence[RolloutStatus] | None = None,
+    selection: RolloutSelection | None = None,
 ) -> AsyncIterator[list[RolloutPlan]]:
     """Yield the plans of one group at a time (all of them, kept or not), oldest group first.
 
     Groups are planned whole so that ``min_group_size`` can drop a group entirely.
+    ``selection``: only these runs, splits and tasks (None: every rollout).
     """
     options = options or TraceOptions()
-    rollouts = await store.rollouts(statuses=statuses)
+    rollouts = await store.rollouts(statuses=statuses, selection=selection)
     groups: dict[str, list[Rollout]] = {}
     for r in rollouts:
         groups.setdefault(_key(r), []).append(r)
@@ -145,6 +170,7 @@ async def iter_samples(
     min_group_size: int = 1,
     flagged: FlagPolicy | str = FlagPolicy.DROP,
     flag_severity: FlagSeverity | str = FlagSeverity.MEDIUM,
+    selection: RolloutSelection | None = TRAINING,
 ) -> AsyncIterator[Sample]:
     """The store's training samples, group by group (a group's samples are contiguous).
 
@@ -152,6 +178,8 @@ async def iter_samples(
     rollouts with images, merged otherwise). Defaults suit RL: rollouts
     must be finished and scored; ``infra_error`` rollouts and failed calls give nothing,
     and neither do rollouts the reward-hack monitor flagged at medium severity or above.
+    Only training rollouts (split ``train``, or none recorded) by default: a held-out
+    rollout is never a sample unless ``selection`` asks for it.
     """
     options = TraceOptions(
         mode=Mode(mode),
@@ -162,16 +190,21 @@ async def iter_samples(
         flagged=FlagPolicy(flagged),
         flag_severity=FlagSeverity(flag_severity),
     )
-    async for plans in iter_plans(store, options):
+    async for plans in iter_plans(store, options, selection=selection):
         for p in plans:
             for s in p.samples:
                 yield s
 
 
-async def plan_store(store: CallSource, options: TraceOptions | None = None) -> StorePlan:
-    """Plan every rollout of ``store``; counters summed over all of them."""
+async def plan_store(
+    store: CallSource,
+    options: TraceOptions | None = None,
+    selection: RolloutSelection | None = None,
+) -> StorePlan:
+    """Plan every rollout of ``store`` (of ``selection``: None takes all); counters summed
+    over all of them."""
     out = StorePlan([], [])
-    async for plans in iter_plans(store, options):
+    async for plans in iter_plans(store, options, selection=selection):
         for p in plans:
             out.plans.append(p)
             out.counts.add(p.counts)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforge.store.schemas import CallRecord, Rollout
+from openforge.store.schemas import TRAIN_SPLIT, CallRecord, Rollout, RolloutSelection
 from openforge.traces.graph import DriftKind, Node, RolloutGraph
 from openforge.traces.samples import TraceOptions, plan_rollout
 
@@ -156,9 +156,14 @@ def render_rich(rollout: Rollout, graph: RolloutGraph, decode: Decoder, limit: i
     console = Console()
     console.print(
         f"[bold]rollout {rollout.id}[/] status={rollout.status} reward={rollout.reward} "
-        f"task={rollout.task_id} group={rollout.group_id}  calls={len(graph.nodes)} "
+        f"task={rollout.task_id} group={rollout.group_id} run={rollout.run_id} "
+        f"split={rollout.split}  calls={len(graph.nodes)} "
         f"forks={graph.forks} retries={graph.retries} drift={len(graph.drift)}"
     )
+    if rollout.split not in (None, TRAIN_SPLIT):
+        console.print(
+            Text(f"held out (split {rollout.split}): never training data", style="bold yellow")
+        )
     flags = flag_lines(rollout)
     if flags:
         console.print(Text(f"flagged by the reward-hack monitor ({len(flags)}):", style="bold red"))
@@ -270,3 +275,31 @@ async def show(
     if html is not None:
         html.write_text(render_html(rollout, graph, decode), encoding="utf-8")
         typer.echo(f"wrote {html}")
+
+
+async def list_rollouts(store_path: str | Path, selection: RolloutSelection) -> None:
+    """Print the id, run, split, task, status and reward of each rollout ``selection``
+    takes, and what it leaves out, by split."""
+    import typer
+
+    from openforge.store.base import StoreError
+    from openforge.traces.selection import split_counts
+    from openforge.traces.source import open_store
+
+    try:
+        store = open_store(store_path)
+    except (FileNotFoundError, StoreError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        every = await store.rollouts()
+        taken = await store.rollouts(selection=selection)
+    finally:
+        await store.close()
+    for r in taken:
+        reward = "-" if r.reward is None else f"{r.reward:g}"
+        typer.echo(
+            f"{r.id}  run={r.run_id or '-'}  split={r.split or 'none'}  task={r.task_id or '-'}"
+            f"  {r.status}  reward={reward}"
+        )
+    typer.echo(split_counts(every, taken).line())

@@ -112,6 +112,9 @@ class TrainConfig:
     task_ids: list[str] = field(default_factory=list)  # only these tasks (both splits); []: all
     train_split: Literal["train", "test"] = "train"
     eval_split: Literal["train", "test"] = "test"
+    # Train on held-out (test) tasks' rollouts; refused unless set: evaluation data that
+    # was trained on no longer measures anything.
+    allow_held_out: bool = False
     harness: str = "claw"
     sandbox: str = "local"
     # Oracle-check tasks that bring their own environment (Harbor, Terminal-Bench) before
@@ -213,6 +216,13 @@ class TrainConfig:
                     "that gateway (openforge gateway --judge-engine / --user-engine)",
                     self.source,
                 )
+        if self.train_split != "train" and not self.allow_held_out:
+            raise ConfigError(
+                "train_split",
+                f"{self.train_split!r} is held-out data: training on it contaminates every "
+                "evaluation on it; use train, or set allow_held_out: true to train on it anyway",
+                self.source,
+            )
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError("lora_dropout", "must be in [0, 1)", self.source)
         if self.monitor_rules is not None:

@@ -160,6 +160,7 @@ async def read_samples(
     mode: str,
     flagged: str = "keep",
     flag_severity: str = "low",
+    allow_held_out: bool = False,
 ) -> tuple[list[Sample], TraceCounts]:
     """The finished rollouts' samples, read from the store through ``traces/``; rollouts
     the monitor flagged at ``flag_severity`` or above are kept, dropped or zeroed
@@ -182,7 +183,7 @@ async def read_samples(
         read.append(res.rollout_id)
         rewards[res.rollout_id] = res.reward  # the orchestrator's finish reached the store
     samples: list[Sample] = []
-    for plan in await plan_rollouts(source, read, options, rewards):
+    for plan in await plan_rollouts(source, read, options, rewards, allow_held_out):
         counts.add(plan.counts)
         samples.extend(plan.samples)
     return samples, counts
@@ -213,7 +214,12 @@ async def _gather_step(
         rounds += 1
         drawn += len(tasks)
     samples, counts = await read_samples(
-        env.store, results, cfg.sample_mode, cfg.flagged_rollouts, cfg.flag_severity
+        env.store,
+        results,
+        cfg.sample_mode,
+        cfg.flagged_rollouts,
+        cfg.flag_severity,
+        cfg.allow_held_out,
     )
     blobs = await load_blobs(env.store, (i.sha256 for s in samples for i in s.images))
     images = {digest: blob.data for digest, blob in blobs.items()}
