@@ -18,6 +18,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's plain help: it wraps at word boundaries and never cuts a URL short, as rich's
+    # option tables do at 80 columns; up to 120 columns on a wide terminal.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 
 _AREAS = (

@@ -86,6 +86,10 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
     assert sorted((r["task_id"], r["sample"]) for r in results) == [
         (t, i) for t in ("fail", "pass") for i in range(3)
     ]
+    # Each rollout's gateway id is printed, the argument `openforge traces show` takes.
+    assert "rollout ids (openforge traces show ID --store STORE):" in out
+    for r in results:
+        assert f"  {r['rollout_id']}  {r['task_id']} #{r['sample']}  completed  " in out
     # what it cost: this harness calls no model, so sandbox time only, priced per hour
     cost = summary["cost"]
     sandbox_s = sum(r["timings"]["total"] for r in results)

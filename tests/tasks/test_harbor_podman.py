@@ -169,7 +169,8 @@ def test_cli_check_table_and_images_build(podman_images: dict[str, str], tmp_pat
     env = {**os.environ, "OPENFORGE_HOME": str(tmp_path / "home"), "COLUMNS": "250",
            "OPENFORGE_BASE_IMAGES": "debian:bookworm=" + samples.BASE}  # fmt: skip
     cli = [str(Path(sys.executable).parent / "openforge")]
-    check = subprocess.run([*cli, "tasks", "check", "--tasks", str(tmp_path / "suite")],
+    check = subprocess.run([*cli, "tasks", "check", "--backend", "podman", "--tasks",
+                            str(tmp_path / "suite")],
                            capture_output=True, text=True, env=env, check=False)  # fmt: skip
     assert check.returncode == 1, check.stderr
     rows = {line.split("│")[1].strip(): line for line in check.stdout.splitlines() if "│" in line}

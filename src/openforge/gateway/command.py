@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from openforge.cli_options import DEFAULT_GATEWAY_PORT
 from openforge.gateway.launch import ENGINE_SPEC_HELP
 
 if TYPE_CHECKING:
@@ -75,7 +76,9 @@ def gateway(
     script: Annotated[
         Path | None, typer.Option(help="JSONL replies for --engine scripted.")
     ] = None,
-    port: Annotated[int, typer.Option(help="TCP port of the model API (harnesses).")] = 8000,
+    port: Annotated[
+        int, typer.Option(help="TCP port of the model API (harnesses).")
+    ] = DEFAULT_GATEWAY_PORT,
     host: Annotated[str, typer.Option(help="Interface the model API binds.")] = "127.0.0.1",
     admin_port: Annotated[
         int | None,

@@ -7,12 +7,16 @@ add a line to :data:`HARNESSES` or call :func:`register_harness` at runtime.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from openforge.harnesses.base import Harness, HarnessError
 
-__all__ = ["HARNESSES", "get_harness", "harness_names", "register_harness"]
+__all__ = [
+    "HARNESSES", "get_harness", "harness_factory", "harness_names", "register_harness",
+    "required_options",
+]  # fmt: skip
 
 HarnessFactory = Callable[..., Harness]
 
@@ -39,8 +43,8 @@ def harness_names() -> list[str]:
     return sorted(HARNESSES)
 
 
-def get_harness(name: str, **options: Any) -> Harness:
-    """A configured adapter for harness ``name``; :class:`HarnessError` says what went wrong."""
+def harness_factory(name: str) -> HarnessFactory:
+    """The callable that builds harness ``name`` (imported on first use)."""
     entry = HARNESSES.get(name)
     if entry is None:
         raise HarnessError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
@@ -48,8 +52,43 @@ def get_harness(name: str, **options: Any) -> Harness:
         module, _, attr = entry.partition(":")
         entry = getattr(importlib.import_module(module), attr)
         assert callable(entry)
+    return entry
+
+
+def _parameters(factory: HarnessFactory) -> list[inspect.Parameter] | None:
+    """The factory's keyword parameters, or None when it takes ``**kwargs`` or hides them."""
     try:
-        harness: Harness = entry(**options)
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+
+
+def required_options(name: str) -> list[str]:
+    """The options harness ``name`` cannot be built without (``shell``: ``command``)."""
+    params = _parameters(harness_factory(name)) or []
+    return [p.name for p in params if p.default is inspect.Parameter.empty]
+
+
+def get_harness(name: str, **options: Any) -> Harness:
+    """A configured adapter for harness ``name``; :class:`HarnessError` says what went wrong."""
+    factory = harness_factory(name)
+    params = _parameters(factory)
+    if params is not None:
+        known = [p.name for p in params]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise HarnessError(
+                f"harness {name!r} has no option {', '.join(unknown)}; "
+                f"its options: {', '.join(known) or 'none'}"
+            )
+        missing = [k for k in required_options(name) if k not in options]
+        if missing:
+            raise HarnessError(f"harness {name!r} needs the option {', '.join(missing)}")
+    try:
+        harness: Harness = factory(**options)
     except TypeError as exc:
         raise HarnessError(f"harness {name!r}: bad options {sorted(options)}: {exc}") from exc
     return harness

@@ -7,6 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
+from openforge.cli_options import (
+    DEFAULT_CONTAINER_ENGINE,
+    ContainerEngineOpt,
+    HarnessOptionOpt,
+    OldEngineOpt,
+    OldOptionOpt,
+    container_engine,
+    harness_options,
+)
+
 __all__ = ["register"]
 
 harness_app = typer.Typer(
@@ -17,24 +27,11 @@ _MODEL = "smollm2-135m"  # the registry's default, resolved by probe()
 ModelOpt = Annotated[
     str, typer.Option(help="Model the gateway renders with: a registry name or a HF directory.")
 ]
-OptionOpt = Annotated[
-    list[str] | None, typer.Option("--option", "-o", help="Adapter option KEY=VALUE (repeatable).")
-]
 
 
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"openforge harness: {message}", err=True)
     raise typer.Exit(code)
-
-
-def _options(pairs: list[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            _fail(f"--option must be KEY=VALUE, got {pair!r}")
-        out[key.replace("-", "_")] = value
-    return out
 
 
 def _record(name: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +67,8 @@ def _record(name: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
 def fingerprint_cmd(
     name: Annotated[str, typer.Argument(help="Harness name (see `openforge harness list`).")],
     model: ModelOpt = _MODEL,
-    option: OptionOpt = None,
+    harness_option: HarnessOptionOpt = None,
+    option: OldOptionOpt = None,
     out: Annotated[Path | None, typer.Option(help="Directory for NAME-VERSION.json.")] = None,
 ) -> None:
     """Run NAME against a scripted gateway and store its call-pattern fingerprint."""
@@ -78,7 +76,7 @@ def fingerprint_cmd(
 
     from openforge.harnesses.fingerprint import FINGERPRINT_DIR, fingerprint_path
 
-    fp = _record(name, model, _options(option))
+    fp = _record(name, model, harness_options(harness_option, option))
     path = fingerprint_path(fp["harness"], fp["version"], out or FINGERPRINT_DIR)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(fp, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
@@ -91,7 +89,8 @@ def fingerprint_cmd(
 def check_cmd(
     name: Annotated[str, typer.Argument(help="Harness name.")],
     model: ModelOpt = _MODEL,
-    option: OptionOpt = None,
+    harness_option: HarnessOptionOpt = None,
+    option: OldOptionOpt = None,
     baseline: Annotated[
         Path | None, typer.Option(help="Baseline directory (default: the stored fingerprints).")
     ] = None,
@@ -104,7 +103,7 @@ def check_cmd(
         load_fingerprint,
     )
 
-    fresh = _record(name, model, _options(option))
+    fresh = _record(name, model, harness_options(harness_option, option))
     root = baseline or FINGERPRINT_DIR
     stored = load_fingerprint(fresh["harness"], fresh["version"], root)
     if stored is None:
@@ -126,9 +125,13 @@ def check_cmd(
 
 def image_cmd(
     name: Annotated[str, typer.Argument(help="Harness name (see openforge harness list).")],
-    engine: Annotated[str, typer.Option(help="podman or docker")] = "podman",
-    push: Annotated[str | None, typer.Option(help="Push to REGISTRY/openforge-harness:…")] = None,
-    option: OptionOpt = None,
+    container_engine_: ContainerEngineOpt = DEFAULT_CONTAINER_ENGINE,
+    push: Annotated[
+        str | None, typer.Option(help="Push to REGISTRY/openforge-harness:… (a registry host).")
+    ] = None,
+    harness_option: HarnessOptionOpt = None,
+    option: OldOptionOpt = None,
+    engine: OldEngineOpt = None,
 ) -> None:
     """Build the image of a harness's portable install (what Kubernetes pods mount at
     /opt/openforge/harness); print its reference, pushed when --push is given."""
@@ -141,12 +144,13 @@ def image_cmd(
     from openforge.sandboxes.base import SandboxError
     from openforge.sandboxes.images import build_dir_image, push_image
 
-    path = shutil.which(engine)
+    engine_name = container_engine(container_engine_, engine)
+    path = shutil.which(engine_name)
     if path is None:
-        _fail(f"{engine} is not installed")
+        _fail(f"{engine_name} is not installed")
         return
     try:
-        harness = get_harness(name, **_options(option))
+        harness = get_harness(name, **harness_options(harness_option, option))
         if not isinstance(harness, Portable):
             _fail(f"{name} needs no portable install (it is copied into each sandbox)")
             return
@@ -161,16 +165,31 @@ def image_cmd(
 
 
 def list_cmd() -> None:
-    """Every registered harness with its pinned version and stored fingerprint."""
+    """Every registered harness: name, pinned version, dialect, stored fingerprint, install
+    command (or the options it needs, given with -O KEY=VALUE)."""
     from openforge.harnesses.base import HarnessError
     from openforge.harnesses.fingerprint import harness_metadata
-    from openforge.harnesses.registry import get_harness, harness_names
+    from openforge.harnesses.registry import (
+        get_harness,
+        harness_factory,
+        harness_names,
+        required_options,
+    )
 
     for name in harness_names():
         try:
+            needs = required_options(name)
+            if needs:
+                # Built per task from its options: show what the class declares.
+                cls = harness_factory(name)
+                wanted = " ".join(f"-O {k}=…" for k in needs)
+                version, dialect = getattr(cls, "version", "-"), getattr(cls, "dialect", "-")
+                typer.echo(f"{name}\t{version}\t{dialect}\t-\tneeds {wanted}")
+                continue
             h = get_harness(name)
-        except (HarnessError, ImportError) as exc:
-            typer.echo(f"{name}: needs options ({exc})")
+        except Exception as exc:  # one adapter that cannot load must not hide the others
+            why = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+            typer.echo(f"{name}\t-\t-\t-\tunavailable: {why}")
             continue
         meta = harness_metadata(h.name, h.version)
         typer.echo(

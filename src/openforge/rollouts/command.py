@@ -8,6 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from openforge.cli_options import (
+    DEFAULT_BACKEND,
+    BackendOpt,
+    HarnessOptionOpt,
+    harness_options,
+)
 from openforge.rollouts.cost import Prices
 
 if TYPE_CHECKING:
@@ -29,17 +35,8 @@ TasksOpt = Annotated[
     ),
 ]
 HarnessOpt = Annotated[str, typer.Option("--harness", help="Harness adapter name (shell, …).")]
-HarnessOptions = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--harness-option",
-        "-O",
-        help="KEY=VALUE for the harness adapter (repeatable), e.g. -O command='python3 agent.py'.",
-    ),
-]
 NOpt = Annotated[int, typer.Option("--n", min=1, help="Samples per task (the GRPO group).")]
 ConcOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Rollouts at once.")]
-BackendOpt = Annotated[str, typer.Option("--backend", help="Sandbox backend.")]
 GatewayOpt = Annotated[
     str,
     typer.Option(
@@ -122,18 +119,6 @@ def prices(
 ) -> Prices:
     """The run's prices from the ``--price-*`` options (a missing one is not charged)."""
     return Prices(input_mtok, output_mtok, sandbox_hour, train_mtok)
-
-
-def _options(pairs: list[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(
-                f"expected KEY=VALUE, got {pair!r}", param_hint="--harness-option"
-            )
-        out[key] = value
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +207,7 @@ def _run(args: RunArgs) -> None:
         config = RolloutConfig(
             tasks=loaded.tasks,
             harness=args.harness,
-            harness_options=_options(args.harness_option),
+            harness_options=harness_options(args.harness_option),
             n=args.n,
             concurrency=args.concurrency,
             backend=args.backend,
@@ -298,8 +283,24 @@ def _report(
         for name, values in m.by_category.items():
             shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
             table_console.print(f"  {name}: {shown}", markup=False)
+    for line in _rollout_ids(results):
+        table_console.print(line, markup=False, highlight=False)
     console.print(_cost_line(cost, args.price), markup=False)
     console.print(f"results: {args.out / 'results.jsonl'}", markup=False)
+
+
+def _rollout_ids(results: list[RolloutResult], limit: int = 40) -> list[str]:
+    """Lines naming each rollout's gateway id, the one `openforge traces show` takes."""
+    rows = sorted(results, key=lambda r: (r.task_id, r.sample))
+    if not rows:
+        return []
+    lines = ["rollout ids (openforge traces show ID --store STORE):"]
+    for r in rows[:limit]:
+        reward = "-" if r.reward is None else f"{r.reward:g}"
+        lines.append(f"  {r.rollout_id or '-'}  {r.task_id} #{r.sample}  {r.status}  {reward}")
+    if len(rows) > limit:
+        lines.append(f"  … {len(rows) - limit} more: field rollout_id of results.jsonl")
+    return lines
 
 
 def _cost_line(cost: Any, price: Prices | None) -> str:
@@ -316,10 +317,10 @@ def rollout(
     harness: HarnessOpt,
     gateway: GatewayOpt,
     out: OutOpt,
-    harness_option: HarnessOptions = None,
+    harness_option: HarnessOptionOpt = None,
     n: NOpt = 1,
     concurrency: ConcOpt = 8,
-    backend: BackendOpt = "local",
+    backend: BackendOpt = DEFAULT_BACKEND,
     model: ModelOpt = "openforge",
     split: SplitOpt = None,
     retries: RetriesOpt = 2,
@@ -348,14 +349,14 @@ def eval_(
     harness: HarnessOpt,
     gateway: GatewayOpt,
     out: OutOpt,
-    harness_option: HarnessOptions = None,
+    harness_option: HarnessOptionOpt = None,
     n: NOpt = 1,
     k: Annotated[
         list[int] | None,
         typer.Option("--k", help="k for pass@k and pass^k (repeatable; default 1 and n)."),
     ] = None,
     concurrency: ConcOpt = 8,
-    backend: BackendOpt = "local",
+    backend: BackendOpt = DEFAULT_BACKEND,
     model: ModelOpt = "openforge",
     split: SplitOpt = None,
     retries: RetriesOpt = 2,
@@ -368,7 +369,8 @@ def eval_(
     price_sandbox_hour: PriceSandboxOpt = None,
     allow_reachable_evidence: ReachOpt = False,
 ) -> None:
-    """Like ``rollout``, then report pass@k and pass^k per task and overall."""
+    """Run every task × n like `openforge rollout`, then report pass@k and pass^k per task
+    and overall."""
     ks = sorted(set(k or [1, n]))
     bad = [x for x in ks if not 1 <= x <= n]
     if bad:

@@ -6,6 +6,8 @@ import asyncio
 
 import typer
 
+from openforge.cli_options import DEFAULT_GATEWAY_PORT
+
 k8s_app = typer.Typer(help="Kubernetes: manifests for the gateway, garbage collection.")
 _URL = typer.Option(None, help="engine server URL (repeat for several)")
 
@@ -14,7 +16,9 @@ _URL = typer.Option(None, help="engine server URL (repeat for several)")
 def manifests(
     namespace: str = typer.Option("openforge", help="namespace of the gateway and sandboxes"),
     image: str = typer.Option("localhost/openforge:latest", help="gateway image"),
-    port: int = typer.Option(8080, help="gateway port"),
+    port: int = typer.Option(
+        DEFAULT_GATEWAY_PORT, help="gateway port of the model API (the admin API: PORT+1)"
+    ),
     replicas: int = typer.Option(1, min=1, help="gateway replicas (more than 1: PostgreSQL)"),
     model: str = typer.Option("smollm2-135m", help="model the gateways serve"),
     engine: str = typer.Option("vllm", help="engine kind: vllm, sglang, upstream, ..."),
@@ -44,7 +48,7 @@ def manifests(
 
 @k8s_app.command("gc")
 def gc(
-    namespace: str = typer.Option("openforge"),
+    namespace: str = typer.Option("openforge", help="namespace of the sandbox pods"),
     context: str | None = typer.Option(None, help="kubeconfig context (default: current)"),
     run: str | None = typer.Option(None, help="only this run's pods (default: every run's)"),
 ) -> None:

@@ -203,7 +203,7 @@ def network_policy(name: str, gateway_labels: dict[str, str], gateway_port: int)
 def gateway_manifests(
     namespace: str = "openforge",
     image: str = "localhost/openforge:latest",
-    port: int = 8080,
+    port: int = 8000,
     replicas: int = 1,
     *,
     model: str = "smollm2-135m",

@@ -7,19 +7,27 @@ from typing import Annotated
 
 import typer
 
+from openforge.cli_options import (
+    DEFAULT_BACKEND,
+    DEFAULT_CONTAINER_ENGINE,
+    BackendOpt,
+    ContainerEngineOpt,
+    OldEngineOpt,
+    container_engine,
+)
+
 __all__ = ["register"]
 
 tasks_app = typer.Typer(help="Tasks: check that each task's verifier and reference agree.")
 images_app = typer.Typer(help="Task images: build (and push) each task's own environment.")
 
 TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite.")]
-BackendOpt = Annotated[str, typer.Option("--backend", help="Sandbox backend (local, podman).")]
 
 
 @tasks_app.command("check")
 def check(
     tasks: TasksOpt,
-    backend: BackendOpt = "podman",
+    backend: BackendOpt = DEFAULT_BACKEND,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore cached verdicts.")] = False,
     allow_task_internet: Annotated[
         bool, typer.Option("--allow-task-internet", help="Open network for tasks that ask.")
@@ -28,7 +36,7 @@ def check(
 ) -> None:
     """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
 
-    Exit status 1 when any task is quarantined.
+    Check on the backend the rollouts will use. Exit status 1 when any task is quarantined.
     """
     from rich.console import Console
     from rich.markup import escape
@@ -83,8 +91,11 @@ def check(
 @images_app.command("build")
 def build(
     tasks: TasksOpt,
-    engine: Annotated[str, typer.Option("--engine", help="podman or docker")] = "podman",
-    push: Annotated[str | None, typer.Option("--push", help="Push to REGISTRY/…")] = None,
+    container_engine_: ContainerEngineOpt = DEFAULT_CONTAINER_ENGINE,
+    push: Annotated[
+        str | None, typer.Option("--push", help="Push to REGISTRY/… (a registry host).")
+    ] = None,
+    engine: OldEngineOpt = None,
 ) -> None:
     """Build every task's own image (cached by content); print task id and image reference."""
     import shutil
@@ -94,9 +105,10 @@ def build(
     from openforge.suites.loading import load_tasks
     from openforge.tasks.episode import task_image
 
-    path = shutil.which(engine)
+    engine_name = container_engine(container_engine_, engine)
+    path = shutil.which(engine_name)
     if path is None:
-        typer.echo(f"openforge images build: {engine} is not installed", err=True)
+        typer.echo(f"openforge images build: {engine_name} is not installed", err=True)
         raise typer.Exit(2)
     builder = ImageBuilder(path)
     loaded = load_tasks(tasks)

@@ -38,6 +38,14 @@ _RUN_DIR = typer.Option(
     help="An orchestrator run directory (or one above several) whose transcripts the rules "
     "read too (repeatable).",
 )
+_INCLUDE_RUNNING = typer.Option(
+    False, "--include-running", help="Also use rollouts not finished yet (created or running)."
+)
+_MASK_FORKS = typer.Option(
+    False,
+    "--mask-forks",
+    help="Train no branch beyond a rollout's first (a history edit, compaction, subagent).",
+)
 _FLAG_SEVERITY = typer.Option(
     "medium", "--flag-severity", help="The least severe flag --flagged acts on: low|medium|high."
 )
@@ -257,9 +265,14 @@ def register(app: typer.Typer) -> None:
             "auto", "--mode", help="auto (per_call for rollouts with images) | per_call | merged"
         ),
         out: Path = _OUT,
-        include_running: bool = typer.Option(False, "--include-running"),
-        mask_forks: bool = typer.Option(False, "--mask-forks", help="Train no forked branch."),
-        min_group_size: int = typer.Option(1, "--min-group-size", min=1),
+        include_running: bool = _INCLUDE_RUNNING,
+        mask_forks: bool = _MASK_FORKS,
+        min_group_size: int = typer.Option(
+            1,
+            "--min-group-size",
+            min=1,
+            help="Drop a GRPO group (a task's rollouts) with fewer usable rollouts than this.",
+        ),
         flagged: str = _FLAGGED,
         flag_severity: str = _FLAG_SEVERITY,
         run: list[str] | None = _RUN,
@@ -282,8 +295,8 @@ def register(app: typer.Typer) -> None:
     @traces.command("stats")
     def stats_cmd(
         store: str = _STORE,
-        include_running: bool = typer.Option(False, "--include-running"),
-        mask_forks: bool = typer.Option(False, "--mask-forks"),
+        include_running: bool = _INCLUDE_RUNNING,
+        mask_forks: bool = _MASK_FORKS,
         flagged: str = _FLAGGED,
         flag_severity: str = _FLAG_SEVERITY,
         run: list[str] | None = _RUN,
