@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from openforge.suites import load_tasks
 
-REPO = Path(__file__).resolve().parents[2]
-OPENFORGE = REPO / ".venv" / "bin" / "openforge"
+OPENFORGE = Path(sys.executable).parent / "openforge"  # the venv's, in any worktree
 
 
 def _native(root: Path, toml: str) -> Path:
@@ -50,17 +50,21 @@ def test_unknown_native_key_names_the_closest_known_one(
     assert "unknown key" in err.problem and hint in err.problem
 
 
-def test_unknown_harbor_key_names_the_closest_known_one(tmp_path: Path) -> None:
+def test_unknown_harbor_key_is_a_warning_naming_the_closest_known_one(tmp_path: Path) -> None:
     d = tmp_path / "h"
     (d / "tests").mkdir(parents=True)
+    (d / "environment").mkdir()
+    (d / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\n")
     (d / "instruction.md").write_text("x\n")
     (d / "tests" / "test.sh").write_text("true\n")
     (d / "task.toml").write_text("[verifier]\ntimout_sec = 5\n")
-    (err,) = load_tasks(d).errors
-    assert err.field == "verifier.timout_sec" and "'verifier.timeout_sec'" in err.problem
+    got = load_tasks(d)
+    assert got.errors == []
+    (w,) = got.warnings
+    assert w.key == "verifier.timout_sec" and "'verifier.timeout_sec'" in w.problem
     (d / "task.toml").write_text("[enviroment]\ncpus = 1\n")
-    (err,) = load_tasks(d).errors
-    assert err.field == "enviroment" and "'environment'" in err.problem
+    (w,) = load_tasks(d).warnings
+    assert w.key == "enviroment" and "'environment'" in w.problem
 
 
 def test_harbor_dir_without_instruction_says_which_file_it_lacks(tmp_path: Path) -> None:

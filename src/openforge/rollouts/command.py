@@ -258,6 +258,7 @@ def _report(
     from openforge.rollouts.cost import RunCost
     from openforge.rollouts.metrics import summarize
     from openforge.rollouts.progress import print_summary
+    from openforge.suites.loading import warning_lines
     from openforge.suites.metrics import suite_metrics
 
     summary = summarize(results, args.ks)
@@ -265,10 +266,12 @@ def _report(
     cost = RunCost(wall_s=wall_s)
     cost.add_results(results)
     cost.add_phase("rollouts", cost.wall_s)
+    warnings = warning_lines(tasks)
     body = {
         **dataclasses.asdict(summary),
         "suites": [dataclasses.asdict(m) for m in suites],
         "cost": cost.as_dict(args.price),
+        "task_warnings": warnings,
     }
     (args.out / "summary.json").write_bytes(
         orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
@@ -285,6 +288,8 @@ def _report(
             table_console.print(f"  {name}: {shown}", markup=False)
     for line in _rollout_ids(results):
         table_console.print(line, markup=False, highlight=False)
+    for line in warnings:
+        console.print(f"warning: {line}", markup=False)
     console.print(_cost_line(cost, args.price), markup=False)
     console.print(f"results: {args.out / 'results.jsonl'}", markup=False)
 

@@ -43,7 +43,7 @@ def check(
     from rich.table import Table
 
     from openforge.sandboxes import SandboxError, create_backend
-    from openforge.suites.loading import load_tasks
+    from openforge.suites.loading import load_tasks, warning_lines
     from openforge.tasks.oracle import check_tasks
 
     console = Console(soft_wrap=True)
@@ -81,6 +81,8 @@ def check(
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     console.print(table)
+    for line in warning_lines(loaded.tasks):
+        console.print(f"warning: {line}", markup=False)
     asked = [t.id for t in loaded.tasks if t.wants_internet]
     if asked:
         how = "given an open network" if allow_task_internet else "checked without a network"
@@ -102,7 +104,7 @@ def build(
 
     from openforge.sandboxes import SandboxError
     from openforge.sandboxes.images import ImageBuilder, push_image
-    from openforge.suites.loading import load_tasks
+    from openforge.suites.loading import load_tasks, warning_lines
     from openforge.tasks.episode import task_image
 
     engine_name = container_engine(container_engine_, engine)
@@ -114,6 +116,8 @@ def build(
     loaded = load_tasks(tasks)
     for err in loaded.errors:
         typer.echo(f"skipping task {err}", err=True)
+    for line in warning_lines(loaded.tasks):
+        typer.echo(f"warning: {line}", err=True)
 
     async def go() -> None:
         for task in loaded.tasks:

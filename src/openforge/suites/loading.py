@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -11,9 +12,9 @@ from pathlib import Path
 from openforge.suites.catalog import BY_NAME, SUITES
 from openforge.suites.harbor import TERMINAL_BENCH
 from openforge.suites.suite import Checkout, TaskDirs, TaskFiles
-from openforge.tasks.model import Task, TaskError
+from openforge.tasks.model import Task, TaskError, TaskWarning
 
-__all__ = ["TaskSet", "builtin_suite", "load_task_dir", "load_tasks"]
+__all__ = ["TaskSet", "builtin_suite", "load_task_dir", "load_tasks", "warning_lines"]
 
 
 @dataclass(slots=True)
@@ -26,6 +27,37 @@ class TaskSet:
     def by_id(self) -> dict[str, Task]:
         """Tasks keyed by id."""
         return {t.id: t for t in self.tasks}
+
+    @property
+    def warnings(self) -> list[TaskWarning]:
+        """The keys of the (selected) tasks' files that their loaders ignored, unknown."""
+        return [w for t in self.tasks for w in t.warnings]
+
+
+# Entry indices (steps[3], line 7) differ between tasks that share a problem.
+_INDEX = re.compile(r"\[\d+\]|line \d+")
+
+
+def warning_lines(tasks: Iterable[Task]) -> list[str]:
+    """The tasks' warnings, one line per suite and problem however many tasks share it.
+
+    ``terminal-bench: task.yaml: language: unknown key, ignored (63 tasks, e.g. FILE)``: a
+    published dataset whose every task carries a key the loader does not read is one line,
+    naming the file name, the key and one file that has it.
+    """
+    groups: dict[tuple[str, str, str, str], dict[str, str]] = {}
+    for task in tasks:
+        for w in task.warnings:
+            key = _INDEX.sub(lambda m: "line *" if m.group().startswith("l") else "[*]", w.key)
+            group = groups.setdefault((task.format, Path(w.file).name, key, w.problem), {})
+            group.setdefault(task.id, w.file)
+    out = []
+    for (fmt, name, key, problem), files in groups.items():
+        first = next(iter(files.values()))
+        where = f"{fmt}: {first}" if len(files) == 1 else f"{fmt}: {name}"
+        many = "" if len(files) == 1 else f" ({len(files)} tasks, e.g. {first})"
+        out.append(f"{where}: {key}: {problem}{many}")
+    return out
 
 
 def builtin_suite(name: str) -> Path | None:

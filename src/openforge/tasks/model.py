@@ -32,11 +32,13 @@ __all__ = [
     "TaskError",
     "TaskStep",
     "TaskTool",
+    "TaskWarning",
     "TestsVerifier",
     "check_keys",
     "collect_dir",
     "inside",
     "read_yaml_mapping",
+    "unknown_keys",
 ]
 
 # Where the verifier's files are put in the sandbox (relative to the workdir), after the
@@ -54,6 +56,22 @@ class TaskError(Exception):
         self.field = field_name
         self.problem = problem
         super().__init__(f"{self.file}: {field_name}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskWarning:
+    """A key a foreign format's loader does not know: ignored, said out loud, never fatal.
+
+    The publisher's files are the truth, so a key our loader has not heard of is not the
+    user's mistake; ``str()`` reads ``FILE: KEY: what happened`` like a :class:`TaskError`.
+    """
+
+    file: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}: {self.problem}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +240,8 @@ class Task:
     needs_internet: str | None = None
     # Things the loader accepted but does not act on, said out loud (e.g. ``artifacts``).
     notes: tuple[str, ...] = ()
+    # Keys of a foreign format the loader does not know, ignored (shown once per suite).
+    warnings: tuple[TaskWarning, ...] = ()
     # The GUI setting: a browser or desktop the orchestrator starts beside the harness.
     gui: GuiEnvironment | None = None
 
@@ -311,6 +331,27 @@ def check_keys(
         hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
         choices = ", ".join(sorted(known))
         raise TaskError(file, prefix + key, f"unknown key{hint} (known keys: {choices})")
+
+
+def unknown_keys(
+    file: Path, table: object, known: Collection[str], prefix: str = ""
+) -> list[TaskWarning]:
+    """A warning per key of ``table`` (when it is a mapping) that is not in ``known``.
+
+    For foreign formats, whose published files may carry keys a newer or older version of
+    their own loader reads: the key is ignored and named, with the closest known one, so a
+    user sees what was not acted on without the task being refused.
+    """
+    if not isinstance(table, Mapping):
+        return []
+    out = []
+    for key in table:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
+        out.append(TaskWarning(str(file), f"{prefix}{key}", f"unknown key, ignored{hint}"))
+    return out
 
 
 def read_yaml_mapping(file: Path) -> dict[str, Any]:

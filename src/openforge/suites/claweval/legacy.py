@@ -18,10 +18,14 @@ from openforge.tasks.model import (
     collect_dir,
     inside,
     read_yaml_mapping,
+    unknown_keys,
 )
 from openforge.tasks.native import number, string_list
 
 __all__ = ["load_claweval"]
+
+_KEYS = ("id", "task_id", "prompt", "instruction", "timeout", "timeout_seconds", "tags",
+         "task_name", "name", "category", "difficulty", "version")  # fmt: skip
 
 
 def load_claweval(root: Path) -> Task:
@@ -49,4 +53,5 @@ def load_claweval(root: Path) -> Task:
         verify_extra={"run.py": (GRADER_WRAPPER % "*([ws, None][:n])").encode()},
         verify_command=f"python3 {VERIFY_DIR}/run.py",
         solution=collect_dir(root, "solution", "solution/"),
+        warnings=tuple(unknown_keys(file, data, _KEYS)),
     )

@@ -34,12 +34,44 @@ from openforge.suites.claweval.grader import (
     ClawEvalSpec,
     ClawEvalUser,
 )
-from openforge.tasks.model import McpServer, McpTool, Task, TaskError, inside, read_yaml_mapping
+from openforge.tasks.model import (
+    McpServer,
+    McpTool,
+    Task,
+    TaskError,
+    TaskWarning,
+    inside,
+    read_yaml_mapping,
+    unknown_keys,
+)
 from openforge.tasks.native import ID_RE
 
 __all__ = ["find_claweval", "load_claweval_checkout", "load_claweval_task"]
 
 SPLITS = ("general", "multimodal", "multi_turn")
+# The fields of claw_eval.models.task.TaskDefinition and its parts, as published: what its own
+# loader reads. Anything else in a task.yaml is ignored there too, and named here as a warning.
+_TOP = (
+    "task_id", "task_name", "version", "category", "difficulty", "prompt", "tools",
+    "tool_endpoints", "environment", "scoring_components", "safety_checks", "services",
+    "expected_actions", "judge_rubric", "reference_solution", "primary_dimensions", "tags",
+    "user_agent", "sandbox_files", "sandbox_grader_files", "env_snapshot_files",
+    "env_snapshot_commands", "local_grader_files",
+)  # fmt: skip
+_PROMPT = ("text", "language", "attachments")
+_ENV = (
+    "timeout_seconds", "max_turns", "fixtures", "env_snapshot_timeout", "enable_todo",
+    "todo_nag_rounds", "enable_compact", "compact_keep_recent", "compact_min_chars",
+    "compact_threshold_pct", "compact_keep_recent_on_summary", "compact_protect_tokens",
+    "compact_max_auto_compacts",
+)  # fmt: skip
+_SERVICE = (
+    "name", "command", "port", "health_check", "health_check_method", "ready_timeout",
+    "reset_endpoint", "env",
+)  # fmt: skip
+_TOOL = ("name", "description", "input_schema")
+_ENDPOINT = ("tool_name", "url", "method")
+_USER = ("enabled", "persona", "max_rounds", "system_prompt_suffix")
 _MARKER = ("src", "claw_eval", "graders", "base.py")
 
 
@@ -242,6 +274,24 @@ def _mcp(env: TaskServices) -> McpServer:
     )
 
 
+def _warnings(file: Path, data: dict[str, Any]) -> tuple[TaskWarning, ...]:
+    """The keys of ``task.yaml`` that ClawEval's TaskDefinition does not define."""
+    out = unknown_keys(file, data, _TOP)
+    tables: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("prompt", _PROMPT), ("environment", _ENV), ("user_agent", _USER)
+    )  # fmt: skip
+    for key, known in tables:
+        out += unknown_keys(file, data.get(key), known, f"{key}.")
+    lists: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("services", _SERVICE), ("tools", _TOOL), ("tool_endpoints", _ENDPOINT)
+    )  # fmt: skip
+    for key, known in lists:
+        items = data.get(key)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            out += unknown_keys(file, item, known, f"{key}[{i}].")
+    return tuple(out)
+
+
 def load_claweval_task(root: Path, task_dir: Path) -> Task:
     """One ``tasks/<id>/`` directory of a ClawEval checkout."""
     file = task_dir / "task.yaml"
@@ -321,6 +371,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         # internet (given only with --allow-task-internet) and cannot be done without it.
         wants_internet=web_real,
         needs_internet="its web_real service searches the real web" if web_real else None,
+        warnings=_warnings(file, data),
     )
 
 

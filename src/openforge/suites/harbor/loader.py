@@ -5,8 +5,9 @@ Harbor (https://harborframework.com/docs/tasks)::
     task.toml  instruction.md  environment/Dockerfile  tests/test.sh  solution/solve.sh
     steps/<name>/{instruction.md, workdir/, tests/, solution/}     (multi-step, [[steps]])
 
-Every ``task.toml`` field is either honoured or refused with a :class:`TaskError` naming it;
-an unknown key is an error naming the closest known one. Refused: agent/verifier ``user``
+Every known ``task.toml`` field is either honoured or refused with a :class:`TaskError` naming
+it; a key this loader does not know is a :class:`TaskWarning` naming it (and the closest known
+one), never a refusal: the published files are the truth. Refused: agent/verifier ``user``
 other than root, ``allowlist`` networks, a separate verifier environment, GPUs, non-Linux,
 ``mcp_servers`` and ``skills_dir``. ``artifacts`` are accepted and noted (not collected).
 
@@ -32,11 +33,12 @@ from openforge.tasks.model import (
     TaskEnvironment,
     TaskError,
     TaskStep,
+    TaskWarning,
     TestsVerifier,
-    check_keys,
     collect_dir,
     inside,
     read_yaml_mapping,
+    unknown_keys,
 )
 from openforge.tasks.native import ID_RE, number, string_list
 
@@ -74,11 +76,13 @@ _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.I | re.M)
 _SIZE = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
 
 
-def _table(file: Path, data: dict[str, Any], key: str, known: tuple[str, ...]) -> dict[str, Any]:
+def _table(
+    file: Path, data: dict[str, Any], key: str, known: tuple[str, ...], warns: list[TaskWarning]
+) -> dict[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise TaskError(file, key, "must be a table")
-    check_keys(file, value, known, f"{key}.")
+    warns += unknown_keys(file, value, known, f"{key}.")
     return value
 
 
@@ -143,12 +147,14 @@ def _refuse_unsupported(
         )
 
 
-def _healthcheck(file: Path, value: Any, where: str) -> Healthcheck | None:
+def _healthcheck(
+    file: Path, value: Any, where: str, warns: list[TaskWarning]
+) -> Healthcheck | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("command"), str):
         raise TaskError(file, where, "must be a table with a command")
-    check_keys(file, value, _HEALTH, f"{where}.")
+    warns += unknown_keys(file, value, _HEALTH, f"{where}.")
     retries = number(file, value, "retries", 3, f"{where}.") or 3
     return Healthcheck(
         command=value["command"],
@@ -186,7 +192,12 @@ def _no_sidecars(compose: Path) -> None:
 
 
 def _environment(
-    file: Path, root: Path, env: dict[str, Any], context: Path, dockerfile: Path
+    file: Path,
+    root: Path,
+    env: dict[str, Any],
+    context: Path,
+    dockerfile: Path,
+    warns: list[TaskWarning],
 ) -> TaskEnvironment:
     image = env.get("docker_image")
     if image is not None and not isinstance(image, str):
@@ -213,7 +224,7 @@ def _environment(
         build_timeout_s=number(file, env, "build_timeout_sec", 600.0, "environment.") or 600.0,
         workdir=workdir,
         env=_env(file, env.get("env"), "environment.env"),
-        healthcheck=_healthcheck(file, env.get("healthcheck"), "environment.healthcheck"),
+        healthcheck=_healthcheck(file, env.get("healthcheck"), "environment.healthcheck", warns),
     )
 
 
@@ -234,7 +245,12 @@ def _min_reward(file: Path, value: Any, where: str) -> float | dict[str, float] 
 
 
 def _steps(
-    file: Path, root: Path, data: dict[str, Any], agent_timeout: float, verifier: TestsVerifier
+    file: Path,
+    root: Path,
+    data: dict[str, Any],
+    agent_timeout: float,
+    verifier: TestsVerifier,
+    warns: list[TaskWarning],
 ) -> tuple[TaskStep, ...]:
     raw = data.get("steps")
     if raw is None:
@@ -247,7 +263,7 @@ def _steps(
         where = f"steps[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise TaskError(file, where, "must be a table with a name")
-        check_keys(file, entry, _STEP, f"{where}.")
+        warns += unknown_keys(file, entry, _STEP, f"{where}.")
         if entry.get("healthcheck") is not None:
             raise TaskError(file, f"{where}.healthcheck", "per-step healthchecks are not supported")
         name = entry["name"]
@@ -255,8 +271,8 @@ def _steps(
         md = step_dir / "instruction.md"
         if not md.is_file():
             raise TaskError(root, f"steps/{name}/instruction.md", "missing")
-        agent = _table(file, entry, "agent", _STEP_AGENT)
-        ver = _table(file, entry, "verifier", _STEP_VERIFIER)
+        agent = _table(file, entry, "agent", _STEP_AGENT, warns)
+        ver = _table(file, entry, "verifier", _STEP_VERIFIER, warns)
         _root_user(file, agent, f"{where}.agent.user")
         _root_user(file, ver, f"{where}.verifier.user")
         if ver.get("environment_mode") == "separate" or ver.get("environment"):
@@ -292,12 +308,12 @@ def load_harbor(root: Path) -> Task:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
-    check_keys(file, data, _TOP)
-    info = _table(file, data, "task", _TASK)
-    agent = _table(file, data, "agent", _AGENT)
-    ver = _table(file, data, "verifier", _VERIFIER)
-    env = _table(file, data, "environment", _ENVIRONMENT)
-    solution = _table(file, data, "solution", ("env",))
+    warns = unknown_keys(file, data, _TOP)
+    info = _table(file, data, "task", _TASK, warns)
+    agent = _table(file, data, "agent", _AGENT, warns)
+    ver = _table(file, data, "verifier", _VERIFIER, warns)
+    env = _table(file, data, "environment", _ENVIRONMENT, warns)
+    solution = _table(file, data, "solution", ("env",), warns)
     meta = data.get("metadata", {})
     if not isinstance(meta, dict):
         raise TaskError(file, "metadata", "must be a table")
@@ -322,7 +338,7 @@ def load_harbor(root: Path) -> Task:
         env=_env(file, ver.get("env"), "verifier.env"),
         timeout_s=number(file, ver, "timeout_sec", 600.0, "verifier.") or 600.0,
     )
-    steps = _steps(file, root, data, agent_timeout, verifier)
+    steps = _steps(file, root, data, agent_timeout, verifier, warns)
     # [metadata] is free-form in Harbor: tags are read when they are a list of strings.
     tags = meta.get("tags", info.get("keywords"))
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -353,7 +369,7 @@ def load_harbor(root: Path) -> Task:
         tags=string_list(file, tags, "metadata.tags"),
         solution=collect_dir(root, "solution", "solution/"),
         environment=_environment(
-            file, root, env, root / "environment", root / "environment" / "Dockerfile"
+            file, root, env, root / "environment", root / "environment" / "Dockerfile", warns
         ),
         tests=None if multi else verifier,
         steps=steps,
@@ -361,6 +377,7 @@ def load_harbor(root: Path) -> Task:
         solution_env=_env(file, solution.get("env"), "solution.env"),
         wants_internet=wants_internet,
         notes=notes,
+        warnings=tuple(warns),
     )
 
 
@@ -392,7 +409,7 @@ def load_terminal_bench(root: Path) -> Task:
     """Load a Terminal-Bench 1 task directory (``task.yaml`` + Dockerfile + run-tests.sh)."""
     file = root / "task.yaml"
     data = read_yaml_mapping(file)
-    check_keys(file, data, _TB_KEYS)
+    warns = unknown_keys(file, data, _TB_KEYS)
     instruction = data.get("instruction")
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskError(file, "instruction", "missing or empty")
@@ -447,6 +464,7 @@ def load_terminal_bench(root: Path) -> Task:
             parser="pytest",
         ),
         notes=notes,
+        warnings=tuple(warns),
         wants_internet=True,  # Terminal-Bench containers have a network (compose's default)
     )
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
 from openforge.suites.cache import cached_suite
-from openforge.tasks.model import Task, TaskError, collect_dir
+from openforge.tasks.model import Task, TaskError, collect_dir, unknown_keys
 
 __all__ = [
     "MINIWOB_FILE",
@@ -139,7 +139,9 @@ def load_miniwob(d: Path) -> Task:
     timeout = data.get("timeout_s", 300)
     if not isinstance(timeout, int | float) or timeout <= 0:
         raise TaskError(file, "timeout_s", f"must be a positive number, not {timeout!r}")
-    return miniwob_task(name, seed, split, float(timeout), path=file)
+    task = miniwob_task(name, seed, split, float(timeout), path=file)
+    task.warnings = tuple(unknown_keys(file, data, ("task", "seed", "split", "timeout_s")))
+    return task
 
 
 def _write_suite(root: Path) -> None:

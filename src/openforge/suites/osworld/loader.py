@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openforge.environments.desktop import ConfigStep, DesktopEnvironment
-from openforge.tasks.model import Task, TaskError
+from openforge.tasks.model import Task, TaskError, TaskWarning, unknown_keys
 
 __all__ = ["is_osworld_suite", "load_osworld"]
 
@@ -25,6 +25,14 @@ _EVAL = Path(__file__).with_name("evaluate.py")
 _STEPS = {"launch", "execute", "command", "sleep"}
 _GETTERS = {"vm_file", "vm_command_line", "rule", "cloud_file"}
 _METRICS = {"exact_match", "check_include_exclude", "compare_text_file", "is_in_list", "infeasible"}
+# The fields of OSWorld's examples (evaluation_examples/README.md and the published examples);
+# any other is named as a warning.
+_KEYS = (
+    "id", "snapshot", "instruction", "source", "config", "trajectory", "related_apps",
+    "evaluator", "proxy", "fixed_ip", "possibility_of_env_change", "_comment",
+)  # fmt: skip
+_EVALUATOR = ("func", "result", "expected", "options", "conj", "postconfig")
+_STEP = ("type", "parameters")
 
 
 def is_osworld_suite(root: Path) -> bool:
@@ -90,6 +98,11 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
         if not isinstance(data.get(key), str) or not data[key]:
             raise TaskError(file, key, "must be a non-empty string")
     files = _check_evaluator(file, data.get("evaluator"), root)
+    warnings: list[TaskWarning] = unknown_keys(file, data, _KEYS)
+    warnings += unknown_keys(file, data.get("evaluator"), _EVALUATOR, "evaluator.")
+    config = data.get("config")
+    for i, step in enumerate(config if isinstance(config, list) else []):
+        warnings += unknown_keys(file, step, _STEP, f"config[{i}].")
     return Task(
         id=f"osworld/{domain}/{data['id']}",
         instruction=data["instruction"],
@@ -99,6 +112,7 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
         verify={"osworld_eval.py": _EVAL, "task.json": file, **files},
         verify_command="python3 .openforge-verify/osworld_eval.py",
         gui=DesktopEnvironment(steps=_steps(file, data.get("config", []))),
+        warnings=tuple(warnings),
     )
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from openforge.suites.grading import GRADER_WRAPPER, check_id
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, inside
+from openforge.suites.qwenclawbench.loader import FRONTMATTER, WORKSPACE_ENTRY
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, inside, unknown_keys
 from openforge.tasks.native import number
 
 __all__ = ["load_qwenclawbench"]
@@ -63,6 +64,9 @@ def load_qwenclawbench(file: Path, suite_root: Path) -> Task:
         src = _find_source(file, suite_root, entry["source"], where)
         workspace[str(dest)] = src
     timeout = number(file, front, "timeout_seconds", 300.0) or 300.0
+    warnings = unknown_keys(file, front, FRONTMATTER)
+    for i, entry in enumerate(entries):
+        warnings += unknown_keys(file, entry, WORKSPACE_ENTRY, f"workspace_files[{i}].")
     return Task(
         id=task_id,
         instruction=prompt,
@@ -76,6 +80,7 @@ def load_qwenclawbench(file: Path, suite_root: Path) -> Task:
             "run.py": (GRADER_WRAPPER % "*([[], ws][-n:] if n == 2 else [ws])").encode(),
         },
         verify_command=f"python3 {VERIFY_DIR}/run.py",
+        warnings=tuple(warnings),
     )
 
 

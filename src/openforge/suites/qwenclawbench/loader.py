@@ -23,12 +23,22 @@ from typing import Any
 import yaml
 
 from openforge.suites.qwenclawbench.grader import QwenClawBenchGrader
-from openforge.tasks.model import Task, TaskError, inside
+from openforge.tasks.model import Task, TaskError, inside, unknown_keys
 from openforge.tasks.native import ID_RE
 
 __all__ = ["find_checkout", "load_qwenclawbench_checkout"]
 
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
+# The frontmatter lib_tasks.py reads, and the descriptive fields the published tasks carry
+# (read by nothing, the benchmark's own runner included); any other key is named as a warning.
+FRONTMATTER = (
+    "id", "name", "category", "grading_type", "timeout_seconds", "workspace_files",
+    "grading_weights", "subcategory", "difficulty", "input_modality", "external_dependency",
+    "verification_method", "skill_creation",
+)  # fmt: skip
+# workspace_files entries: {source, dest} (lib_agent, lib_docker), inline {path, content}, and
+# the descriptive role and description.
+WORKSPACE_ENTRY = ("source", "dest", "path", "content", "role", "description")
 _LIB = ("scripts", "lib_grading.py")
 # lib_tasks.py's own expressions: the frontmatter, tracing-only fields it strips, sections,
 # and lib_grading.py's code block (closed only by a fence at the start of a line).
@@ -175,6 +185,10 @@ def _load_one(file: Path, root: Path, tasks_dir: Path, assets: list[Path]) -> Ta
         raise TaskError(file, "timeout_seconds", f"must be a positive number, got {timeout!r}")
     category = meta.get("category", "")
     files, inline = _workspace(file, meta, task_id, assets)
+    warnings = unknown_keys(file, meta, FRONTMATTER)
+    entries = meta.get("workspace_files") or []
+    for i, entry in enumerate(entries):
+        warnings += unknown_keys(file, entry, WORKSPACE_ENTRY, f"workspace_files[{i}].")
     return Task(
         id=task_id,
         instruction=prompt,
@@ -187,6 +201,7 @@ def _load_one(file: Path, root: Path, tasks_dir: Path, assets: list[Path]) -> Ta
         workspace=files,
         workspace_extra=inline,
         grader=QwenClawBenchGrader(root, tasks_dir, file, str(grading)),
+        warnings=tuple(warnings),
     )
 
 

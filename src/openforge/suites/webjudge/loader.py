@@ -21,12 +21,15 @@ from urllib.parse import urlsplit
 
 from openforge.environments.browser import BrowserEnvironment
 from openforge.suites.webjudge.grader import KEEP_SCREENSHOTS, WebJudgeGrader
-from openforge.tasks.model import Task, TaskError
+from openforge.tasks.model import Task, TaskError, unknown_keys
 
 __all__ = ["MIND2WEB_FILE", "WEBVOYAGER_FILE", "load_mind2web", "load_webvoyager", "site_task"]
 
 WEBVOYAGER_FILE = "WebVoyager_data.jsonl"
 MIND2WEB_FILE = "Online_Mind2Web.json"
+# The published rows' fields; any other is named as a warning.
+_WEBVOYAGER_KEYS = ("web_name", "id", "ques", "web")
+_MIND2WEB_KEYS = ("task_id", "confirmed_task", "website", "reference_length", "level")
 
 
 def site_task(task_id: str, goal: str, url: str, path: Path, *, category: str = "") -> Task:
@@ -83,7 +86,9 @@ def load_webvoyager(path: Path) -> tuple[list[Task], list[TaskError]]:
                     raise TaskError(file, f"line {n}.{key}", "must be a non-empty string")
             url = _url(file, f"line {n}.web", row["web"])
             task_id, name = f"webvoyager/{row['id']}", row["web_name"]
-            tasks.append(site_task(task_id, row["ques"], url, file, category=name))
+            task = site_task(task_id, row["ques"], url, file, category=name)
+            task.warnings = tuple(unknown_keys(file, row, _WEBVOYAGER_KEYS, f"line {n}."))
+            tasks.append(task)
         except json.JSONDecodeError as exc:
             errors.append(TaskError(file, f"line {n}", f"not JSON: {exc}"))
         except TaskError as exc:
@@ -117,6 +122,7 @@ def load_mind2web(path: Path) -> tuple[list[Task], list[TaskError]]:
                 f"online-mind2web/{row['task_id']}", row["confirmed_task"], url, file,
                 category=str(level),
             )  # fmt: skip
+            task.warnings = tuple(unknown_keys(file, row, _MIND2WEB_KEYS, f"[{i}]."))
             tasks.append(task)
         except TaskError as exc:
             errors.append(exc)
