@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -175,7 +176,7 @@ async def test_defined_tool_round_trip(kind: str, make_gateway: Callable[..., Ga
     assert f'"name": "{name}"' in prompt
     for text in schema_text:
         assert text in prompt, text
-    for before, after in zip(rec["calls"], rec["calls"][1:], strict=False):
+    for before, after in itertools.pairwise(rec["calls"]):
         assert after["status"] == "ok" and not after["fork"]
         prefix = before["prompt_ids"] + before["output_ids"]
         assert after["prompt_ids"][: len(prefix)] == prefix

@@ -17,8 +17,17 @@ from openforge.conversation import (
 )
 from openforge.dialects.errors import ApiError
 from openforge.dialects.images import image_from_url
+from openforge.dialects.openai_responses.computer import (
+    COMPUTER,
+    METADATA_KEY,
+    action_arguments,
+    computer_spec,
+)
 from openforge.dialects.openai_responses.protocol import (
     VENDOR_ITEM_TYPES,
+    ComputerCallItem,
+    ComputerCallOutputItem,
+    ComputerUsePreviewTool,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionTool,
@@ -51,6 +60,7 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _TAGS = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "other", "namespace"}
     | {"input_text", "output_text", "input_image", "refusal", "function"}
+    | {"computer_call", "computer_call_output", "computer_use_preview"}
 )
 _EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_metadata")
 _MORE_EXTRAS = ("prompt_cache_key", "metadata", "user")
@@ -78,7 +88,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     follows them is parsed (never after an item a later one may still join), and the
     memo is updated.
     """
-    req, items, (tools, ignored, namespaced) = parse_body(
+    req, items, (tools, ignored, namespaced, computer) = parse_body(
         body, memo, "input", ResponsesRequest, _TAGS, _request_items, _TOOLS
     )
     # A resent body's array holds only its new items: what it stands for is ``items``.
@@ -97,6 +107,8 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     metadata: dict[str, Any] = {
         k: getattr(req, k) for k in _EXTRAS + _MORE_EXTRAS if getattr(req, k) is not None
     }
+    if computer is not None:
+        metadata[METADATA_KEY] = computer.model_dump(exclude_none=True)
     if namespaced:
         metadata["tool_namespaces"] = {flat: list(pair) for flat, pair in namespaced}
     if req.reasoning is not None:
@@ -109,7 +121,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
     return Conversation(
         messages=messages,
         tools=tools,
-        tool_choice=_tool_choice(req.tool_choice),
+        tool_choice=_tool_choice(req.tool_choice, computer is not None),
         parallel_tool_calls=req.parallel_tool_calls is not False,
         params=SamplingParams(
             max_tokens=req.max_output_tokens,
@@ -147,12 +159,18 @@ def flat_tool_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
 
 
-_Tools = tuple[tuple[ToolSpec, ...], tuple[str, ...], tuple[tuple[str, tuple[str, str]], ...]]
+_Tools = tuple[
+    tuple[ToolSpec, ...],
+    tuple[str, ...],
+    tuple[tuple[str, tuple[str, str]], ...],
+    ComputerUsePreviewTool | None,
+]
 
 
 def _tools(req: ResponsesRequest) -> _Tools:
-    """Function tools, the names of ignored ones, and ``(flat name, (namespace, name))``
-    of each namespaced one.
+    """Function tools (and the computer tool, as :func:`computer_spec` shows it), the
+    names of ignored ones, ``(flat name, (namespace, name))`` of each namespaced one, and
+    the ``computer_use_preview`` declaration if there is one.
 
     A flat name that collides with another tool's name is a 400 naming the field: the
     answer could not say which of the two was called.
@@ -161,6 +179,7 @@ def _tools(req: ResponsesRequest) -> _Tools:
     ignored: list[str] = []
     namespaced: list[tuple[str, tuple[str, str]]] = []
     seen: dict[str, str] = {}
+    computer: ComputerUsePreviewTool | None = None
 
     def add(name: str, where: str, description: str | None, parameters: Any) -> None:
         if name in seen:
@@ -173,6 +192,10 @@ def _tools(req: ResponsesRequest) -> _Tools:
         seen[name] = where
         tools.append(_spec(name, description, parameters))
 
+    def add_computer(tool: ComputerUsePreviewTool, where: str) -> None:
+        spec = computer_spec(tool)
+        add(spec.name, where, spec.description, spec.parameters)
+
     for i, tool in enumerate(req.tools or []):
         if isinstance(tool, FunctionTool):
             add(tool.name, f"tools[{i}]", tool.description, tool.parameters)
@@ -184,9 +207,19 @@ def _tools(req: ResponsesRequest) -> _Tools:
                     namespaced.append((flat, (tool.name, inner.name)))
                 else:
                     ignored.append(f"{tool.name}/{inner.name or inner.type}")
+        elif isinstance(tool, ComputerUsePreviewTool):
+            if computer is not None:
+                raise ApiError(
+                    "invalid_request",
+                    f"Invalid value for 'tools[{i}]': only one computer_use_preview tool "
+                    "may be given.",
+                    f"tools[{i}]",
+                )
+            computer = tool
+            add_computer(tool, f"tools[{i}]")
         else:
             ignored.append(tool.name or tool.type)
-    return tuple(tools), tuple(ignored), tuple(namespaced)
+    return tuple(tools), tuple(ignored), tuple(namespaced), computer
 
 
 # Harnesses send the same tools on every call: validated and converted once per process.
@@ -246,7 +279,9 @@ def _check_tool_choice(
         )
 
 
-def _tool_choice(choice: object) -> ToolChoice:
+def _tool_choice(choice: object, computer: bool) -> ToolChoice:
+    if computer and isinstance(choice, dict) and choice.get("type") == "computer_use_preview":
+        return ToolChoice("required", COMPUTER)  # the hosted-tool choice that forces it
     if choice == "none":
         return ToolChoice("none")
     if choice == "required":
@@ -330,6 +365,19 @@ def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
     elif isinstance(item, FunctionCallItem):
         name = flat_tool_name(item.namespace, item.name) if item.namespace else item.name
         _open_assistant(messages).tool_calls.append(ToolCall(item.call_id, name, item.arguments))
+    elif isinstance(item, ComputerCallItem):
+        call = ToolCall(item.call_id, COMPUTER, action_arguments(item))
+        _open_assistant(messages).tool_calls.append(call)
+    elif isinstance(item, ComputerCallOutputItem):
+        shot = item.output
+        if shot.image_url is None:
+            raise ApiError(
+                "invalid_request",
+                f"{where}.output: screenshots by file_id are not supported; send image_url.",
+                f"{where}.output.image_url",
+            )
+        image = image_from_url(shot.image_url, f"{where}.output.image_url")
+        messages.append(Message("tool", [image], tool_call_id=item.call_id))
     elif isinstance(item, FunctionCallOutputItem):
         messages.append(
             Message("tool", _parts(item.output, where, "output"), tool_call_id=item.call_id)

@@ -66,6 +66,41 @@ class FunctionCallOutputItem(WireIn):
     output: str | list[Part]
 
 
+class SafetyCheck(WireIn):
+    id: str
+    code: str | None = None
+    message: str | None = None
+
+
+class ComputerCallItem(WireIn):
+    """A ``computer_call`` the model made (sent back as history): ``action`` is the
+    vendor's action object (``{"type": "click", "button": "left", "x": 1, "y": 2}``)."""
+
+    type: Literal["computer_call"]
+    call_id: str
+    action: dict[str, Any]
+    id: str | None = None
+    pending_safety_checks: list[SafetyCheck] = Field(default_factory=list)
+    status: str | None = None
+
+
+class ComputerScreenshot(WireIn):
+    type: Literal["computer_screenshot"]
+    image_url: str | None = None
+    file_id: str | None = None
+
+
+class ComputerCallOutputItem(WireIn):
+    """The screenshot a harness took after running a ``computer_call``."""
+
+    type: Literal["computer_call_output"]
+    call_id: str
+    output: ComputerScreenshot
+    id: str | None = None
+    acknowledged_safety_checks: list[SafetyCheck] | None = None
+    status: str | None = None
+
+
 class SummaryText(WireIn):
     type: Literal["summary_text"] = "summary_text"
     text: str
@@ -124,7 +159,16 @@ VENDOR_ITEM_TYPES = frozenset(
 )
 
 
-_ITEM_TAGS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_ITEM_TAGS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "computer_call",
+        "computer_call_output",
+    }
+)
 
 
 def _item_tag(value: Any) -> str:
@@ -137,6 +181,8 @@ InputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ComputerCallItem, Tag("computer_call")]
+    | Annotated[ComputerCallOutputItem, Tag("computer_call_output")]
     | Annotated[OtherItem, Tag("other")],
     Discriminator(_item_tag),
 ]
@@ -150,6 +196,16 @@ class FunctionTool(WireIn):
     strict: bool | None = None
 
 
+class ComputerUsePreviewTool(WireIn):
+    """The ``computer_use_preview`` tool: the model acts on a display of this size with
+    ``computer_call`` items; the harness answers each with a screenshot."""
+
+    type: Literal["computer_use_preview"]
+    display_width: int = Field(ge=1)
+    display_height: int = Field(ge=1)
+    environment: Literal["windows", "mac", "linux", "ubuntu", "browser"]
+
+
 class OtherTool(WireIn):
     """A hosted or custom tool (web_search, local_shell, custom, …): listed, not served."""
 
@@ -159,7 +215,7 @@ class OtherTool(WireIn):
 
 def _tool_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("function", "namespace") else "other"
+    return kind if kind in ("function", "namespace", "computer_use_preview") else "other"
 
 
 def _inner_tag(value: Any) -> str:
@@ -188,6 +244,7 @@ class NamespaceTool(WireIn):
 Tool = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[ComputerUsePreviewTool, Tag("computer_use_preview")]
     | Annotated[OtherTool, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -305,7 +362,22 @@ class FunctionCallOut(TypedDict):
     namespace: NotRequired[str]
 
 
-OutputItem = ReasoningOut | MessageOut | FunctionCallOut
+class SafetyCheckOut(TypedDict):
+    id: str
+    code: str
+    message: str
+
+
+class ComputerCallOut(TypedDict):
+    id: str
+    type: Literal["computer_call"]
+    call_id: str
+    action: dict[str, Any]
+    pending_safety_checks: list[SafetyCheckOut]
+    status: str
+
+
+OutputItem = ReasoningOut | MessageOut | FunctionCallOut | ComputerCallOut
 
 
 class UsageOut(TypedDict):

@@ -11,7 +11,9 @@ from openforge.conversation import Completion, CompletionDelta, ToolCall, Usage
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.errors import STATUS, error_object
+from openforge.dialects.openai_responses.computer import COMPUTER, METADATA_KEY, call_action
 from openforge.dialects.openai_responses.protocol import (
+    ComputerCallOut,
     FunctionCallOut,
     LogprobOut,
     MessageOut,
@@ -55,8 +57,11 @@ def _echo_tools(ctx: ResponseContext) -> list[dict[str, Any]]:
     conv = ctx.conversation
     if conv is None:
         return []
+    computer = conv.metadata.get(METADATA_KEY)
     return [
-        {
+        computer
+        if computer is not None and t.name == COMPUTER
+        else {
             "type": "function",
             "name": t.name,
             "description": t.description,
@@ -64,6 +69,12 @@ def _echo_tools(ctx: ResponseContext) -> list[dict[str, Any]]:
         }
         for t in conv.tools
     ]
+
+
+def _is_computer(ctx: ResponseContext, name: str) -> bool:
+    """Whether a call of ``name`` is a computer action (answered as a ``computer_call``)."""
+    conv = ctx.conversation
+    return name == COMPUTER and conv is not None and METADATA_KEY in conv.metadata
 
 
 def _response(
@@ -134,9 +145,24 @@ def _message_item(
     }
 
 
+def _computer_item(
+    ctx: ResponseContext, index: int, call_id: str, arguments: str, status: str
+) -> ComputerCallOut:
+    return {
+        "id": _item_id(ctx, "cu", index),
+        "type": "computer_call",
+        "call_id": call_id,
+        "action": call_action(arguments),
+        "pending_safety_checks": [],
+        "status": status,
+    }
+
+
 def _call_item(
     ctx: ResponseContext, index: int, call_id: str, name: str, arguments: str, status: str
-) -> FunctionCallOut:
+) -> FunctionCallOut | ComputerCallOut:
+    if _is_computer(ctx, name):
+        return _computer_item(ctx, index, call_id, arguments, status)
     item: FunctionCallOut = {
         "id": _item_id(ctx, "fc", index),
         "type": "function_call",
@@ -183,7 +209,7 @@ class ResponsesStreamEncoder:
     ctx: ResponseContext
     _seq: int = 0
     _output: list[OutputItem] = field(default_factory=list)
-    _open: str | None = None  # "reasoning" | "message" | "function_call"
+    _open: str | None = None  # "reasoning" | "message" | "function_call" | "computer_call"
     _buf: list[str] = field(default_factory=list)
     _call: ToolCall | None = None
 
@@ -221,7 +247,12 @@ class ResponsesStreamEncoder:
 
     @property
     def _open_id(self) -> str:
-        prefix = {"reasoning": "rs", "message": "msg", "function_call": "fc"}[self._open or ""]
+        prefix = {
+            "reasoning": "rs",
+            "message": "msg",
+            "function_call": "fc",
+            "computer_call": "cu",
+        }[self._open or ""]
         return _item_id(self.ctx, prefix, self._index)
 
     def _begin(self, kind: str, item: OutputItem, part: Any = None) -> bytes:
@@ -275,11 +306,17 @@ class ResponsesStreamEncoder:
         if d.type == "tool_call_start":
             out = self._close()
             self._call = ToolCall(d.id, d.name, "")
+            if _is_computer(ctx, d.name):
+                # A computer call is one event pair, sent whole when its action is known.
+                self._open = "computer_call"
+                return out
             call = _call_item(ctx, self._index, d.id, d.name, "", "in_progress")
             return out + self._begin("function_call", call)
-        if self._open != "function_call" or not d.arguments:
+        if self._open not in ("function_call", "computer_call") or not d.arguments:
             return b""
         self._buf.append(d.arguments)
+        if self._open == "computer_call":
+            return b""
         return self._emit(
             {
                 "type": "response.function_call_arguments.delta",
@@ -323,6 +360,10 @@ class ResponsesStreamEncoder:
             )
             events.append(self._part_event("response.content_part.done", part))
             item = _message_item(ctx, i, [part], "completed")
+        elif self._open == "computer_call":
+            call = self._call or ToolCall("", "", "")
+            events.append(self._added(_computer_item(ctx, i, call.id, text, "in_progress")))
+            item = _computer_item(ctx, i, call.id, text, "completed")
         else:
             call = self._call or ToolCall("", "", "")
             events.append(
