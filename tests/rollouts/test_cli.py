@@ -71,9 +71,16 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
         str(tmp_path / "run"),
         "--price-sandbox-hour",
         "3.6",
+        "--concurrency",
+        str(len(os.sched_getaffinity(0)) + 1),
         env={"TMPDIR": str(tmp_path)},
     )
     assert rc == 0, out
+    # More rollouts at once than cores: said before the run starts.
+    assert f"exceeds this machine's {len(os.sched_getaffinity(0))} cores" in out
+    # Not a terminal: progress comes as lines, the last one when the last rollout ends.
+    assert "rollouts 0/6, pass rate -" in out
+    assert "rollouts 6/6, pass rate 50% (3/6), mean reward 0.500" in out and "ETA 0:00" in out
     summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
     assert summary["total"] == 6 and summary["statuses"]["completed"] == 6
     assert summary["pass_at"] == {"1": 0.5, "2": 0.5}
@@ -98,6 +105,12 @@ async def test_eval_reports_pass_at_k(gateway: str, tmp_path: Path) -> None:
     assert cost["money"]["sandboxes"] == pytest.approx(cost["sandbox_s"] / 1000, rel=1e-3)
     assert cost["prices"] == {"sandbox_per_hour": 3.6} and cost["wall_s"] > 0
     assert "cost: " in out and "sandbox-s" in out and "price " in out
+    # Each result says how loaded the host was while it ran.
+    for r in results:
+        assert r["host"].keys() >= {"cores", "load_start", "load_end", "slot_wait_s"}
+        assert r["host"]["engine_queue_s"] == 0 and r["host"]["overloaded"] in (0.0, 1.0)
+    run_id = orjson.loads((tmp_path / "run" / "run.json").read_bytes())["run_id"]
+    assert f"run id: {run_id}" in out
 
 
 async def test_malformed_task_is_named_and_the_rest_runs(gateway: str, tmp_path: Path) -> None:

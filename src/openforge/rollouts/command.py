@@ -188,21 +188,31 @@ def _run(args: RunArgs) -> None:
     import time
 
     from rich.console import Console
-    from rich.live import Live
     from rich.markup import escape
 
     from openforge.harnesses.base import HarnessError
     from openforge.rollouts.config import RolloutConfig
+    from openforge.rollouts.host import concurrency_warning, cores
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
-    from openforge.rollouts.progress import LiveCounts
+    from openforge.rollouts.progress import LiveCounts, live_display
     from openforge.sandboxes.base import SandboxError
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
     loaded = _load_for_run(args, console)
     out = args.out
-    previous = len(load_results(out)) if out.is_dir() else 0
-    live = LiveCounts(total=len(loaded.tasks) * args.n, skipped=previous)
-    live.progress.advance(live.bar, min(previous, len(loaded.tasks) * args.n))
+    ids = {t.id for t in loaded.tasks}
+    previous = load_results(out) if out.is_dir() else {}
+    skipped = sum(
+        1
+        for (task_id, sample), r in previous.items()
+        if task_id in ids
+        and sample < args.n
+        and not (args.retry_infra and r.status == "infra_error")
+    )
+    live = LiveCounts(total=len(loaded.tasks) * args.n, skipped=skipped)
+    warning = concurrency_warning(args.concurrency, cores())
+    if warning:
+        console.print(f"warning: {warning}", markup=False)
     try:
         config = RolloutConfig(
             tasks=loaded.tasks,
@@ -229,7 +239,7 @@ def _run(args: RunArgs) -> None:
         raise typer.Exit(2) from None
     started = time.perf_counter()
     try:
-        with Live(live, console=console, refresh_per_second=4, transient=not console.is_terminal):
+        with live_display(live, console):
             results = asyncio.run(run_rollouts(config))
     except Interrupted as exc:
         console.print(
@@ -292,6 +302,14 @@ def _report(
         console.print(f"warning: {line}", markup=False)
     console.print(_cost_line(cost, args.price), markup=False)
     console.print(f"results: {args.out / 'results.jsonl'}", markup=False)
+    run_json = args.out / "run.json"
+    if run_json.is_file():
+        run_id = orjson.loads(run_json.read_bytes()).get("run_id")
+        console.print(
+            f"run id: {run_id} (openforge traces show --store STORE --run {run_id} lists its "
+            "rollouts)",
+            markup=False,
+        )
 
 
 def _rollout_ids(results: list[RolloutResult], limit: int = 40) -> list[str]:

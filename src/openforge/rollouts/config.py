@@ -58,6 +58,11 @@ class RolloutResult:
     # The ids of the reward-hack monitor's rules that matched the last attempt, most
     # severe first (traces/monitor.py; the store holds each flag's place and evidence).
     flags: list[str] = field(default_factory=list)
+    # How loaded the host was (rollouts/host.py): ``cores``, ``load_start`` and
+    # ``load_end`` (one-minute load average), ``slot_wait_s`` (waiting for a concurrency
+    # slot), ``engine_queue_s`` (the last attempt's calls waiting for the engine) and
+    # ``overloaded`` (1.0: a timeout may be the machine's, not the agent's).
+    host: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -148,10 +148,13 @@ async def _run_all(
     results: list[RolloutResult] = []
 
     async def one(task: Task, sample: int) -> None:
+        queued = time.perf_counter()
         async with sem:
             if config.on_start is not None:
                 config.on_start(task.id, sample)
+            waited = time.perf_counter() - queued
             res, att = await run_job(task, sample, job_of(task))
+            res.host["slot_wait_s"] = round(waited, 3)
             res.unfinished[:0] = unfinished.get((task.id, sample), [])
             if out_dir is not None:
                 await asyncio.to_thread(_write, out_dir, res, att)

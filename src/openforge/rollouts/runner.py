@@ -43,6 +43,7 @@ from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.cost import usage_from_calls
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
+from openforge.rollouts.host import cores, load1, mark_overload
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.episode import (
@@ -388,6 +389,7 @@ async def _read_back(
         if job.monitor is not None:
             log.warning("rollout %s: not checked by the monitor: %s", rollout_id, exc)
         return
+    result.host["engine_queue_s"] = round(sum(float(c.get("queued_s") or 0) for c in calls), 3)
     for role, counts in usage_from_calls(calls).items():
         mine = result.usage.setdefault(role, {"calls": 0, "prompt": 0, "output": 0})
         for key, value in counts.items():
@@ -413,6 +415,7 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
         split=task.split,
         started_at=time.time(),
     )
+    result.host = {"cores": float(cores()), "load_start": load1()}
     out = Attempt()
     t_start = time.perf_counter()
     for attempt in range(1, job.retries + 2):
@@ -454,4 +457,6 @@ async def run_job(task: Task, sample: int, job: RolloutJob) -> tuple[RolloutResu
     result.timings = {k: round(v, 6) for k, v in out.timings.items()}
     if result.status == "infra_error":
         result.reward = None
+    result.host["load_end"] = load1()
+    mark_overload(result)
     return result, out
