@@ -174,3 +174,5 @@ def test_tasks_check_shows_each_warning_once_per_suite(tmp_path: Path) -> None:
     assert len(lines) == 2, out.stdout
     assert "task.yaml: language: unknown key, ignored (3 tasks, e.g. " in lines[0]
     assert "env_name" in lines[1]
+    # Progress, as lines (not a terminal): the last when the last task is checked.
+    assert "tasks 3/3, pass rate 0% (0/3)" in out.stderr and "quarantined 3" in out.stderr

@@ -44,7 +44,15 @@ class LiveCounts:
     """Counts per status, running rollouts, pass rate, mean reward, elapsed time and ETA,
     rendered as one renderable (a terminal) or one plain line (a log)."""
 
-    def __init__(self, total: int, skipped: int, threshold: float = 1.0) -> None:
+    def __init__(
+        self,
+        total: int,
+        skipped: int,
+        threshold: float = 1.0,
+        noun: str = "rollouts",
+        statuses: tuple[str, ...] = STATUSES,
+    ) -> None:
+        self.noun, self.statuses = noun, statuses
         self.counts: Counter[str] = Counter()
         self.running = 0
         self.rewards: list[float] = []
@@ -56,9 +64,9 @@ class LiveCounts:
         self.t0 = time.monotonic()
         self.listeners: list[Callable[[], None]] = []
         self.progress = Progress(
-            TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+            TextColumn(noun), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
         )
-        self.bar = self.progress.add_task("rollouts", total=total)
+        self.bar = self.progress.add_task(noun, total=total)
         self.progress.advance(self.bar, self.skipped)
 
     def started(self, task_id: str, sample: int) -> None:
@@ -68,12 +76,17 @@ class LiveCounts:
     def finished(self, res: RolloutResult) -> None:
         """A rollout ended."""
         self.running -= 1
-        self.counts[res.status] += 1
-        if res.reward is not None and res.status != "infra_error":
-            self.rewards.append(res.reward)
-            self.passed += res.reward >= self.threshold
+        scored = res.reward if res.status != "infra_error" else None
         if res.status == "timeout" and res.host.get("overloaded"):
             self.overloaded += 1
+        self.record(res.status, scored)
+
+    def record(self, status: str, reward: float | None) -> None:
+        """One item ended as ``status`` with ``reward`` (None: not scored)."""
+        self.counts[status] += 1
+        if reward is not None:
+            self.rewards.append(reward)
+            self.passed += reward >= self.threshold
         self.progress.advance(self.bar)
         for listener in self.listeners:
             listener()
@@ -95,7 +108,7 @@ class LiveCounts:
         rate = f"{self.passed / scored:.0%} ({self.passed}/{scored})" if scored else "-"
         mean = f"{sum(self.rewards) / scored:.3f}" if scored else "-"
         parts = [f"pass rate {rate}", f"mean reward {mean}", f"running {self.running}"]
-        parts += [f"{s} {self.counts[s]}" for s in STATUSES if self.counts.get(s)]
+        parts += [f"{s} {self.counts[s]}" for s in self.statuses if self.counts.get(s)]
         if self.overloaded:
             parts.append(f"timeouts on an overloaded host {self.overloaded}")
         if self.skipped:
@@ -105,7 +118,7 @@ class LiveCounts:
     def line(self) -> str:
         """One plain line for a log."""
         elapsed = time.monotonic() - self.t0
-        head = f"rollouts {self.skipped + self.done}/{self.total}"
+        head = f"{self.noun} {self.skipped + self.done}/{self.total}"
         tail = f"elapsed {clock(elapsed)}, ETA {clock(self.eta_s())}"
         return ", ".join([head, *self._parts(), tail])
 

@@ -42,9 +42,11 @@ def check(
     from rich.markup import escape
     from rich.table import Table
 
+    from openforge.rollouts.host import concurrency_warning, cores
+    from openforge.rollouts.progress import LiveCounts, live_display
     from openforge.sandboxes import SandboxError, create_backend
     from openforge.suites.loading import load_tasks, warning_lines
-    from openforge.tasks.oracle import check_tasks
+    from openforge.tasks.oracle import CheckResult, check_tasks
 
     console = Console(soft_wrap=True)
     loaded = load_tasks(tasks)
@@ -55,13 +57,23 @@ def check(
             console.print(f"note: {task.path}: {note}", markup=False)
     table = Table("task", "oracle", "no-op", "verdict", "reason")
 
+    progress = Console(stderr=True, soft_wrap=True)
+    live = LiveCounts(len(loaded.tasks), 0, noun="tasks", statuses=("ok", "quarantined"))
+    warning = concurrency_warning(concurrency, cores())
+    if warning:
+        progress.print(f"warning: {warning}", markup=False)
+
+    def checked(res: CheckResult) -> None:
+        live.record("ok" if res.ok else "quarantined", 1.0 if res.ok else 0.0)
+
     async def go() -> int:
         box_backend = create_backend(backend)
         try:
-            results = await check_tasks(
-                box_backend, loaded.tasks, use_cache=not no_cache,
-                internet=allow_task_internet, concurrency=concurrency,
-            )  # fmt: skip
+            with live_display(live, progress):
+                results = await check_tasks(
+                    box_backend, loaded.tasks, use_cache=not no_cache,
+                    internet=allow_task_internet, concurrency=concurrency, on_result=checked,
+                )  # fmt: skip
         finally:
             await box_backend.close()
         for res in results:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -185,8 +185,10 @@ async def check_task(
 async def check_tasks(
     backend: SandboxBackend, tasks: Sequence[Task], workdir: str = SANDBOX_WORKDIR,
     use_cache: bool = True, internet: bool = False, concurrency: int = 4,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:  # fmt: skip
-    """:func:`check_task` for each task, ``concurrency`` at a time; results in task order.
+    """:func:`check_task` for each task, ``concurrency`` at a time; results in task order
+    (``on_result`` hears of each as it ends).
 
     Tasks sharing an image build it once (the builder holds one lock per image).
     """
@@ -194,6 +196,9 @@ async def check_tasks(
 
     async def one(task: Task) -> CheckResult:
         async with gate:
-            return await check_task(backend, task, workdir, use_cache, internet)
+            result = await check_task(backend, task, workdir, use_cache, internet)
+        if on_result is not None:
+            on_result(result)
+        return result
 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
