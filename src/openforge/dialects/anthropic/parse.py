@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import orjson
 
 from openforge.conversation import (
@@ -31,8 +33,10 @@ from openforge.dialects.anthropic.protocol import (
     ThinkingBlock,
     ToolChoice,
     ToolResultBlock,
+    ToolsetTool,
     ToolUseBlock,
 )
+from openforge.dialects.anthropic.toolsets import toolset_specs
 from openforge.dialects.errors import ApiError, decode_body
 from openforge.dialects.images import image_from_base64, image_from_url
 from openforge.dialects.prefix import (
@@ -49,7 +53,7 @@ __all__ = ["parse_count_tokens_request", "parse_request"]
 
 _TAGS = frozenset(
     {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "other"}
-    | {"custom", "defined", "server", "base64", "url"}
+    | {"custom", "defined", "toolset", "server", "base64", "url"}
 )
 
 
@@ -103,46 +107,59 @@ def _element(msg: MessageParam, index: int) -> Parsed:
     return Parsed(tuple(out), tuple((k, v) for k, v in counts.items() if v))
 
 
-def _tools(req: CountTokensRequest) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
-    """The tools served (custom tools, and Anthropic-defined ones as
-    :func:`defined_spec` renders them), and the names of the others (server tools,
-    ignored).
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """What a request's ``tools`` became: the tools served, the names of the ignored
+    (server) ones, and ``(member, toolset)`` for each member of a defined toolset."""
+
+    specs: tuple[ToolSpec, ...]
+    ignored: tuple[str, ...]
+    toolsets: tuple[tuple[str, str], ...]
+
+
+def _tools(req: CountTokensRequest) -> _Served:
+    """The tools served (custom tools, and Anthropic-defined tools and toolsets as
+    :func:`defined_spec` and :func:`toolset_specs` render them), and the others.
 
     Two tools of one name are refused, as Anthropic refuses them: a call could not say
     which one it meant."""
-    tools: list[ToolSpec] = []
+    specs: list[ToolSpec] = []
     ignored: list[str] = []
+    toolsets: list[tuple[str, str]] = []
     seen: set[str] = set()
     for i, tool in enumerate(req.tools or []):
         if isinstance(tool, ServerTool):
             ignored.append(tool.name or tool.type)
             continue
-        spec = (
-            ToolSpec(tool.name, tool.description or "", tool.input_schema)
-            if isinstance(tool, CustomTool)
-            else defined_spec(tool, f"tools[{i}]")
-        )
-        if spec.name in seen:
-            raise ApiError(
-                "invalid_request",
-                f"tools: Tool names must be unique ('{spec.name}' is given twice).",
-                f"tools[{i}].name",
+        if isinstance(tool, CustomTool):
+            new: tuple[ToolSpec, ...] = (
+                ToolSpec(tool.name, tool.description or "", tool.input_schema),
             )
-        seen.add(spec.name)
-        tools.append(spec)
-    return tuple(tools), tuple(ignored)
+        elif isinstance(tool, ToolsetTool):
+            toolset, new = toolset_specs(tool, f"tools[{i}]")
+            toolsets += [(spec.name, toolset) for spec in new]
+        else:
+            new = (defined_spec(tool, f"tools[{i}]"),)
+        for spec in new:
+            if spec.name in seen:
+                raise ApiError(
+                    "invalid_request",
+                    f"tools: Tool names must be unique ('{spec.name}' is given twice).",
+                    f"tools[{i}]",
+                )
+            seen.add(spec.name)
+            specs.append(spec)
+    return _Served(tuple(specs), tuple(ignored), tuple(toolsets))
 
 
 # Harnesses send the same tools on every call: validated and converted once per process.
-_TOOLS: KnownMember[MessagesRequest, tuple[tuple[ToolSpec, ...], tuple[str, ...]]] = KnownMember(
-    "tools", lambda req: req.tools, _tools
-)
+_TOOLS: KnownMember[MessagesRequest, _Served] = KnownMember("tools", lambda req: req.tools, _tools)
 
 
 def _conversation(
     req: CountTokensRequest,
     items: list[Parsed],
-    tools: tuple[tuple[ToolSpec, ...], tuple[str, ...]],
+    tools: _Served,
 ) -> Conversation:
     messages: list[Message] = []
     if req.system:
@@ -160,15 +177,17 @@ def _conversation(
     metadata: dict[str, object] = {k: v for k, v in counts.items() if v}
     if req.thinking is not None:
         metadata["thinking"] = req.thinking.model_dump(exclude_none=True)
-    choice, parallel = _tool_choice(req.tool_choice, req)
+    if tools.toolsets:
+        metadata["toolsets"] = dict(tools.toolsets)
+    choice, parallel = _tool_choice(req.tool_choice, tools)
     return Conversation(
         messages=messages,
-        tools=tools[0],
+        tools=tools.specs,
         tool_choice=choice,
         parallel_tool_calls=parallel,
         model=req.model,
         reasoning=req.thinking is not None and req.thinking.type != "disabled",
-        ignored_tools=list(tools[1]),
+        ignored_tools=list(tools.ignored),
         metadata=metadata,
     )
 
@@ -215,16 +234,14 @@ def _check_thinking(req: CountTokensRequest) -> None:
         )
 
 
-def _tool_choice(
-    choice: ToolChoice | None, req: CountTokensRequest
-) -> tuple[CanonicalToolChoice, bool]:
+def _tool_choice(choice: ToolChoice | None, tools: _Served) -> tuple[CanonicalToolChoice, bool]:
     if choice is None:
         return CanonicalToolChoice(), True
     parallel = not choice.disable_parallel_tool_use
     if choice.type == "any":
         return CanonicalToolChoice("required"), parallel
     if choice.type == "tool":
-        names = [t.name for t in req.tools or [] if t.name is not None]
+        names = [t.name for t in tools.specs] + list(tools.ignored)
         if choice.name is None or choice.name not in names:
             offered = ", ".join(repr(n) for n in names) or "none"
             raise ApiError(

@@ -161,21 +161,41 @@ class DefinedTool(WireIn):
     max_characters: int | None = Field(default=None, ge=1)
 
 
-# The type of a defined tool: family and version date. A date this gateway does not know
-# is refused by name, never served as an empty tool or dropped.
+class MemberConfig(WireIn):
+    enabled: bool | None = None
+    defer_loading: bool | None = None
+
+
+class ToolsetTool(WireIn):
+    """An Anthropic-defined toolset (``computer_toolset_20260801``): one entry, no name,
+    that offers a family of member tools (``left_click``, ``scroll``, …), each enabled
+    unless ``configs`` turns it off."""
+
+    type: str
+    configs: dict[str, MemberConfig | None] | None = None
+
+
+# The type of a defined tool or toolset: family and version date. A date this gateway
+# does not know is refused by name, never served as an empty tool or dropped.
 DEFINED_TYPE = re.compile(r"(computer|bash|text_editor)_[0-9]{8}")
+TOOLSET_TYPE = re.compile(r"computer_toolset_[0-9]{8}")
 
 
 def _tool_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     if kind in (None, "custom"):
         return "custom"
-    return "defined" if isinstance(kind, str) and DEFINED_TYPE.fullmatch(kind) else "server"
+    if not isinstance(kind, str):
+        return "server"
+    if DEFINED_TYPE.fullmatch(kind):
+        return "defined"
+    return "toolset" if TOOLSET_TYPE.fullmatch(kind) else "server"
 
 
 Tool = Annotated[
     Annotated[CustomTool, Tag("custom")]
     | Annotated[DefinedTool, Tag("defined")]
+    | Annotated[ToolsetTool, Tag("toolset")]
     | Annotated[ServerTool, Tag("server")],
     Discriminator(_tool_tag),
 ]
@@ -235,6 +255,8 @@ class ToolUseOut(TypedDict):
     id: str
     name: str
     input: dict[str, Any]
+    # The toolset a member tool belongs to (``computer`` for ``left_click``, …).
+    toolset_name: NotRequired[str]
 
 
 BlockOut = TextOut | ThinkingOut | ToolUseOut

@@ -16,6 +16,7 @@ from openforge.dialects.anthropic.protocol import (
     MessageOut,
     StreamEvent,
     TokenCount,
+    ToolUseOut,
     UsageOut,
 )
 from openforge.dialects.context import ResponseContext
@@ -61,6 +62,16 @@ def tool_input(arguments: str) -> tuple[dict[str, Any], bool]:
     return (value, True) if isinstance(value, dict) else ({}, False)
 
 
+def _tool_use(ctx: ResponseContext, call_id: str, name: str, value: dict[str, Any]) -> ToolUseOut:
+    """A ``tool_use`` block; a member of a defined toolset names its toolset, as
+    Anthropic's own blocks do (the SDK reads ``left_click`` of ``computer`` by it)."""
+    block: ToolUseOut = {"type": "tool_use", "id": call_id, "name": name, "input": value}
+    toolsets = ctx.conversation.metadata.get("toolsets") if ctx.conversation else None
+    if toolsets and name in toolsets:
+        block["toolset_name"] = toolsets[name]
+    return block
+
+
 def _usage(input_tokens: int, output_tokens: int) -> UsageOut:
     return {
         "input_tokens": input_tokens,
@@ -89,7 +100,7 @@ def render_response(
         value, ok = tool_input(call.arguments)
         if not ok:
             log.warning("tool call %s: arguments are not a JSON object; sent {}", call.id)
-        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": value})
+        content.append(_tool_use(ctx, call.id, call.name, value))
     body: MessageOut = {
         "id": ctx.response_id,
         "type": "message",
@@ -196,7 +207,7 @@ class AnthropicStreamEncoder:
                 out = self._open_block({"type": "thinking", "thinking": "", "signature": ""})
             return out + self._delta({"type": "thinking_delta", "thinking": d.text})
         if d.type == "tool_call_start":
-            return self._open_block({"type": "tool_use", "id": d.id, "name": d.name, "input": {}})
+            return self._open_block(_tool_use(self.ctx, d.id, d.name, {}))
         if self._open == "tool_use":
             self._args.append(d.arguments)
         return b""
