@@ -8,14 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import typer
 import uvicorn
 import yaml
 from kubernetes_asyncio import client as k8s
@@ -24,12 +26,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from typer.testing import CliRunner
 
+from openforge.cli import app
 from openforge.sandboxes import SandboxSpec
 from openforge.sandboxes.base import DEFAULT_DISK_MB
 from openforge.sandboxes.kubernetes import KubernetesBackend, TokenBucket, classify, parse_pod
 from openforge.sandboxes.manifests import (
     LABEL_ROLLOUT,
+    EngineArgs,
     gateway_manifests,
     pod_manifest,
     pod_name,
@@ -42,7 +47,7 @@ K8S_VERSION = "1.33.0"
 def test_manifests_validate() -> None:
     docs = gateway_manifests(
         namespace="of", image="img:1", port=9000, replicas=3,
-        engine_urls=("http://vllm-0:8000", "http://vllm-1:8000"),
+        engine=EngineArgs("vllm", ("http://vllm-0:8000", "http://vllm-1:8000")),
     )  # fmt: skip
     docs.append(
         pod_manifest(
@@ -72,6 +77,9 @@ def test_manifests_validate() -> None:
          "valueFrom": {"secretKeyRef": {"name": "openforge-store", "key": "url"}}},
         {"name": "OPENFORGE_ADMIN_TOKEN",
          "valueFrom": {"secretKeyRef": {"name": "openforge-admin", "key": "token"}}},
+        # An orchestrator in this pod makes sandbox pods in the pod's own namespace.
+        {"name": "OPENFORGE_K8S_NAMESPACE",
+         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]  # fmt: skip
     # The admin API has its own port, which sandbox pods may not reach: their egress is the
     # model port only.
@@ -85,6 +93,66 @@ def test_manifests_validate() -> None:
     labels = deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == labels
     assert budget["spec"]["selector"]["matchLabels"] == labels
+
+
+def _secret_refs(node: Any) -> Iterator[tuple[str, str]]:
+    """(Secret name, key) of every secretKeyRef anywhere in a manifest."""
+    if isinstance(node, dict):
+        ref = node.get("secretKeyRef")
+        if isinstance(ref, dict):
+            yield ref["name"], ref["key"]
+        for value in node.values():
+            yield from _secret_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _secret_refs(value)
+
+
+def test_k8s_manifests_command_prints_what_runs() -> None:
+    """`openforge k8s manifests` as a user runs it: refused without the engine's URL (the
+    gateway would refuse it too); otherwise YAML that validates against the Kubernetes
+    schemas, whose Deployment args `openforge gateway` accepts, and whose every Secret is
+    made by the commands printed at its head."""
+    runner = CliRunner()
+    refused = runner.invoke(app, ["k8s", "manifests"])
+    assert refused.exit_code == 2 and "--engine vllm needs --url" in refused.output
+    refused = runner.invoke(app, ["k8s", "manifests", "--engine", "upstream", "--url", "http://x"])
+    assert refused.exit_code == 2 and "--api openai or --api anthropic" in refused.output
+    got = runner.invoke(
+        app, ["k8s", "manifests", "--namespace", "rl", "--url", "http://vllm-0.vllm:8000",
+              "--url", "http://vllm-1.vllm:8000", "--served-model", "policy",
+              "--sandbox-image", "registry.example/openforge-sandbox:1"],
+    )  # fmt: skip
+    assert got.exit_code == 0, got.output
+    docs = list(yaml.safe_load_all(got.output))
+    for doc in docs:
+        validate(doc, K8S_VERSION, strict=True)
+    made = {
+        (m.group(1), m.group(2))
+        for m in re.finditer(r"create secret generic (\S+) --from-literal=(\w+)=", got.output)
+    }
+    referenced = {ref for doc in docs for ref in _secret_refs(doc)}
+    assert referenced == {("openforge-store", "url"), ("openforge-admin", "token")}
+    assert referenced <= made
+    assert "kubectl create namespace rl" in got.output
+    by_kind = {d["kind"]: d for d in docs}
+    container = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "gateway"
+    # The real `openforge gateway` parses these args (unknown or malformed ones raise).
+    command = typer.main.get_command(app)
+    gateway = command.commands["gateway"]  # type: ignore[attr-defined]
+    with gateway.make_context("gateway", [*container["args"][1:], "--store", "x"]) as ctx:
+        params = ctx.params
+    assert params["url"] == ["http://vllm-0.vllm:8000", "http://vllm-1.vllm:8000"]
+    assert params["engine"] == "vllm" and params["served_model"] == "policy"
+    # Harnesses in sandbox pods are given the Service's name, on the port the policy opens.
+    assert params["public_url"] == "http://openforge-gateway.rl.svc:8000"
+    service_ports = {p["port"] for p in by_kind["Service"]["spec"]["ports"]}
+    policy = by_kind["NetworkPolicy"]["spec"]["egress"][0]["ports"]
+    assert params["port"] == 8000 and {8000, 8001} == service_ports
+    assert policy == [{"port": 8000}]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OPENFORGE_SANDBOX_IMAGE"]["value"] == "registry.example/openforge-sandbox:1"
 
 
 def test_pod_names_are_deterministic_dns_labels() -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from openforge.sandboxes.base import SandboxError, SandboxSpec
-from openforge.sandboxes.container import DEFAULT_IMAGE, gui_image_default
+from openforge.sandboxes.container import gui_image_default, sandbox_image_default
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.k8s_pool import PooledPod, WarmPool
 from openforge.sandboxes.manifests import (
@@ -31,6 +31,7 @@ from openforge.sandboxes.manifests import (
     LABEL_ROLLOUT,
     LABEL_RUN,
     LABEL_SANDBOX,
+    NAMESPACE_ENV,
     SANDBOXD_PORT,
     harness_image_ref,
     label_value,
@@ -123,8 +124,8 @@ class KubernetesBackend:
 
     def __init__(
         self,
-        namespace: str = "openforge",
-        image: str = DEFAULT_IMAGE,
+        namespace: str | None = None,
+        image: str | None = None,
         context: str | None = None,
         run_id: str | None = None,
         owner: dict[str, Any] | None = None,
@@ -135,7 +136,7 @@ class KubernetesBackend:
         default_lifetime_s: float = 3600.0,
         ready_timeout: float = 300.0,
         gateway_labels: dict[str, str] | None = None,
-        gateway_port: int = 8080,
+        gateway_port: int = 8000,  # the model API's port, as `openforge gateway`'s default
         max_retries: int = 5,
         sandboxd_port: int = SANDBOXD_PORT,
         warm_pool: int = 0,
@@ -145,11 +146,12 @@ class KubernetesBackend:
         base_images: dict[str, str] | None = None,
         gui_image: str | None = None,
     ) -> None:
-        self.namespace = namespace
+        # In the gateway pod (`openforge k8s manifests`) the Deployment names its namespace.
+        self.namespace = namespace or os.environ.get(NAMESPACE_ENV) or "openforge"
         # Where ``openforge images build --push REGISTRY`` put the tasks' own images.
         self.task_registry = task_registry or os.environ.get("OPENFORGE_TASK_REGISTRY") or None
         self.task_images = ImageBuilder("podman", base_images)
-        self.image = image
+        self.image = image or sandbox_image_default()
         # For tasks with a GUI environment: deploy/build-gui-image.sh's image, pushed where
         # the cluster pulls from (default: $OPENFORGE_GUI_IMAGE, else the local name).
         self.gui_image = gui_image or gui_image_default()

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from openforge.sandboxes.base import DEFAULT_DISK_MB, HARNESS_DIR, SandboxSpec
+from openforge.sandboxes.container import SANDBOX_IMAGE_ENV
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
 __all__ = [
+    "ADMIN_SECRET",
+    "GATEWAY_NAME",
     "LABEL_POOL",
     "LABEL_ROLLOUT",
     "LABEL_RUN",
     "LABEL_SANDBOX",
+    "NAMESPACE_ENV",
     "SANDBOXD_PORT",
+    "STORE_SECRET",
+    "EngineArgs",
     "gateway_manifests",
     "harness_image_ref",
     "label_key",
@@ -26,7 +33,9 @@ __all__ = [
     "network_policy",
     "pod_manifest",
     "pod_name",
+    "secret_commands",
     "secret_manifest",
+    "service_url",
 ]
 
 LABEL_SANDBOX = "openforge.dev/sandbox"
@@ -36,6 +45,11 @@ LABEL_RUN = "openforge.dev/run"
 LABEL_POOL = "openforge.dev/pool"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 SANDBOXD_PORT = 8765
+GATEWAY_NAME = "openforge-gateway"
+STORE_SECRET = "openforge-store"  # key "url": the store's URL
+ADMIN_SECRET = "openforge-admin"  # key "token": the admin API's token
+# The namespace the Kubernetes backend makes sandbox pods in, when not told.
+NAMESPACE_ENV = "OPENFORGE_K8S_NAMESPACE"
 Obj = dict[str, Any]
 
 
@@ -200,6 +214,33 @@ def network_policy(name: str, gateway_labels: dict[str, str], gateway_port: int)
     }
 
 
+@dataclass(frozen=True, slots=True)
+class EngineArgs:
+    """The model engine the gateway Deployment talks to: its kind, the engine servers' URLs
+    (one per replica), the upstream API style and the name the servers know the model by."""
+
+    kind: str = "vllm"
+    urls: tuple[str, ...] = ()
+    api: str | None = None
+    served_model: str = ""
+
+    def gateway_args(self) -> list[str]:
+        """``openforge gateway`` options that select this engine."""
+        args = ["--engine", self.kind]
+        for url in self.urls:
+            args += ["--url", url]
+        if self.api:
+            args += ["--api", self.api]
+        if self.served_model:
+            args += ["--served-model", self.served_model]
+        return args
+
+
+def service_url(namespace: str, port: int) -> str:
+    """The gateway Service's model API as sandbox pods reach it (cluster DNS)."""
+    return f"http://{GATEWAY_NAME}.{namespace}.svc:{port}"
+
+
 def gateway_manifests(
     namespace: str = "openforge",
     image: str = "localhost/openforge:latest",
@@ -207,10 +248,10 @@ def gateway_manifests(
     replicas: int = 1,
     *,
     model: str = "smollm2-135m",
-    engine: str = "vllm",
-    engine_urls: tuple[str, ...] = (),
-    store_secret: str = "openforge-store",
-    admin_secret: str = "openforge-admin",
+    engine: EngineArgs | None = None,
+    store_secret: str = STORE_SECRET,
+    admin_secret: str = ADMIN_SECRET,
+    sandbox_image: str | None = None,
 ) -> list[Obj]:
     """The gateway's ServiceAccount, Role, RoleBinding, Deployment, Service,
     PodDisruptionBudget and sandbox policy.
@@ -218,23 +259,30 @@ def gateway_manifests(
     The Deployment runs ``replicas`` gateways behind one Service; they share the store
     whose URL (``postgresql://…`` for more than one replica) is key ``url`` of the Secret
     ``store_secret``, made by the operator, never printed here. Each replica routes a
-    rollout to the same engine server (``engine_urls``), whichever replica it reached.
+    rollout to the same engine server (``engine.urls``), whichever replica it reached.
     The admin API listens on ``port + 1`` (its token is key ``token`` of the Secret
-    ``admin_secret``); the sandbox NetworkPolicy lets sandbox pods reach ``port`` only, so an
-    agent can never reach the admin API. The Role lets the gateway pod (which also runs the
-    orchestrator on a cluster) manage sandbox pods, their Secrets and the NetworkPolicy in its
-    own namespace, nothing else.
+    ``admin_secret``, made by the operator too: :func:`secret_commands`); the sandbox
+    NetworkPolicy lets sandbox pods reach ``port`` only, so an agent can never reach the
+    admin API. Minted base URLs name the Service (``--public-url``), the address sandbox pods
+    reach. An orchestrator run in the gateway pod (``openforge rollout --backend kubernetes``)
+    makes sandbox pods in the Deployment's namespace from ``sandbox_image`` (a registry
+    reference the nodes pull; default: the backend's). The Role lets the gateway pod manage
+    sandbox pods, their Secrets and the NetworkPolicy in its own namespace, nothing else.
     """
-    name = "openforge-gateway"
+    name = GATEWAY_NAME
     labels = {"app.kubernetes.io/name": "openforge", LABEL_COMPONENT: "gateway"}
     meta = {"name": name, "namespace": namespace, "labels": labels}
     admin_port = port + 1
     args = ["gateway", "--host", "0.0.0.0", "--port", str(port), "--model", model]
     args += ["--admin-host", "0.0.0.0", "--admin-port", str(admin_port)]
-    args += ["--engine", engine]
-    for url in engine_urls:
-        args += ["--url", url]
+    args += ["--public-url", service_url(namespace, port)]
+    args += (engine or EngineArgs()).gateway_args()
     container = _gateway_container(image, args, port, store_secret, admin_secret)
+    container["env"].append(
+        {"name": NAMESPACE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    )
+    if sandbox_image:
+        container["env"].append({"name": SANDBOX_IMAGE_ENV, "value": sandbox_image})
     pod = {"serviceAccountName": name, "containers": [container],
            # SIGTERM: stop accepting, let open calls finish (every answered call is stored).
            "terminationGracePeriodSeconds": 120}  # fmt: skip
@@ -260,6 +308,20 @@ def gateway_manifests(
         {**network_policy("openforge-sandboxes", labels, port),
          "metadata": {"name": "openforge-sandboxes", "namespace": namespace}},
     ]  # fmt: skip
+
+
+def secret_commands(
+    namespace: str, store_secret: str = STORE_SECRET, admin_secret: str = ADMIN_SECRET
+) -> list[str]:
+    """The ``kubectl`` commands that make the two Secrets the Deployment reads (before it
+    starts): the store URL and the admin token, which no manifest should carry."""
+    return [
+        f"kubectl create namespace {namespace}",
+        f"kubectl -n {namespace} create secret generic {store_secret} "
+        "--from-literal=url=postgresql://USER:PASSWORD@HOST:5432/DB",
+        f"kubectl -n {namespace} create secret generic {admin_secret} "
+        '--from-literal=token="$(openssl rand -hex 32)"',
+    ]
 
 
 def _gateway_rules() -> list[Obj]:
