@@ -187,6 +187,11 @@ async def test_computer_call_with_previous_response_id(
             },
             "input[1].output.image_url",
         ),
+        (
+            {"input": [{"type": "computer_call", "call_id": "c1"}], "tools": [COMPUTER]},
+            "input[0].action",
+        ),
+        ({"input": "x", "tools": [COMPUTER, {"type": "computer"}]}, "tools[1]"),
     ],
 )
 async def test_computer_refusals(gateway: Gateway, body: dict[str, Any], param: str) -> None:
@@ -195,3 +200,32 @@ async def test_computer_refusals(gateway: Gateway, body: dict[str, Any], param: 
     with pytest.raises(openai.BadRequestError) as err:
         await client.responses.create(model="m", **body)
     assert err.value.body["param"] == param  # type: ignore[index]
+
+
+async def test_batched_computer_tool(make_gateway: Callable[..., Gateway]) -> None:
+    batch = {"actions": [CLICK, {"type": "type", "text": "hello"}, KEYS]}
+    script = [{"tool_calls": [{"name": "computer", "arguments": batch}]}, {"text": "Typed."}]
+    async with make_gateway(script) as gw:
+        r = await new_rollout(gw)
+        client = _client(r)
+        items: list[Any] = [{"role": "user", "content": "Type hello."}]
+        async with client.responses.stream(
+            model="gpt-5.5", input=items, tools=[{"type": "computer"}]
+        ) as stream:
+            first = await stream.get_final_response()
+        call = first.output[-1]
+        assert call.type == "computer_call" and call.action is None
+        assert [a.model_dump(exclude_none=True) for a in call.actions or []] == batch["actions"]
+        assert first.tools[0].type == "computer"
+        items += [call.model_dump(), _output(call.call_id, 11)]
+        done = await client.responses.create(
+            model="gpt-5.5", input=items, tools=[{"type": "computer"}]
+        )
+        assert done.output_text == "Typed."
+        rec = await rollout_calls(gw, r["rollout_id"])
+    prompt = load_tokenizer(MODEL).decode(rec["calls"][0]["prompt_ids"])
+    assert '"actions"' in prompt and '"keypress"' in prompt
+    first_call, second = rec["calls"]
+    assert second["status"] == "ok" and not second["fork"]
+    prefix = first_call["prompt_ids"] + first_call["output_ids"]
+    assert second["prompt_ids"][: len(prefix)] == prefix

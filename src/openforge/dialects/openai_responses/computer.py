@@ -1,4 +1,5 @@
-"""Responses computer use: the ``computer_use_preview`` tool and ``computer_call`` items.
+"""Responses computer use: the ``computer_use_preview`` and ``computer`` tools and
+``computer_call`` items.
 
 OpenAI's computer-use model knows the tool from its type alone; a policy under training
 is shown it as a tool named :data:`COMPUTER` whose arguments are the vendor's action
@@ -7,6 +8,8 @@ drag, keypress, move, screenshot, scroll, type, wait, with the fields each one h
 display size and environment in its description. A call of it is answered as a
 ``computer_call`` item carrying that object as its ``action``; the harness runs it and
 sends a ``computer_call_output`` whose screenshot becomes the tool result the model sees.
+The ``computer`` tool (no options) takes a batch instead: its arguments are
+``{"actions": [<action>, …]}``, answered as a ``computer_call`` with ``actions``.
 
 Sources: the Responses API reference (``computer_use_preview`` tool, ``computer_call``
 and ``computer_call_output`` items), the ``openai`` SDK's ``ResponseComputerToolCall``
@@ -21,9 +24,21 @@ from typing import Any
 import orjson
 
 from openforge.conversation import ToolSpec
-from openforge.dialects.openai_responses.protocol import ComputerCallItem, ComputerUsePreviewTool
+from openforge.dialects.errors import ApiError
+from openforge.dialects.openai_responses.protocol import (
+    ComputerCallItem,
+    ComputerTool,
+    ComputerUsePreviewTool,
+)
 
-__all__ = ["COMPUTER", "METADATA_KEY", "action_arguments", "call_action", "computer_spec"]
+__all__ = [
+    "COMPUTER",
+    "METADATA_KEY",
+    "action_arguments",
+    "call_action",
+    "computer_spec",
+    "is_batch",
+]
 
 # The name the computer tool has in the prompt, and the Conversation.metadata key under
 # which a request that offers it keeps its declaration (echoed back in the response).
@@ -44,17 +59,10 @@ _ACTIONS = {
 }
 
 
-def computer_spec(tool: ComputerUsePreviewTool) -> ToolSpec:
-    """The tool ``computer_use_preview`` is shown to the model as."""
-    description = (
-        f"Operate a computer ({tool.environment}) through its screen, pointer and keyboard. "
-        f"The display is {tool.display_width}x{tool.display_height} pixels; x and y count "
-        "from its top-left corner. Each call performs one action, given as the arguments; "
-        "a screenshot of the result comes back. Actions (`type`): "
-        + "; ".join(f"`{k}`: {v}" for k, v in _ACTIONS.items())
-        + ". `keys` also lists keys held during a click, move, drag or scroll."
-    )
-    schema: dict[str, Any] = {
+def computer_spec(tool: ComputerUsePreviewTool | ComputerTool) -> ToolSpec:
+    """The tool ``computer_use_preview`` (one action per call) or ``computer`` (a batch
+    of actions per call) is shown to the model as."""
+    action: dict[str, Any] = {
         "type": "object",
         "properties": {
             "type": {"type": "string", "enum": list(_ACTIONS), "description": "The action."},
@@ -81,17 +89,54 @@ def computer_spec(tool: ComputerUsePreviewTool) -> ToolSpec:
         },
         "required": ["type"],
     }
-    return ToolSpec(COMPUTER, description, schema)
+    actions = (
+        "Actions (`type`): "
+        + "; ".join(f"`{k}`: {v}" for k, v in _ACTIONS.items())
+        + ". `keys` also lists keys held during a click, move, drag or scroll."
+    )
+    if isinstance(tool, ComputerTool):
+        description = (
+            "Operate a computer through its screen, pointer and keyboard; x and y are "
+            "pixels from the top-left corner of the latest screenshot. Each call performs "
+            "`actions`, a list of actions done in order; a screenshot of the result comes "
+            "back. " + actions
+        )
+        schema = {
+            "type": "object",
+            "properties": {"actions": {"type": "array", "items": action, "minItems": 1}},
+            "required": ["actions"],
+        }
+        return ToolSpec(COMPUTER, description, schema)
+    description = (
+        f"Operate a computer ({tool.environment}) through its screen, pointer and keyboard. "
+        f"The display is {tool.display_width}x{tool.display_height} pixels; x and y count "
+        "from its top-left corner. Each call performs one action, given as the arguments; "
+        "a screenshot of the result comes back. " + actions
+    )
+    return ToolSpec(COMPUTER, description, action)
 
 
-def action_arguments(item: ComputerCallItem) -> str:
-    """A ``computer_call`` item's action as the arguments the model wrote for it.
+def is_batch(declaration: dict[str, Any]) -> bool:
+    """Whether the declared computer tool (as kept in metadata) takes batches."""
+    return declaration.get("type") == "computer"
+
+
+def action_arguments(item: ComputerCallItem, where: str) -> str:
+    """A ``computer_call`` item's action (or batch) as the arguments the model wrote.
 
     Fields the SDK fills with null when a harness dumps its parsed item (``keys``) are
     left out: the model never wrote them, and the history must read as it was sampled.
     """
-    action = {k: v for k, v in item.action.items() if v is not None}
-    return orjson.dumps(action).decode()
+    if item.actions is not None:
+        batch = [{k: v for k, v in a.items() if v is not None} for a in item.actions]
+        return orjson.dumps({"actions": batch}).decode()
+    if item.action is None:
+        raise ApiError(
+            "invalid_request",
+            f"Missing required parameter: '{where}.action' (or '{where}.actions').",
+            f"{where}.action",
+        )
+    return orjson.dumps({k: v for k, v in item.action.items() if v is not None}).decode()
 
 
 def call_action(arguments: str) -> dict[str, Any]:

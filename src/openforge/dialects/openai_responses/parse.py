@@ -27,6 +27,7 @@ from openforge.dialects.openai_responses.protocol import (
     VENDOR_ITEM_TYPES,
     ComputerCallItem,
     ComputerCallOutputItem,
+    ComputerTool,
     ComputerUsePreviewTool,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -60,7 +61,7 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _TAGS = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "other", "namespace"}
     | {"input_text", "output_text", "input_image", "refusal", "function"}
-    | {"computer_call", "computer_call_output", "computer_use_preview"}
+    | {"computer_call", "computer_call_output", "computer_use_preview", "computer"}
 )
 _EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_metadata")
 _MORE_EXTRAS = ("prompt_cache_key", "metadata", "user")
@@ -163,7 +164,7 @@ _Tools = tuple[
     tuple[ToolSpec, ...],
     tuple[str, ...],
     tuple[tuple[str, tuple[str, str]], ...],
-    ComputerUsePreviewTool | None,
+    ComputerUsePreviewTool | ComputerTool | None,
 ]
 
 
@@ -179,7 +180,7 @@ def _tools(req: ResponsesRequest) -> _Tools:
     ignored: list[str] = []
     namespaced: list[tuple[str, tuple[str, str]]] = []
     seen: dict[str, str] = {}
-    computer: ComputerUsePreviewTool | None = None
+    computer: ComputerUsePreviewTool | ComputerTool | None = None
 
     def add(name: str, where: str, description: str | None, parameters: Any) -> None:
         if name in seen:
@@ -192,7 +193,7 @@ def _tools(req: ResponsesRequest) -> _Tools:
         seen[name] = where
         tools.append(_spec(name, description, parameters))
 
-    def add_computer(tool: ComputerUsePreviewTool, where: str) -> None:
+    def add_computer(tool: ComputerUsePreviewTool | ComputerTool, where: str) -> None:
         spec = computer_spec(tool)
         add(spec.name, where, spec.description, spec.parameters)
 
@@ -207,12 +208,11 @@ def _tools(req: ResponsesRequest) -> _Tools:
                     namespaced.append((flat, (tool.name, inner.name)))
                 else:
                     ignored.append(f"{tool.name}/{inner.name or inner.type}")
-        elif isinstance(tool, ComputerUsePreviewTool):
+        elif isinstance(tool, ComputerUsePreviewTool | ComputerTool):
             if computer is not None:
                 raise ApiError(
                     "invalid_request",
-                    f"Invalid value for 'tools[{i}]': only one computer_use_preview tool "
-                    "may be given.",
+                    f"Invalid value for 'tools[{i}]': only one computer tool may be given.",
                     f"tools[{i}]",
                 )
             computer = tool
@@ -280,7 +280,8 @@ def _check_tool_choice(
 
 
 def _tool_choice(choice: object, computer: bool) -> ToolChoice:
-    if computer and isinstance(choice, dict) and choice.get("type") == "computer_use_preview":
+    forced = isinstance(choice, dict) and choice.get("type") in ("computer_use_preview", "computer")
+    if computer and forced:
         return ToolChoice("required", COMPUTER)  # the hosted-tool choice that forces it
     if choice == "none":
         return ToolChoice("none")
@@ -366,7 +367,7 @@ def _add_item(messages: list[Message], item: InputItem, i: int) -> bool:
         name = flat_tool_name(item.namespace, item.name) if item.namespace else item.name
         _open_assistant(messages).tool_calls.append(ToolCall(item.call_id, name, item.arguments))
     elif isinstance(item, ComputerCallItem):
-        call = ToolCall(item.call_id, COMPUTER, action_arguments(item))
+        call = ToolCall(item.call_id, COMPUTER, action_arguments(item, where))
         _open_assistant(messages).tool_calls.append(call)
     elif isinstance(item, ComputerCallOutputItem):
         shot = item.output

@@ -74,11 +74,13 @@ class SafetyCheck(WireIn):
 
 class ComputerCallItem(WireIn):
     """A ``computer_call`` the model made (sent back as history): ``action`` is the
-    vendor's action object (``{"type": "click", "button": "left", "x": 1, "y": 2}``)."""
+    vendor's action object (``{"type": "click", "button": "left", "x": 1, "y": 2}``) for
+    ``computer_use_preview``, ``actions`` a batch of them for the ``computer`` tool."""
 
     type: Literal["computer_call"]
     call_id: str
-    action: dict[str, Any]
+    action: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] | None = None
     id: str | None = None
     pending_safety_checks: list[SafetyCheck] = Field(default_factory=list)
     status: str | None = None
@@ -206,6 +208,13 @@ class ComputerUsePreviewTool(WireIn):
     environment: Literal["windows", "mac", "linux", "ubuntu", "browser"]
 
 
+class ComputerTool(WireIn):
+    """The ``computer`` tool (no options): the model acts on the screen with batches of
+    actions (``computer_call.actions``), each batch answered with one screenshot."""
+
+    type: Literal["computer"]
+
+
 class OtherTool(WireIn):
     """A hosted or custom tool (web_search, local_shell, custom, …): listed, not served."""
 
@@ -215,7 +224,8 @@ class OtherTool(WireIn):
 
 def _tool_tag(value: Any) -> str:
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("function", "namespace", "computer_use_preview") else "other"
+    served = ("function", "namespace", "computer_use_preview", "computer")
+    return kind if kind in served else "other"
 
 
 def _inner_tag(value: Any) -> str:
@@ -245,6 +255,7 @@ Tool = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[NamespaceTool, Tag("namespace")]
     | Annotated[ComputerUsePreviewTool, Tag("computer_use_preview")]
+    | Annotated[ComputerTool, Tag("computer")]
     | Annotated[OtherTool, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -372,7 +383,8 @@ class ComputerCallOut(TypedDict):
     id: str
     type: Literal["computer_call"]
     call_id: str
-    action: dict[str, Any]
+    action: NotRequired[dict[str, Any]]
+    actions: NotRequired[list[dict[str, Any]]]
     pending_safety_checks: list[SafetyCheckOut]
     status: str
 

@@ -11,7 +11,12 @@ from openforge.conversation import Completion, CompletionDelta, ToolCall, Usage
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.errors import STATUS, error_object
-from openforge.dialects.openai_responses.computer import COMPUTER, METADATA_KEY, call_action
+from openforge.dialects.openai_responses.computer import (
+    COMPUTER,
+    METADATA_KEY,
+    call_action,
+    is_batch,
+)
 from openforge.dialects.openai_responses.protocol import (
     ComputerCallOut,
     FunctionCallOut,
@@ -148,14 +153,23 @@ def _message_item(
 def _computer_item(
     ctx: ResponseContext, index: int, call_id: str, arguments: str, status: str
 ) -> ComputerCallOut:
-    return {
+    item: ComputerCallOut = {
         "id": _item_id(ctx, "cu", index),
         "type": "computer_call",
         "call_id": call_id,
-        "action": call_action(arguments),
         "pending_safety_checks": [],
         "status": status,
     }
+    declared = ctx.conversation.metadata[METADATA_KEY] if ctx.conversation else {}
+    action = call_action(arguments)
+    if is_batch(declared):
+        batch = action.get("actions")
+        item["actions"] = (
+            [a for a in batch if isinstance(a, dict)] if isinstance(batch, list) else []
+        )
+    else:
+        item["action"] = action
+    return item
 
 
 def _call_item(
