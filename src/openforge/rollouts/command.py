@@ -191,13 +191,20 @@ def _run(args: RunArgs) -> None:
     from rich.markup import escape
 
     from openforge.harnesses.base import HarnessError
+    from openforge.home import read_admin_token
     from openforge.rollouts.config import RolloutConfig
     from openforge.rollouts.host import concurrency_warning, cores
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
+    from openforge.rollouts.preflight import GatewayUnusable, check_gateway_sync
     from openforge.rollouts.progress import LiveCounts, live_display
     from openforge.sandboxes.base import SandboxError
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
+    try:
+        check_gateway_sync(args.gateway, read_admin_token())
+    except GatewayUnusable as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2) from None
     loaded = _load_for_run(args, console)
     out = args.out
     ids = {t.id for t in loaded.tasks}

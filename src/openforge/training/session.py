@@ -121,6 +121,14 @@ async def open_session(
     from openforge.training.trainer import Trainer
     from openforge.training.weight_sync import WeightSync
 
+    given = gateway_url or cfg.gateway_url
+    if given is not None:  # a wrong URL stops the run now, not after the model loads
+        from openforge.rollouts.preflight import GatewayUnusable, check_gateway
+
+        try:
+            await check_gateway(given, cfg.admin_token or read_admin_token(), "gateway_url")
+        except GatewayUnusable as exc:
+            raise ConfigError("gateway_url", str(exc), cfg.source) from None
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir)
