@@ -162,21 +162,29 @@ async def test_two_async_steps_advance_versions_and_stamp_calls(
 async def test_step_whose_rollouts_all_failed_is_skipped(tmp_path: Path) -> None:
     import socket
 
+    from openforge.engines.local import LocalEngine
+    from openforge.gateway.server import Gateway
     from openforge.store.sqlite import SqliteStore
 
     with socket.socket() as s:  # a port nothing listens on: every rollout is an infra error
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    model = resolve_model("tiny")
     store_path = tmp_path / "store.db"
-    await SqliteStore(store_path).close()
     cfg = TrainConfig(
-        model=str(resolve_model("tiny")), steps=1, tasks_per_step=1, group_size=2,
+        model=str(model), steps=1, tasks_per_step=1, group_size=2,
         tasks=str(_suite(tmp_path / "suite")), harness="shell",
         rollout_options={"harness_options": {"command": "true"}, "retries": 0},
-        run_dir=str(tmp_path / "run"), gateway_url=dead, store=str(store_path),
+        run_dir=str(tmp_path / "run"),
     )  # fmt: skip
-    async with open_session(cfg) as env:
-        summary = await run_loop(cfg, env, evaluate_edges=False)
+    gateway = Gateway(LocalEngine(str(model), threads=1), SqliteStore(store_path), model=model)
+    async with gateway as gw:
+        cfg = dataclasses.replace(cfg, admin_token=gw.admin_token)
+        # The session opens on a live gateway (a dead one is refused at once); its
+        # rollouts then find the gateway gone.
+        async with open_session(cfg, gw.control_url, store_path) as env:
+            env.gateway_url = dead
+            summary = await run_loop(cfg, env, evaluate_edges=False)
     assert (summary.steps_done, summary.skipped, summary.version) == (1, 1, 0)
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["reason"], r["masked_rollouts"]) for r in records] == [
