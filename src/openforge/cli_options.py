@@ -1,16 +1,19 @@
 """The command line's shared vocabulary: one spelling, short flag and default per thing.
 
-Every command that takes harness options, a sandbox backend or a container engine takes
-them from here, so ``openforge rollout``, ``eval``, ``harness …``, ``tasks check`` and
-``images build`` say the same thing the same way. Old spellings stay as hidden options
+Every command that takes harness options, a sandbox backend, a container engine or a task
+selection takes them from here, so ``openforge rollout``, ``eval``, ``harness …``, ``tasks
+check`` and ``images build`` say the same thing the same way. Old spellings stay as hidden options
 that still work and print a deprecation warning.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from openforge.suites.selection import TaskSelection
 
 __all__ = [
     "BACKEND_HELP",
@@ -19,11 +22,17 @@ __all__ = [
     "DEFAULT_GATEWAY_PORT",
     "BackendOpt",
     "ContainerEngineOpt",
+    "ExcludeOpt",
     "HarnessOptionOpt",
+    "LimitOpt",
     "OldEngineOpt",
     "OldOptionOpt",
+    "SampleOpt",
+    "SeedOpt",
+    "TaskOpt",
     "container_engine",
     "harness_options",
+    "task_selection",
     "warn_deprecated",
 ]
 
@@ -96,3 +105,42 @@ def container_engine(engine: str, old: str | None) -> str:
         warn_deprecated("--engine", "--container-engine")
         return old
     return engine
+
+
+# Choosing some of the tasks `--tasks` loads (suites/selection.py), on every command that
+# runs or checks tasks: rollout, eval, tasks check, images build.
+TaskOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--task",
+        metavar="ID_OR_GLOB",
+        help="Only this task (an id, or a glob such as 'cpp-*'; repeatable).",
+    ),
+]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude", metavar="GLOB", help="Leave out tasks whose id matches (repeatable)."
+    ),
+]
+LimitOpt = Annotated[
+    int | None, typer.Option("--limit", min=1, metavar="N", help="Only the first N tasks selected.")
+]
+SampleOpt = Annotated[
+    int | None,
+    typer.Option("--sample", min=1, metavar="N", help="N tasks drawn at random (see --seed)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")]
+
+
+def task_selection(
+    task: list[str] | None,
+    exclude: list[str] | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+) -> TaskSelection:
+    """The selection the ``--task/--exclude/--limit/--sample/--seed`` options make."""
+    from openforge.suites.selection import TaskSelection
+
+    return TaskSelection(tuple(task or ()), tuple(exclude or ()), limit, sample, seed)

@@ -11,8 +11,14 @@ import typer
 from openforge.cli_options import (
     DEFAULT_BACKEND,
     BackendOpt,
+    ExcludeOpt,
     HarnessOptionOpt,
+    LimitOpt,
+    SampleOpt,
+    SeedOpt,
+    TaskOpt,
     harness_options,
+    task_selection,
 )
 from openforge.rollouts.cost import Prices
 
@@ -21,6 +27,7 @@ if TYPE_CHECKING:
 
     from openforge.rollouts.config import RolloutResult
     from openforge.suites.loading import TaskSet
+    from openforge.suites.selection import TaskSelection
     from openforge.tasks.model import Task
 
 __all__ = [
@@ -143,15 +150,17 @@ class RunArgs:
     price: Prices | None = None
     allow_reachable_evidence: bool = False
     monitor_rules: Path | None = None
+    selection: TaskSelection | None = None  # --task/--exclude/--limit/--sample; None: all
 
 
 def _load_for_run(args: RunArgs, console: Console) -> TaskSet:
     """The tasks to run, each problem with them printed; exit 2 when none is left."""
     from rich.markup import escape
 
-    from openforge.suites import load_tasks
     from openforge.suites.catalog import SUITE_SPLITS
+    from openforge.suites.command import load_for_command
     from openforge.suites.harbor.loader import with_reward_key
+    from openforge.suites.selection import TaskSelection
     from openforge.traces.monitor import RuleError, load_rules
 
     try:
@@ -162,14 +171,14 @@ def _load_for_run(args: RunArgs, console: Console) -> TaskSet:
     if args.split not in (None, "train", "test", *SUITE_SPLITS):
         allowed = ", ".join(("train", "test", *SUITE_SPLITS))
         raise typer.BadParameter(f"must be one of {allowed}", param_hint="--split")
-    loaded = load_tasks(args.tasks, args.split)
+    selection = args.selection or TaskSelection()
+
+    def say(line: str) -> None:
+        console.print(line, markup=False)
+
+    loaded = load_for_command(args.tasks, selection, args.split, say)
     if args.reward_key:
         loaded.tasks = [with_reward_key(t, args.reward_key) for t in loaded.tasks]
-    for err in loaded.errors:
-        console.print(f"[yellow]skipping task[/] {escape(str(err))}")
-    for task in loaded.tasks:
-        for note in task.notes:
-            console.print(f"note: {task.path}: {note}", markup=False)
     asked = [t.id for t in loaded.tasks if t.wants_internet]
     if asked:
         how = "given an open network" if args.allow_task_internet else "kept gateway-only"
@@ -362,6 +371,11 @@ def rollout(
     price_output: PriceOutputOpt = None,
     price_sandbox_hour: PriceSandboxOpt = None,
     allow_reachable_evidence: ReachOpt = False,
+    task: TaskOpt = None,
+    exclude: ExcludeOpt = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """Run every task × n through a harness in sandboxes, verify, and report rewards."""
     eval_(
@@ -370,7 +384,8 @@ def rollout(
         retries=retries, retry_infra=retry_infra, allow_task_internet=allow_task_internet,
         reward_key=reward_key, monitor_rules=monitor_rules, price_input=price_input,
         price_output=price_output, price_sandbox_hour=price_sandbox_hour,
-        allow_reachable_evidence=allow_reachable_evidence,
+        allow_reachable_evidence=allow_reachable_evidence, task=task, exclude=exclude,
+        limit=limit, sample=sample, seed=seed,
     )  # fmt: skip
 
 
@@ -398,6 +413,11 @@ def eval_(
     price_output: PriceOutputOpt = None,
     price_sandbox_hour: PriceSandboxOpt = None,
     allow_reachable_evidence: ReachOpt = False,
+    task: TaskOpt = None,
+    exclude: ExcludeOpt = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """Run every task × n like `openforge rollout`, then report pass@k and pass^k per task
     and overall."""
@@ -410,7 +430,7 @@ def eval_(
             tasks, harness, harness_option, n, concurrency, backend, gateway, out, model, split,
             retries, retry_infra, ks, allow_task_internet, reward_key,
             prices(price_input, price_output, price_sandbox_hour), allow_reachable_evidence,
-            monitor_rules,
+            monitor_rules, task_selection(task, exclude, limit, sample, seed),
         )
     )  # fmt: skip
 

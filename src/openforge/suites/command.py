@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,16 +13,59 @@ from openforge.cli_options import (
     DEFAULT_CONTAINER_ENGINE,
     BackendOpt,
     ContainerEngineOpt,
+    ExcludeOpt,
+    LimitOpt,
     OldEngineOpt,
+    SampleOpt,
+    SeedOpt,
+    TaskOpt,
     container_engine,
+    task_selection,
 )
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from openforge.suites.loading import TaskSet
+    from openforge.suites.selection import TaskSelection
+
+__all__ = ["load_for_command", "register"]
 
 tasks_app = typer.Typer(help="Tasks: check that each task's verifier and reference agree.")
 images_app = typer.Typer(help="Task images: build (and push) each task's own environment.")
 
 TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite.")]
+
+
+def load_for_command(
+    tasks: str, selection: TaskSelection, split: str | None, say: Callable[[str], None]
+) -> TaskSet:
+    """The tasks a command runs: loaded, selected, each problem said once through ``say``.
+
+    Without a selection every task that did not load is named; with one, those are counted in
+    a line (the tasks chosen loaded), unless nothing matched, when they may be why. A
+    selection that keeps nothing is a usage error naming its option (exit status 2).
+    """
+    from openforge.suites.selection import SelectionError, load_selected
+
+    try:
+        loaded = load_selected(tasks, selection, split)
+    except SelectionError as exc:
+        from openforge.suites.loading import load_tasks
+
+        for err in load_tasks(tasks, split).errors:
+            say(f"skipping task {err}")
+        raise typer.BadParameter(exc.problem, param_hint=f"'{exc.option}'") from None
+    if selection.everything or not loaded.errors:
+        for err in loaded.errors:
+            say(f"skipping task {err}")
+    else:
+        say(
+            f"{len(loaded.errors)} task(s) under {tasks} did not load; they are named when "
+            "run without --task/--exclude/--limit/--sample"
+        )
+    for task in loaded.tasks:
+        for note in task.notes:
+            say(f"note: {task.path}: {note}")
+    return loaded
 
 
 @tasks_app.command("check")
@@ -33,6 +77,11 @@ def check(
         bool, typer.Option("--allow-task-internet", help="Open network for tasks that ask.")
     ] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Tasks at once.")] = 4,
+    task: TaskOpt = None,
+    exclude: ExcludeOpt = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
 
@@ -45,16 +94,12 @@ def check(
     from openforge.rollouts.host import concurrency_warning, cores
     from openforge.rollouts.progress import LiveCounts, live_display
     from openforge.sandboxes import SandboxError, create_backend
-    from openforge.suites.loading import load_tasks, warning_lines
+    from openforge.suites.loading import warning_lines
     from openforge.tasks.oracle import CheckResult, check_tasks
 
     console = Console(soft_wrap=True)
-    loaded = load_tasks(tasks)
-    for err in loaded.errors:
-        console.print(f"[yellow]skipping task[/] {escape(str(err))}")
-    for task in loaded.tasks:
-        for note in task.notes:
-            console.print(f"note: {task.path}: {note}", markup=False)
+    selection = task_selection(task, exclude, limit, sample, seed)
+    loaded = load_for_command(tasks, selection, None, lambda s: console.print(s, markup=False))
     table = Table("task", "oracle", "no-op", "verdict", "reason")
 
     progress = Console(stderr=True, soft_wrap=True)
@@ -110,13 +155,18 @@ def build(
         str | None, typer.Option("--push", help="Push to REGISTRY/… (a registry host).")
     ] = None,
     engine: OldEngineOpt = None,
+    task: TaskOpt = None,
+    exclude: ExcludeOpt = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
 ) -> None:
     """Build every task's own image (cached by content); print task id and image reference."""
     import shutil
 
     from openforge.sandboxes import SandboxError
     from openforge.sandboxes.images import ImageBuilder, push_image
-    from openforge.suites.loading import load_tasks, warning_lines
+    from openforge.suites.loading import warning_lines
     from openforge.tasks.episode import task_image
 
     engine_name = container_engine(container_engine_, engine)
@@ -125,21 +175,20 @@ def build(
         typer.echo(f"openforge images build: {engine_name} is not installed", err=True)
         raise typer.Exit(2)
     builder = ImageBuilder(path)
-    loaded = load_tasks(tasks)
-    for err in loaded.errors:
-        typer.echo(f"skipping task {err}", err=True)
+    selection = task_selection(task, exclude, limit, sample, seed)
+    loaded = load_for_command(tasks, selection, None, lambda s: typer.echo(s, err=True))
     for line in warning_lines(loaded.tasks):
         typer.echo(f"warning: {line}", err=True)
 
     async def go() -> None:
-        for task in loaded.tasks:
-            image = task_image(task)
+        for one in loaded.tasks:
+            image = task_image(one)
             if image is None:
                 continue
             ref = await builder.ensure(image)
             if push:
                 ref = await push_image(path, ref, push)
-            typer.echo(f"{task.id}\t{ref}")
+            typer.echo(f"{one.id}\t{ref}")
 
     try:
         asyncio.run(go())

@@ -139,7 +139,9 @@ def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
     ``KIND:PATH`` loads a published suite from the user's checkout (a suite of
     :data:`~openforge.suites.catalog.SUITES` with a checkout: ``claweval``,
     ``qwenclawbench``, ``osworld``, ``webvoyager``, ``online-mind2web``); a checkout given
-    without the prefix is recognised. Malformed tasks land in ``errors`` (file, field,
+    without the prefix is recognised, and so is one task inside it (a QwenClawBench task
+    file, a ClawEval task directory, an OSWorld example), which loads alone with the
+    checkout's assets. Malformed tasks land in ``errors`` (file, field,
     problem) and the rest still load. Duplicate ids are errors for every copy after the
     first. ``split`` keeps only tasks of that split (``train`` or ``test``; a suite's own,
     e.g. ClawEval's ``multi_turn``).
@@ -148,7 +150,9 @@ def load_tasks(path: Path | str, split: str | None = None) -> TaskSet:
     if sep and (named := BY_NAME.get(kind)) is not None and named.checkout is not None:
         return _load_checkout(named.checkout, Path(rest), split)
     root = Path(path)
-    if root.is_dir() and (found := _recognised(root)) is not None:
+    # A checkout, or one task of it (a task file or directory inside), loads through the
+    # checkout's own loader, so the task finds its suite's assets.
+    if root.exists() and (found := _recognised(root)) is not None:
         return _load_checkout(found, root, split)
     if not root.exists() and (bundled := builtin_suite(str(path))) is not None:
         root = bundled

@@ -109,7 +109,13 @@ class TrainConfig:
     run_dir: str = "runs/train"
     # --- rollouts ---
     tasks: str = "claw-mini"  # suite name or directory
-    task_ids: list[str] = field(default_factory=list)  # only these tasks (both splits); []: all
+    # Which tasks of the suite, as `openforge rollout --task/--exclude/--limit/--sample` picks
+    # them (suites/selection.py), over both splits before they are split.
+    task_ids: list[str] = field(default_factory=list)  # ids or globs; []: all
+    exclude_tasks: list[str] = field(default_factory=list)  # globs of ids to leave out
+    task_limit: int | None = None  # only the first N selected
+    task_sample: int | None = None  # N drawn at random with task_sample_seed
+    task_sample_seed: int = 0
     train_split: Literal["train", "test"] = "train"
     eval_split: Literal["train", "test"] = "test"
     # Train on held-out (test) tasks' rollouts; refused unless set: evaluation data that

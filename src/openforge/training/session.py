@@ -62,20 +62,32 @@ async def gateway_process(
         await proc.stop()
 
 
+# The training config's keys for each part of a task selection, for its error messages.
+_SELECTION_KEYS = {
+    "include": "task_ids",
+    "exclude": "exclude_tasks",
+    "limit": "task_limit",
+    "sample": "task_sample",
+}
+
+
 def _load_split(cfg: TrainConfig, split: str, key: str) -> list[Any]:
     from openforge.suites import load_tasks
+    from openforge.suites.selection import SelectionError, TaskSelection, select_tasks
 
-    loaded = load_tasks(cfg.tasks, split=split)
+    loaded = load_tasks(cfg.tasks)
     for err in loaded.errors:
         log.warning("task error: %s", err)
-    tasks = list(loaded.tasks)
-    if cfg.task_ids:
-        unknown = set(cfg.task_ids) - {t.id for t in load_tasks(cfg.tasks).tasks}
-        if unknown:
-            raise ConfigError(
-                "task_ids", f"not in {cfg.tasks!r}: {', '.join(sorted(unknown))}", cfg.source
-            )
-        tasks = [t for t in tasks if t.id in cfg.task_ids]
+    selection = TaskSelection(
+        tuple(cfg.task_ids), tuple(cfg.exclude_tasks), cfg.task_limit, cfg.task_sample,
+        cfg.task_sample_seed,
+    )  # fmt: skip
+    try:
+        # Selected over the whole suite, then split: the same tasks whichever split asks.
+        chosen = select_tasks(loaded.tasks, selection, _SELECTION_KEYS)
+    except SelectionError as exc:
+        raise ConfigError(exc.option, f"{exc.problem} in {cfg.tasks!r}", cfg.source) from None
+    tasks = [t for t in chosen if t.split == split]
     if key == "train_split" and not tasks:
         raise ConfigError(key, f"no {split!r} tasks in {cfg.tasks!r}", cfg.source)
     return tasks

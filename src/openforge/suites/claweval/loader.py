@@ -76,8 +76,11 @@ _MARKER = ("src", "claw_eval", "graders", "base.py")
 
 
 def find_claweval(path: Path) -> tuple[Path, list[Path]]:
-    """``(checkout root, task dirs)`` for a checkout, its ``tasks/`` or one task directory."""
+    """``(checkout root, task dirs)`` for a checkout, its ``tasks/`` or one task directory
+    (or a file in it, such as its ``task.yaml``)."""
     path = path.resolve()
+    if path.is_file():
+        path = path.parent
     root = next((c for c in (path, *path.parents) if c.joinpath(*_MARKER).is_file()), None)
     if root is None:
         raise TaskError(

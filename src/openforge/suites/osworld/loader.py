@@ -35,9 +35,18 @@ _EVALUATOR = ("func", "result", "expected", "options", "conj", "postconfig")
 _STEP = ("type", "parameters")
 
 
-def is_osworld_suite(root: Path) -> bool:
-    """Whether ``root`` is an OSWorld ``evaluation_examples`` directory."""
-    return (root / "examples").is_dir() and (root / "test_all.json").is_file()
+def _suite_root(path: Path) -> Path | None:
+    """The ``evaluation_examples`` directory ``path`` is (or lies in: a domain, an example)."""
+    for cand in (path, *path.parents[:3]):
+        if (cand / "examples").is_dir() and (cand / "test_all.json").is_file():
+            return cand
+    return None
+
+
+def is_osworld_suite(path: Path) -> bool:
+    """Whether ``path`` is an OSWorld ``evaluation_examples`` directory, or one of its
+    domains or examples."""
+    return _suite_root(path.resolve()) is not None
 
 
 def _steps(file: Path, config: Any) -> tuple[ConfigStep, ...]:
@@ -116,8 +125,14 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
     )
 
 
-def load_osworld(root: Path) -> tuple[list[Task], list[TaskError]]:
-    """Every example under ``root/examples`` (those in ``test_all.json``); bad ones as errors."""
+def load_osworld(path: Path) -> tuple[list[Task], list[TaskError]]:
+    """Every example under ``root/examples`` (those in ``test_all.json``); bad ones as errors.
+
+    ``path`` is the ``evaluation_examples`` directory, or one domain's directory or one
+    example file in it: then only those load.
+    """
+    path = path.resolve()
+    root = _suite_root(path) or path
     index_file = root / "test_all.json"
     try:
         index = json.loads(index_file.read_text(encoding="utf-8"))
@@ -130,6 +145,8 @@ def load_osworld(root: Path) -> tuple[list[Task], list[TaskError]]:
     for domain, ids in sorted(index.items()):
         for ident in ids if isinstance(ids, list) else []:
             file = root / "examples" / str(domain) / f"{ident}.json"
+            if path != root and file != path and file.parent != path:
+                continue
             try:
                 tasks.append(_load_example(file, str(domain), root))
             except TaskError as exc:

@@ -50,8 +50,13 @@ _CODE = re.compile(r"```python\s*\n(.*?)\n\s*```", re.S)
 
 
 def find_checkout(path: Path) -> tuple[Path, Path, Path]:
-    """``(checkout root, tasks dir, assets dir)`` for a checkout, a dataset dir or its tasks dir."""
+    """``(checkout root, tasks dir, assets dir)`` for a checkout, a dataset dir, its tasks dir
+    or one task file in it."""
     path = path.resolve()
+    if path.is_file():
+        if not path.name.endswith(".md"):
+            raise TaskError(path, "(layout)", "not a QwenClawBench task file (task_*.md)")
+        path = path.parent
     candidates = [path, path.parent, path.parent.parent, path.parent.parent.parent]
     root = next((c for c in candidates if c.joinpath(*_LIB).is_file()), None)
     if root is None:
@@ -208,7 +213,8 @@ def _load_one(file: Path, root: Path, tasks_dir: Path, assets: list[Path]) -> Ta
 def load_qwenclawbench_checkout(path: Path) -> tuple[list[Task], list[TaskError]]:
     """Every ``task_*.md`` of a checkout; the errors of those that did not load."""
     root, tasks_dir, assets = find_checkout(path)
-    files = sorted(tasks_dir.glob("task_*.md"))
+    # One task file given: that task alone, with the checkout's assets and grader.
+    files = [path.resolve()] if path.is_file() else sorted(tasks_dir.glob("task_*.md"))
     if not files:
         raise TaskError(tasks_dir, "(layout)", "no task_*.md files in the tasks directory")
     asset_dirs = [d for d in (assets, assets.parent / "generated_assets") if d.is_dir()]
