@@ -8,12 +8,9 @@ that still work and print a deprecation warning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    from openforge.suites.selection import TaskSelection
 
 __all__ = [
     "BACKEND_HELP",
@@ -32,7 +29,6 @@ __all__ = [
     "TaskOpt",
     "container_engine",
     "harness_options",
-    "task_selection",
     "warn_deprecated",
 ]
 
@@ -107,8 +103,9 @@ def container_engine(engine: str, old: str | None) -> str:
     return engine
 
 
-# Choosing some of the tasks `--tasks` loads (suites/selection.py), on every command that
-# runs or checks tasks: rollout, eval, tasks check, images build.
+# Choosing some of the tasks `--tasks` loads (suites/selection.py; the options become a
+# TaskSelection in suites/command.py), on every command that runs or checks tasks: rollout,
+# eval, tasks check, images build.
 TaskOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -131,16 +128,3 @@ SampleOpt = Annotated[
     typer.Option("--sample", min=1, metavar="N", help="N tasks drawn at random (see --seed)."),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")]
-
-
-def task_selection(
-    task: list[str] | None,
-    exclude: list[str] | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-) -> TaskSelection:
-    """The selection the ``--task/--exclude/--limit/--sample/--seed`` options make."""
-    from openforge.suites.selection import TaskSelection
-
-    return TaskSelection(tuple(task or ()), tuple(exclude or ()), limit, sample, seed)

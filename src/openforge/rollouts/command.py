@@ -18,7 +18,6 @@ from openforge.cli_options import (
     SeedOpt,
     TaskOpt,
     harness_options,
-    task_selection,
 )
 from openforge.rollouts.cost import Prices
 
@@ -430,9 +429,21 @@ def eval_(
             tasks, harness, harness_option, n, concurrency, backend, gateway, out, model, split,
             retries, retry_infra, ks, allow_task_internet, reward_key,
             prices(price_input, price_output, price_sandbox_hour), allow_reachable_evidence,
-            monitor_rules, task_selection(task, exclude, limit, sample, seed),
+            monitor_rules, _selection(task, exclude, limit, sample, seed),
         )
     )  # fmt: skip
+
+
+def _selection(
+    task: list[str] | None,
+    exclude: list[str] | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+) -> TaskSelection:
+    from openforge.suites.command import task_selection
+
+    return task_selection(task, exclude, limit, sample, seed)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,19 +20,31 @@ from openforge.cli_options import (
     SeedOpt,
     TaskOpt,
     container_engine,
-    task_selection,
 )
 
 if TYPE_CHECKING:
     from openforge.suites.loading import TaskSet
     from openforge.suites.selection import TaskSelection
 
-__all__ = ["load_for_command", "register"]
+__all__ = ["load_for_command", "register", "task_selection"]
 
 tasks_app = typer.Typer(help="Tasks: check that each task's verifier and reference agree.")
 images_app = typer.Typer(help="Task images: build (and push) each task's own environment.")
 
 TasksOpt = Annotated[str, typer.Option("--tasks", help="Task dir, suite dir or bundled suite.")]
+
+
+def task_selection(
+    task: list[str] | None,
+    exclude: list[str] | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+) -> TaskSelection:
+    """The selection the ``--task/--exclude/--limit/--sample/--seed`` options make."""
+    from openforge.suites.selection import TaskSelection
+
+    return TaskSelection(tuple(task or ()), tuple(exclude or ()), limit, sample, seed)
 
 
 def load_for_command(
