@@ -31,12 +31,12 @@ from openforge.store.pgschema import PG_SCHEMA_VERSION
 from openforge.store.schemas import (
     TRAINING,
     CallRole,
-    ControlEvent,
-    ControlKind,
+    ControlState,
     Flag,
     FlagSeverity,
     RolloutSelection,
 )
+from openforge.store.shared import Weights
 
 
 def _call(rollout_id: str, seq: int, **kw: object) -> CallRecord:
@@ -258,41 +258,59 @@ async def test_postgres_schema_version_is_checked(postgres_url: str) -> None:
         open_store(postgres_url)
 
 
-async def test_control_events_reach_the_other_processes(postgres_url: str) -> None:
+async def test_the_shared_state_reaches_every_process_and_outlasts_them(
+    postgres_url: str,
+) -> None:
     a, b = open_store(postgres_url), open_store(postgres_url)
-    received: asyncio.Queue[ControlEvent] = asyncio.Queue()
+    received: asyncio.Queue[ControlState] = asyncio.Queue()
 
-    async def listen(store: Store) -> None:
-        async for event in store.control_events():
-            await received.put(event)
+    async def listen() -> None:
+        async for state in b.shared.changes():
+            await received.put(state)
 
-    listeners = [asyncio.create_task(listen(s)) for s in (a, b)]
-    await asyncio.sleep(0.5)  # both LISTENing
-    await a.publish(ControlEvent(ControlKind.PAUSE))
-    await a.publish(ControlEvent(ControlKind.WEIGHTS, "7"))
+    listener = asyncio.create_task(listen())
+    first = await asyncio.wait_for(received.get(), 10)  # the state as it was on connecting
+    paused = await a.shared.change(paused=True)
+    loaded = await a.shared.change(weights=Weights("7", "/ckpt/v7"))
     got = [await asyncio.wait_for(received.get(), 10) for _ in range(2)]
-    assert got == [ControlEvent(ControlKind.PAUSE), ControlEvent(ControlKind.WEIGHTS, "7")]
-    await asyncio.sleep(0.2)
-    assert received.empty()  # a's own events did not come back to a
-    for task in listeners:
-        task.cancel()
-    await asyncio.gather(*listeners, return_exceptions=True)
+    assert got == [paused, loaded]
+    assert paused == ControlState(first.epoch + 1, True, first.weight_version)
+    assert loaded == ControlState(first.epoch + 2, True, "7", "/ckpt/v7")
+    listener.cancel()
+    await asyncio.gather(listener, return_exceptions=True)
     await a.close()
     await b.close()
+    # A process that opens the store later reads it; acknowledgements are per replica.
+    c = open_store(postgres_url)
+    assert await c.shared.state() == loaded
+    await c.shared.seen("r1", loaded.epoch)
+    await c.shared.seen("r2", loaded.epoch - 1)
+    assert await c.shared.behind("me", loaded.epoch, 10.0) == ["r2"]
+    assert await c.shared.live_others("r1", 10.0) == 1
+    await c.shared.seen("r2", loaded.epoch)
+    assert await c.shared.behind("me", loaded.epoch, 10.0) == []
+    await c.shared.leave("r2")
+    assert await c.shared.live_others("r1", 10.0) == 0
+    # Weights set again replace version, path and adapter together.
+    cleared = await c.shared.change(paused=False, weights=Weights(None))
+    assert cleared == ControlState(loaded.epoch + 1, False, None, None, None)
+    await c.close()
 
 
-async def test_sqlite_has_no_one_to_tell(tmp_path: Path) -> None:
+async def test_sqlite_shares_its_state_with_its_own_process_only(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
-    await store.publish(ControlEvent(ControlKind.RESUME))
 
-    async def collect() -> list[ControlEvent]:
-        return [event async for event in store.control_events()]
+    async def collect() -> list[ControlState]:
+        return [state async for state in store.shared.changes()]
 
-    events = asyncio.create_task(collect())
+    changes = asyncio.create_task(collect())
     await asyncio.sleep(0.1)
-    assert not events.done()  # waits, yields nothing ...
+    state = await store.shared.change(paused=True, weights=Weights("3", "/w", "policy"))
+    assert state == ControlState(1, True, "3", "/w", "policy") == await store.shared.state()
+    assert await store.shared.behind("me", state.epoch, 10.0) == []  # no one else to wait for
+    await asyncio.sleep(0.1)
     await store.close()
-    assert await asyncio.wait_for(events, 5) == []  # ... and ends with the store
+    assert await asyncio.wait_for(changes, 5) == [state]  # ... and it ends with the store
 
 
 async def test_blobs_are_stored_once_by_digest(location: str) -> None:

@@ -25,6 +25,7 @@ import orjson
 from openforge.conversation import Completion, Conversation, SamplingParams
 
 __all__ = [
+    "AdapterEngine",
     "ContextOverflow",
     "Engine",
     "EngineError",
@@ -156,4 +157,19 @@ class UpdatableEngine(Protocol):
 
     async def update_weights(self, path: str, version: str) -> None:
         """Load the checkpoint at ``path`` (a safetensors directory) as ``version``."""
+        ...
+
+
+@runtime_checkable
+class AdapterEngine(Protocol):
+    """An engine that serves a LoRA adapter loaded at run time for the policy's calls."""
+
+    async def load_adapter(self, name: str, path: str, version: str) -> None:
+        """Serve the adapter directory at ``path`` as ``name`` for later requests, stamped
+        ``version`` (replacing an adapter loaded under that name before)."""
+        ...
+
+    def route_adapter(self, name: str | None, version: str) -> None:
+        """Name the adapter ``name``, already loaded on the engine's server (through
+        another gateway), as later requests' model, stamped ``version``; None: the base."""
         ...

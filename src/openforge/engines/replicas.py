@@ -148,6 +148,27 @@ class ReplicaSet:
             if isinstance(result, BaseException):
                 raise EngineError(f"weight update failed on {replica.engine.url}: {result}")
 
+    async def load_adapter(self, name: str, path: str, version: str) -> None:
+        """Load the LoRA adapter on every replica (see ``VLLMEngine.load_adapter``); the
+        first failure is raised after all ran."""
+        loads = []
+        for replica in self._replicas:
+            load = getattr(replica.engine, "load_adapter", None)
+            if load is None:
+                raise EngineError(f"the {replica.engine.kind} engine cannot load LoRA adapters")
+            loads.append(load(name, path, version))
+        results = await asyncio.gather(*loads, return_exceptions=True)
+        for replica, result in zip(self._replicas, results, strict=True):
+            if isinstance(result, BaseException):
+                raise EngineError(f"adapter load failed on {replica.engine.url}: {result}")
+
+    def route_adapter(self, name: str | None, version: str) -> None:
+        """Route every replica's later requests to the adapter ``name`` (None: the base)."""
+        for replica in self._replicas:
+            route = getattr(replica.engine, "route_adapter", None)
+            if route is not None:
+                route(name, version)
+
     async def pause(self) -> None:
         """Pause every replica."""
         await asyncio.gather(*(r.engine.pause() for r in self._replicas))

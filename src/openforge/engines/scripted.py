@@ -2,13 +2,15 @@
 
 Each line of the script is one reply::
 
-    {"text": "…"?, "reasoning": "…"?, "tool_calls": [{"name": "…", "arguments": {…}}]?}
+    {"text": "…"?, "reasoning": "…"?, "tool_calls": [{"name": "…", "arguments": {…}}]?,
+     "token_delay_s": 0.1?}
 
 The k-th call of a rollout (counted by ``EngineRequest.rollout_id``; calls without one
 share one anonymous counter) gets line k; past the end the last line repeats. Each
 reply is rendered once through the model's real tokenizer and tool-call template into
 output ids (ending with the end-of-turn token), so the gateway parses, serves and
-records it exactly as it would a sampled answer.
+records it exactly as it would a sampled answer. ``token_delay_s`` streams that reply one
+token per so many seconds (a slow call, for tests of what happens while calls run).
 
 Logprobs are deterministic stand-ins, not model probabilities: the logprob of the token
 at position ``i`` with id ``t`` is ``-((t * 7919 + i * 104729) % 2000) / 1000`` — a value
@@ -49,6 +51,7 @@ class ScriptedReply:
     reasoning: str | None = None
     # (name, arguments) pairs; arguments is the JSON object the tool is called with.
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = field(default_factory=tuple)
+    token_delay_s: float = 0.0
 
 
 def scripted_logprob(token_id: int, position: int) -> float:
@@ -63,7 +66,7 @@ def _parse_line(raw: bytes, where: str) -> ScriptedReply:
         raise ScriptError(f"{where}: not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ScriptError(f"{where}: a reply must be a JSON object")
-    unknown = set(obj) - {"text", "reasoning", "tool_calls"}
+    unknown = set(obj) - {"text", "reasoning", "tool_calls", "token_delay_s"}
     if unknown:
         raise ScriptError(f"{where}: unknown field(s) {sorted(unknown)}")
     text = obj.get("text") or ""
@@ -85,7 +88,12 @@ def _parse_line(raw: bytes, where: str) -> ScriptedReply:
         calls.append((call["name"], args))
     if not text and reasoning is None and not calls:
         raise ScriptError(f"{where}: a reply needs 'text', 'reasoning' or 'tool_calls'")
-    return ScriptedReply(text=text, reasoning=reasoning, tool_calls=tuple(calls))
+    delay = obj.get("token_delay_s", 0.0)
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or not 0 <= delay <= 60:
+        raise ScriptError(f"{where}: field 'token_delay_s' must be a number of seconds (0-60)")
+    return ScriptedReply(
+        text=text, reasoning=reasoning, tool_calls=tuple(calls), token_delay_s=float(delay)
+    )
 
 
 def load_script(path: str | Path) -> list[ScriptedReply]:
@@ -124,6 +132,7 @@ class ScriptedEngine:
         if not replies:
             raise ScriptError("a script needs at least one reply")
         self._encoded = [encode(r) for r in replies]  # rendered once, served many times
+        self._delays = [r.token_delay_s for r in replies]
         self._model = model
         self._max_context = max_context
         self._delay_s = delay_s  # pause between tokens, for tests that race a stream
@@ -177,6 +186,7 @@ class ScriptedEngine:
         k = self._counters.get(request.rollout_id, 0)
         self._counters[request.rollout_id] = k + 1
         ids = self.reply_ids(k)
+        delay_s = self._delay_s or self._delays[min(k, len(self._delays) - 1)]
         limit = len(ids)
         if request.params.max_tokens is not None:
             limit = min(limit, request.params.max_tokens)
@@ -190,8 +200,8 @@ class ScriptedEngine:
             limit = min(limit, room)
         finish = "stop" if limit == len(ids) else "length"
         for i in range(limit):
-            if self._delay_s:
-                await asyncio.sleep(self._delay_s)
+            if delay_s:
+                await asyncio.sleep(delay_s)
             tid = ids[i]
             last = i == limit - 1
             yield TokenChunk(

@@ -131,6 +131,8 @@ class VLLMEngine(RemoteEngine):
     """One vLLM server."""
 
     kind: ClassVar[str] = "vllm"
+    # The served model's own name, kept while requests name a LoRA adapter instead.
+    _base_model: str | None = None
     generate_path: ClassVar[str] = "/v1/completions"
     # The first chunk echoes the whole prompt's ids; the gateway sent them.
     unread_fields: ClassVar[tuple[bytes, ...]] = (b'"prompt_token_ids"',)
@@ -253,7 +255,7 @@ class VLLMEngine(RemoteEngine):
             answer = await self.post_json("/reset_prefix_cache")
             if answer.get("success") is False:
                 raise EngineError(f"{self.url} could not reset its prefix cache after the reload")
-            self._version = version
+            self.route_adapter(None, version)  # the reloaded weights are the policy now
         finally:
             await self.post_json("/resume")
 
@@ -268,7 +270,15 @@ class VLLMEngine(RemoteEngine):
             "/v1/load_lora_adapter",
             {"lora_name": name, "lora_path": path, "load_inplace": True},
         )
-        self.model = name
+        self.route_adapter(name, version)
+
+    def route_adapter(self, name: str | None, version: str) -> None:
+        """Name the adapter ``name`` (loaded on the server already, e.g. through another
+        gateway) as the model of later requests, stamped ``version``; None: the served
+        model itself. Loads nothing."""
+        if self._base_model is None:
+            self._base_model = self.model
+        self.model = self._base_model if name is None else name
         self._version = version
 
     async def pause(self) -> None:

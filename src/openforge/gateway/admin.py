@@ -18,9 +18,15 @@
     POST /admin/rollouts/<id>/flags     {flags: [{rule, severity, where, evidence}]} → rollout
          (replaces the rollout's reward-hack flags, in any status; [] clears them)
     POST /admin/pause[?wait=0]          → {paused, in_flight, weight_version}
-         (returns once in-flight calls finished, unless wait=0)
+         (every gateway on the store holds new calls; returns once the calls in flight on
+         all of them finished, unless wait=0)
     POST /admin/resume                  → {paused, in_flight, weight_version}
-    POST /admin/weights                 {version, path?} → {paused, in_flight, weight_version}
+    POST /admin/weights                 {version, path?, adapter?}
+         → {paused, in_flight, weight_version}
+         (path: pause and drain every gateway on the store, load the checkpoint at path
+         into the engine, or with adapter the LoRA adapter at path served under that
+         name for the policy's calls, stamp version everywhere, resume; no path: stamp
+         version only, marking calls that run across it; gateway/fleet.py)
     GET  /admin/status                  → {paused, in_flight, weight_version, engine, roles}
     GET  /admin/blobs/<sha256>          → the stored image's bytes (its media type), or 404
          (the veRL bridge reads a rollout's images here for ``multi_modal_data``)
@@ -35,7 +41,9 @@ what a request's ``Host`` header says. Errors are ``{"error": {"type", "message"
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -45,8 +53,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from openforge.engines.base import Engine, TextEngine, UpdatableEngine
+from openforge.engines.base import AdapterEngine, Engine, TextEngine, UpdatableEngine
 from openforge.gateway.control import Control
+from openforge.gateway.fleet import Fleet
 from openforge.gateway.limits import Limits
 from openforge.store.base import RolloutConflict, RolloutNotFound, Store
 from openforge.store.schemas import (
@@ -54,7 +63,6 @@ from openforge.store.schemas import (
     TERMINAL,
     CallRecord,
     CallRole,
-    ControlKind,
     Flag,
     Rollout,
     RolloutStatus,
@@ -170,8 +178,11 @@ class AdminApi:
         drain_s: float = 10.0,
         limits: Limits | None = None,
         roles: dict[CallRole, Engine | TextEngine] | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.store = store
+        # Pause, resume and weights for every gateway on the store (gateway/fleet.py).
+        self.fleet = fleet or Fleet(control, store, engine)
         # The engines answering judge and simulated-user keys (what ``roles`` may ask for).
         self.roles = dict(roles or {})
         self.engine = engine
@@ -363,15 +374,12 @@ class AdminApi:
         }
 
     async def pause(self, request: Request) -> Response:
-        self.control.pause()
-        await self.control.announce(ControlKind.PAUSE)
-        if request.query_params.get("wait", "1") not in ("0", "false"):
-            await self.control.drain()
+        wait = request.query_params.get("wait", "1") not in ("0", "false")
+        await self.fleet.pause(wait)
         return _json(self._status())
 
     async def resume(self, request: Request) -> Response:
-        self.control.resume()
-        await self.control.announce(ControlKind.RESUME)
+        await self.fleet.resume()
         return _json(self._status())
 
     async def weights(self, request: Request) -> Response:
@@ -379,30 +387,38 @@ class AdminApi:
         version = body.get("version")
         if not isinstance(version, str | int) or isinstance(version, bool) or version == "":
             raise _AdminError(400, "invalid_request", "'version' (string) is required")
+        version = str(version)
         path = _opt_str(body, "path")
-        async with self.control.weights_lock:
-            if path is None:
-                self.control.weight_version = str(version)
-                await self.control.announce(ControlKind.WEIGHTS, str(version))
-                return _json(self._status())
-            if not isinstance(self.engine, UpdatableEngine):
-                kind = self.engine.info().kind
-                raise _AdminError(400, "invalid_request", f"the {kind} engine cannot load weights")
-            was_paused = self.control.paused
-            self.control.pause()
-            await self.control.announce(ControlKind.PAUSE)
-            try:
-                await self.control.drain()
-                await self.engine.update_weights(path, str(version))
-                self.control.weight_version = str(version)
-                await self.control.announce(ControlKind.WEIGHTS, str(version))
-            except Exception as exc:
-                raise _AdminError(500, "engine_error", f"weight update failed: {exc}") from exc
-            finally:
-                if not was_paused:
-                    self.control.resume()
-                    await self.control.announce(ControlKind.RESUME)
+        adapter = _opt_str(body, "adapter")
+        if path is None:
+            if adapter is not None:
+                raise _AdminError(400, "invalid_request", "'adapter' needs the adapter's 'path'")
+            await self.fleet.stamp(version)
+            return _json(self._status())
+        load = self._loader(version, path, adapter)
+        try:
+            await self.fleet.update_weights(version, path, load, adapter)
+        except Exception as exc:
+            raise _AdminError(500, "engine_error", f"weight update failed: {exc}") from exc
         return _json(self._status())
+
+    def _loader(
+        self, version: str, path: str, adapter: str | None
+    ) -> Callable[[], Awaitable[None]]:
+        """What loads the weights (or the LoRA adapter) at ``path`` into the engine."""
+        engine = self.engine
+        kind = engine.info().kind
+        if adapter is not None:
+            if adapter == "":
+                raise _AdminError(400, "invalid_request", "'adapter' must name the adapter")
+            if not isinstance(engine, AdapterEngine):
+                raise _AdminError(
+                    400, "invalid_request", f"the {kind} engine cannot load LoRA adapters"
+                )
+            return functools.partial(engine.load_adapter, adapter, path, version)
+        if not isinstance(engine, UpdatableEngine):
+            raise _AdminError(400, "invalid_request", f"the {kind} engine cannot load weights")
+        return functools.partial(engine.update_weights, path, version)
 
     async def status(self, request: Request) -> Response:
         info = self.engine.info()

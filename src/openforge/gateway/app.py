@@ -39,6 +39,7 @@ from openforge.gateway.asgi import read_body, send_full
 from openforge.gateway.call import ServedDialect
 from openforge.gateway.connections import generic_error
 from openforge.gateway.control import Control
+from openforge.gateway.fleet import Fleet
 from openforge.gateway.limits import Limits
 from openforge.gateway.prompting import Prompting
 from openforge.gateway.roles import Keys, RoleEngine
@@ -218,6 +219,8 @@ class GatewayApps:
     control: Control
     # Every role's service (the policy's and, when configured, the judge's and user's).
     services: dict[CallRole, CallService] = field(default_factory=dict)
+    # Its part in the state every gateway on the store shares (started before serving).
+    fleet: Fleet | None = None
 
 
 def _role_services(
@@ -251,6 +254,7 @@ def build_apps(
     """The model and admin apps over ``engine`` and ``store``; ``roles``: the engines
     that answer judge and simulated-user keys (see :mod:`openforge.gateway.roles`)."""
     control = Control(store, weight_version=engine.info().weight_version)
+    fleet = Fleet(control, store, engine)
     prompting = Prompting(config.model, config.tool_format, config.reasoning_format)
     service = CallService(engine, store, control, prompting, limits=config.limits)
     services = {
@@ -267,6 +271,7 @@ def build_apps(
         config.finish_drain_s,
         config.limits,
         roles={r: s.engine for r, s in services.items() if r is not CallRole.POLICY},
+        fleet=fleet,
     )
     models = _models_body(Path(engine.info().model).name or engine.info().model)
 
@@ -313,4 +318,5 @@ def build_apps(
         service=service,
         control=control,
         services=services,
+        fleet=fleet,
     )

@@ -85,6 +85,10 @@ class Call:
     request: RequestColumns | None = None
     # The record's request-side fields, made once (the body with images is re-serialised).
     request_fields: dict[str, Any] | None = None
+    # The weight version when the call was admitted, and the control's count of version
+    # changes then (a call that ran across a change is marked on its record).
+    weight_version: str | None = None
+    version_changes: int = 0
 
 
 # The service's stages that answering from an engine needs: the answer's response

@@ -4,14 +4,14 @@ in-flight accounting, per-rollout call counters and the anonymous rollout.
 Pausing closes a gate that new calls wait on (they are held, never refused) while calls
 already past the gate finish; :meth:`Control.drain` waits for those. A weight update is
 pause → drain → load → stamp → resume, so every call is stamped with the version whose
-weights produced it.
+weights produced it; with several gateways on one store every one of them pauses and
+drains (gateway/fleet.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,15 +19,13 @@ from openforge.dialects.prefix import BodyMemo
 from openforge.gateway import cyclic_gc
 from openforge.gateway.heap import release_free_memory
 from openforge.gateway.records import ConversationJson
-from openforge.store.base import Store, StoreError
-from openforge.store.schemas import CallRole, ControlEvent, ControlKind, Rollout
+from openforge.store.base import Store
+from openforge.store.schemas import CallRole, Rollout
 
 if TYPE_CHECKING:
     from openforge.rendering.history import RolloutHistory
 
 __all__ = ["Control", "RolloutSeq", "RolloutState"]
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -105,6 +103,9 @@ class Control:
     def __init__(self, store: Store, weight_version: str = "0") -> None:
         self.store = store
         self.weight_version = weight_version
+        # Counts changes of the version: a call that saw another count when it was
+        # admitted ran across a change, and is marked so (gateway/recording.py).
+        self.version_changes = 0
         self._open = asyncio.Event()
         self._open.set()
         self._idle = asyncio.Event()
@@ -148,6 +149,12 @@ class Control:
         if cyclic_gc.reclaim_due(self.in_flight):
             # After this call's answer has gone out, not in its way.
             asyncio.get_running_loop().call_soon(cyclic_gc.reclaim)
+
+    def set_version(self, version: str) -> None:
+        """Stamp calls recorded from now on with ``version``."""
+        if version != self.weight_version:
+            self.weight_version = version
+            self.version_changes += 1
 
     @property
     def weights_lock(self) -> asyncio.Lock:
@@ -201,28 +208,6 @@ class Control:
                     other.restore = True
             counter.next_seq = max(counter.next_seq, seq + 1)
         return seq
-
-    async def announce(self, kind: ControlKind, weight_version: str | None = None) -> None:
-        """Tell the other gateways on the store (replicas) about a pause, resume or weight
-        version this one just applied; a failure is logged, the local change stands."""
-        try:
-            await self.store.publish(ControlEvent(kind, weight_version))
-        except StoreError as exc:
-            _log.warning("could not tell the other replicas about %s: %s", kind, exc)
-
-    async def follow(self) -> None:
-        """Apply the other replicas' announcements as they arrive (for the gateway's life).
-
-        Their pause holds this replica's new calls too, but does not wait for its calls in
-        flight: a weight update through another replica relies on the engine's own pause.
-        """
-        async for event in self.store.control_events():
-            if event.kind is ControlKind.PAUSE:
-                self.pause()
-            elif event.kind is ControlKind.RESUME:
-                self.resume()
-            elif event.weight_version is not None:
-                self.weight_version = event.weight_version
 
     def forget(self, rollout_id: str) -> None:
         """Drop a finished rollout's in-memory state (its rendering history)."""

@@ -90,7 +90,7 @@ class Recorder:
             request_model=conv.model if conv is not None else "",
             engine=self.engine_kind,
             served_model=self.served_model,
-            weight_version=self.control.weight_version,
+            weight_version=self._version(call),
             fork=call.fork,
             render_info=call.render_info,
             completion=self.prompting.completion_json(completion) if completion else {},
@@ -108,6 +108,16 @@ class Recorder:
             _log.error("rollout %s call %d: not recorded: %r", record.rollout_id, call.seq, exc)
             return False
         return True
+
+    def _version(self, call: Call) -> str:
+        """The version the call was admitted under; a call that ran across a change of
+        version is marked with the one at its end (``weight_version_at_end``)."""
+        control = self.control
+        if call.weight_version is None:  # not admitted (refused before the gate)
+            return control.weight_version
+        if call.version_changes != control.version_changes:
+            call.render_info["weight_version_at_end"] = control.weight_version
+        return call.weight_version
 
     async def fail(
         self, call: Call, err: ApiError, writer: StreamWriter | None, send: Send

@@ -157,7 +157,6 @@ class Gateway:
         self._task: asyncio.Task[None] | None = None
         # The admin listener runs on a thread of its own (gateway/admin_thread.py).
         self._admin: AdminThread | None = None
-        self._follow: asyncio.Task[None] | None = None
         self._gc_installed = False
 
     @classmethod
@@ -178,8 +177,9 @@ class Gateway:
 
     async def start(self) -> Gateway:
         """Start serving; returns once the socket accepts requests."""
-        # Pause, resume and weight versions announced by other replicas on the store.
-        self._follow = asyncio.create_task(self.apps.control.follow())
+        # The pause and weight version every gateway on the store shares, before serving.
+        assert self.apps.fleet is not None
+        await self.apps.fleet.start()
         self._task = task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
         while not self._server.started:
             if task.done():
@@ -211,11 +211,8 @@ class Gateway:
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
-        if self._follow is not None:
-            self._follow.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._follow
-            self._follow = None
+        if self.apps.fleet is not None:
+            await self.apps.fleet.stop()
         self._sock.close()
         self._admin_sock.close()
         for service in self.apps.services.values():

@@ -129,6 +129,8 @@ class CallService:
         gated = self.role is CallRole.POLICY
         if gated:
             await self.control.admit()
+        call.weight_version = self.control.weight_version
+        call.version_changes = self.control.version_changes
         # Counted for the rollout's drain once past the pause gate: a call held there is
         # refused below if its rollout was finished meanwhile, and need not be waited for.
         state.enter()

@@ -6,7 +6,7 @@ SQLite (:mod:`openforge.store.sqlite`) is the embedded default; PostgreSQL
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
@@ -15,17 +15,22 @@ from openforge.store.schemas import (
     Blob,
     CallRecord,
     CallRole,
-    ControlEvent,
     Flag,
     Rollout,
     RolloutSelection,
     RolloutStatus,
 )
+from openforge.store.shared import SharedState
 
 __all__ = ["RolloutConflict", "RolloutNotFound", "Store", "StoreError"]
 
 
 class Store(Protocol):
+    @property
+    def shared(self) -> SharedState:
+        """The pause and weights every gateway on this store shares (store/shared.py)."""
+        ...
+
     async def create_rollout(
         self,
         task_id: str | None = None,
@@ -122,18 +127,6 @@ class Store(Protocol):
         selection: RolloutSelection | None = None,
     ) -> list[Rollout]:
         """Rollouts filtered by status, group and ``selection``, oldest first."""
-        ...
-
-    async def publish(self, event: ControlEvent) -> None:
-        """Tell every other process on this store about an admin change (pause, resume,
-        weight version). A SQLite store has one process: nothing to tell."""
-        ...
-
-    def control_events(self) -> AsyncIterator[ControlEvent]:
-        """What other processes on this store published, as it arrives (never one's own).
-
-        Runs until cancelled; a SQLite store's never yields.
-        """
         ...
 
     async def put_blobs(self, blobs: Sequence[Blob]) -> None:

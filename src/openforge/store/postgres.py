@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
@@ -50,6 +48,7 @@ from openforge.store.core import (
 )
 from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
+from openforge.store.pgshared import PgShared
 from openforge.store.rows import (
     BASE_HOPS,
     CALL_COLUMNS,
@@ -69,8 +68,6 @@ from openforge.store.schemas import (
     Blob,
     CallRecord,
     CallRole,
-    ControlEvent,
-    ControlKind,
     Flag,
     Rollout,
     RolloutSelection,
@@ -81,7 +78,6 @@ __all__ = ["PG_SCHEMA_VERSION", "PostgresStore"]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-_CHANNEL = "openforge_control"
 Conn = psycopg.AsyncConnection[Any]
 _MAX_GROUP = 512  # writes per transaction; bounds a group's latency under a burst
 _TERMINAL_SQL = "(" + ",".join(f"'{s}'" for s in sorted(str(t) for t in TERMINAL)) + ")"
@@ -130,7 +126,8 @@ class PostgresStore:
         self._running: set[str] = set()  # rollouts known past "created"
         self._codec = CallCodec()  # bases: each rollout's last call made here
         self._closed = False
-        self._origin = secrets.token_hex(8)  # tells this process's notifications apart
+        # The pause and weights every gateway on the database shares (store/pgshared.py).
+        self.shared = PgShared(url, self.name, self._read, lambda: self._closed)
 
     # -- plumbing --------------------------------------------------------------
 
@@ -494,45 +491,6 @@ class PostgresStore:
         rollout = await self.get_rollout(rollout_id)  # raises RolloutNotFound
         raise RolloutConflict(f"rollout {rollout_id} is finished ({rollout.status})")
 
-    # -- admin changes across replicas -------------------------------------------
-
-    async def publish(self, event: ControlEvent) -> None:
-        """``NOTIFY`` every other process on the database (delivered to its listeners)."""
-        payload = orjson.dumps(
-            {
-                "origin": self._origin,
-                "kind": str(event.kind),
-                "weight_version": event.weight_version,
-            }
-        ).decode()
-        await self._read("SELECT pg_notify(%s, %s)", (_CHANNEL, payload))
-
-    async def control_events(self) -> AsyncIterator[ControlEvent]:
-        """Other processes' events, from a ``LISTEN`` connection of its own.
-
-        A lost connection is reopened (after a second); what was published meanwhile is
-        missed, so a replica that must not miss a change rereads it through its admin API.
-        """
-        while not self._closed:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-            except psycopg.Error as exc:
-                _log.warning("store %s: cannot listen for admin changes: %s", self.name, exc)
-                await asyncio.sleep(1.0)
-                continue
-            try:
-                await conn.execute(f"LISTEN {_CHANNEL}")
-                async for note in conn.notifies():
-                    event = _event(note.payload, self._origin)
-                    if event is not None:
-                        yield event
-            except psycopg.Error as exc:
-                if not self._closed:
-                    _log.warning("store %s: admin changes: %s; listening again", self.name, exc)
-                    await asyncio.sleep(1.0)
-            finally:
-                await conn.close()
-
     def _note_running(self, rollout_id: str) -> None:
         if len(self._running) > 100_000:  # a bound, not an eviction policy: re-marking is free
             self._running.clear()
@@ -550,19 +508,6 @@ class PostgresStore:
             await self._writer_conn.close()
         if self._pool is not None:
             await self._pool.close()
-
-
-def _event(payload: str, own: str) -> ControlEvent | None:
-    """The event in a notification, or None for one's own or an unreadable one."""
-    try:
-        body = orjson.loads(payload)
-        if body.get("origin") == own:
-            return None
-        version = body.get("weight_version")
-        return ControlEvent(ControlKind(body["kind"]), None if version is None else str(version))
-    except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError):
-        _log.warning("ignored an unreadable admin change: %r", payload[:200])
-        return None
 
 
 async def _configure_reader(conn: Conn) -> None:

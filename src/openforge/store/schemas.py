@@ -84,18 +84,24 @@ class CallRole(enum.StrEnum):
 SERVING_ROLES = (CallRole.JUDGE, CallRole.USER)
 
 
-class ControlKind(enum.StrEnum):
-    PAUSE = "pause"  # hold new calls at the gate
-    RESUME = "resume"  # let them through
-    WEIGHTS = "weights"  # stamp calls with a new weight version from now on
-
-
 @dataclass(frozen=True, slots=True)
-class ControlEvent:
-    """An admin change that every gateway sharing a store applies (see ``Store.publish``)."""
+class ControlState:
+    """The admin state every gateway sharing a store applies (``Store.shared``): whether
+    new calls are held, and which weights calls are stamped with.
 
-    kind: ControlKind
+    ``weight_version`` None: no version was set through the store, each gateway stamps its
+    engine's own. ``weights_path``: the checkpoint (or, with ``adapter``, the LoRA adapter
+    directory served under that name) the version was loaded from; a gateway whose engine
+    runs in its own process loads it too. ``epoch`` grows with every change; each gateway
+    acknowledges the epochs it has applied (drained, loaded), which is what a weight
+    update through any one of them waits for.
+    """
+
+    epoch: int = 0
+    paused: bool = False
     weight_version: str | None = None
+    weights_path: str | None = None
+    adapter: str | None = None
 
 
 class FlagSeverity(enum.StrEnum):

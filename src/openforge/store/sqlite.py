@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,12 +65,12 @@ from openforge.store.schemas import (
     Blob,
     CallRecord,
     CallRole,
-    ControlEvent,
     Flag,
     Rollout,
     RolloutSelection,
     RolloutStatus,
 )
+from openforge.store.shared import LocalShared
 from openforge.store.writer import GroupWriter
 
 __all__ = ["SCHEMA_VERSION", "SchemaMismatch", "SqliteStore"]
@@ -220,7 +220,8 @@ class SqliteStore:
         self._codec = CallCodec()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-read")
         self._closed = False
-        self._closing = asyncio.Event()
+        # One process: the pause and weights it shares with no one are kept in memory.
+        self.shared = LocalShared()
         # A call's row commits on the event loop when the writer is idle and no other call
         # is in flight (store/writer.py): a WAL append under NORMAL; under FULL each commit
         # fsyncs, so that stays queued. Calls in flight are those prepared and not yet
@@ -522,15 +523,6 @@ class SqliteStore:
         self._next_seq[rollout_id] = seq + 1
         return seq
 
-    async def publish(self, event: ControlEvent) -> None:
-        """Nothing to tell: a SQLite store has one process."""
-
-    async def control_events(self) -> AsyncIterator[ControlEvent]:
-        """Never yields (one process); returns when the store closes."""
-        await self._closing.wait()
-        return
-        yield  # an async generator that ends without an item
-
     # -- blobs -----------------------------------------------------------------
 
     async def put_blobs(self, blobs: Sequence[Blob]) -> None:
@@ -573,7 +565,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
-        self._closing.set()
+        await self.shared.close()
         await asyncio.to_thread(self._writer.close)
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
