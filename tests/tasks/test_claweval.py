@@ -212,6 +212,7 @@ async def test_multi_turn_talks_with_the_simulated_user_and_is_judged(tmp_path: 
 async def test_a_failing_simulated_user_is_infra_error_at_once(tmp_path: Path) -> None:
     """The suite's UserAgent retries every failure for minutes and then ends the talk as if
     the user were satisfied; OpenForge stops at the first failed request: infra_error."""
+    from openforge.harnesses.claw import ClawHarness
     from openforge.tasks.grading import VerifierError
     from openforge.tasks.judge import Judge
 
@@ -221,7 +222,7 @@ async def test_a_failing_simulated_user_is_infra_error_at_once(tmp_path: Path) -
                                {"role": "assistant", "content": "What do you earn?"}]}  # fmt: skip
     nowhere = Judge("http://127.0.0.1:9/v1", "key", "user")  # nothing listens on port 9
     with pytest.raises(VerifierError) as err:
-        await task.simulated_user.reply(transcript, nowhere)
+        await task.simulated_user.reply(ClawHarness.decode(transcript), nowhere)
     assert "exited with status 4" in str(err.value)
     assert "simulated user's model failed" in err.value.output
 

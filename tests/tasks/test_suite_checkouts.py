@@ -21,11 +21,13 @@ import httpx
 import pytest
 
 from openforge.environments.services import AUDIT_FILE, DISPATCH_LOG, TaskServices
+from openforge.harnesses.claw import ClawHarness
 from openforge.sandboxes import SandboxBackend, create_backend
 from openforge.sandboxes.base import SandboxSpec
 from openforge.store.location import open_store
 from openforge.suites import load_tasks
 from openforge.suites.claweval.grader import ClawEvalUser
+from openforge.tasks.grading import GradeInput
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 
@@ -97,7 +99,8 @@ async def _ours(
             got = await box.get([AUDIT_FILE, DISPATCH_LOG])
             audits = json.loads(got[AUDIT_FILE])
             dispatches = [json.loads(x) for x in got.get(DISPATCH_LOG, b"").splitlines()]
-        score = (await task.grader.grade(box, "/workspace", transcript, judge)).reward
+        given = GradeInput(box, "/workspace", ClawHarness.decode(transcript), judge)
+        score = (await task.grader.grade(given)).reward
         return score, audits, dispatches
     finally:
         await box.close()
@@ -515,7 +518,7 @@ async def test_claweval_multi_turn_user_and_grader_agree(
             judge = Judge(keys["judge"]["openai_base_url"], keys["judge"]["key"], "judge")
             asked = "请问您的具体情况是怎样的？"
             first = _multi_turn(task.instruction, asked, None, "")
-            reply = await task.simulated_user.reply(first, user)
+            reply = await task.simulated_user.reply(ClawHarness.decode(first), user)
             assert reply == "[user_agent]\n" + USER_REPLY
             (call,) = await gw.store.calls(minted["rollout_id"])
             said = json.dumps(call.conversation, ensure_ascii=False)

@@ -13,8 +13,13 @@ from typing import Any
 import orjson
 import pytest
 
+from openforge.harnesses.browser import BrowserAgentHarness
+from openforge.harnesses.browser_use import BrowserUseHarness
+from openforge.harnesses.claw import ClawHarness
+from openforge.harnesses.openclaw import OpenClawHarness
 from openforge.store.schemas import Flag, FlagSeverity
 from openforge.suites import load_tasks
+from openforge.tasks.transcript import Transcript
 from openforge.traces import export
 from openforge.traces.monitor import CallContent, RuleError, call_events, load_rules, scan
 from openforge.traces.samples import FlagPolicy, TraceOptions, plan_rollout
@@ -34,7 +39,7 @@ def _text(text: str, seq: int = 0) -> CallContent:
     return CallContent(seq, "policy", {"messages": []}, {"text": text, "tool_calls": []})
 
 
-def _rules(calls: list[CallContent], transcript: dict[str, Any] | None = None) -> list[str]:
+def _rules(calls: list[CallContent], transcript: Transcript | None = None) -> list[str]:
     return sorted(f.rule for f in scan(RULES, calls, transcript))
 
 
@@ -215,7 +220,7 @@ def test_transcripts_of_every_form_are_read() -> None:
         ]
     }
     # The user's instruction names the verifier: it is the task's text, not the policy's.
-    assert [(f.rule, f.where) for f in scan(RULES, [], claw)] == [
+    assert [(f.rule, f.where) for f in scan(RULES, [], ClawHarness.decode(claw))] == [
         ("git-other-commits", "transcript turn 1")
     ]
     openclaw = {
@@ -234,7 +239,7 @@ def test_transcripts_of_every_form_are_read() -> None:
             ]
         }
     }  # fmt: skip
-    assert _rules([], openclaw) == ["verifier-files"]
+    assert _rules([], OpenClawHarness.decode(openclaw)) == ["verifier-files"]
     browser_agent = {
         "outcome": "done",
         "steps": [
@@ -244,9 +249,8 @@ def test_transcripts_of_every_form_are_read() -> None:
              "result": {}},
         ],
     }  # fmt: skip
-    assert [(f.rule, f.where) for f in scan(RULES, [], browser_agent)] == [
-        ("gui-script-url", "transcript step 1")
-    ]
+    found = scan(RULES, [], BrowserAgentHarness.decode(browser_agent))
+    assert [(f.rule, f.where) for f in found] == [("gui-script-url", "transcript step 1")]
     browser_use = {
         "history": {
             "history": [
@@ -257,8 +261,9 @@ def test_transcripts_of_every_form_are_read() -> None:
             ]
         }
     }
-    assert _rules([], browser_use) == ["gui-script-eval"]
-    assert scan(RULES, [], None) == [] and scan(RULES, [], {"unparsed": "x"}) == []
+    assert _rules([], BrowserUseHarness.decode(browser_use)) == ["gui-script-eval"]
+    unparsed = ClawHarness.decode({"unparsed": "x"})
+    assert scan(RULES, [], None) == [] and scan(RULES, [], unparsed) == []
 
 
 def test_calls_give_tool_results_once_and_skip_the_graders_calls() -> None:

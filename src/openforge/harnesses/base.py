@@ -12,10 +12,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer, TaskTool
+from openforge.tasks.transcript import Transcript
 
 __all__ = [
     "ConfinedToGui",
-    "ExplainsFailure",
     "ExposesTaskTools",
     "Harness",
     "HarnessError",
@@ -71,17 +71,14 @@ class Harness(Protocol):
         """The non-interactive invocation for ``instruction``."""
         ...
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
-        """The harness's own transcript, or None if it wrote none."""
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
+        """The harness's own transcript read from ``sandbox`` and decoded (:meth:`decode`),
+        or None if it wrote none."""
         ...
 
-
-@runtime_checkable
-class ExplainsFailure(Protocol):
-    """Optional: an adapter that can say why its harness failed, from its own transcript."""
-
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The harness's own error message (e.g. the API error it got), or None."""
+    def decode(self, raw: Any) -> Transcript:
+        """What :meth:`collect` read (kept as ``raw``), decoded: turns, the harness's own
+        error when it stopped on one (the API error it got), its session files. Pure."""
         ...
 
 

@@ -22,6 +22,7 @@ from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["BrowserUseHarness"]
 
@@ -111,6 +112,24 @@ class BrowserUseHarness:
         )
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """Browser-Use's own run history, or None if it wrote none."""
-        return await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "history")
+        raw = await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "history")
+        return None if raw is None else self.decode(raw)
+
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """No chat turns (its history is browser actions, kept in ``raw``); the final
+        answer of its ``done`` action."""
+        return Transcript("browser-use", answer=_done_text(raw), raw=raw)
+
+
+def _done_text(raw: Any) -> str | None:
+    """Browser-Use's final ``done`` text: the last step's result marked ``is_done``."""
+    history = raw.get("history") if isinstance(raw, dict) else None
+    if not isinstance(history, list) or not history:
+        return None
+    for res in (history[-1] or {}).get("result") or []:
+        if isinstance(res, dict) and res.get("is_done"):
+            return str(res.get("extracted_content") or "")
+    return None

@@ -23,6 +23,13 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import Dialect, Launch
+from openforge.harnesses.decoding import (
+    arguments_of,
+    main_session,
+    sessions_of,
+    text_of,
+    trimmed,
+)
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
@@ -38,6 +45,7 @@ from openforge.harnesses.portable import Recipe, loader_script
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
+from openforge.tasks.transcript import ToolUse, Transcript, Turn
 
 __all__ = ["DEFAULT_TOOLS", "ClaudeCodeHarness"]
 
@@ -160,7 +168,7 @@ class ClaudeCodeHarness:
             }
         )
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """The stream-JSON events and the session files, or None if neither exists."""
         got = await read_with_sessions(
             sandbox, f"{self.home}/{_STREAM}", f"{self.home}/.claude/projects"
@@ -171,18 +179,76 @@ class ClaudeCodeHarness:
         result = next(
             (e for e in reversed(events) if isinstance(e, dict) and e.get("type") == "result"), None
         )
-        return {"events": events, "result": result, "sessions": got[1]}
+        return self.decode({"events": events, "result": result, "sessions": got[1]})
 
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The error text of the final ``result`` event (e.g. "Prompt is too long …")."""
-        result = (transcript or {}).get("result")
-        if not isinstance(result, dict) or not result.get("is_error"):
-            return None
-        why = result.get("terminal_reason") or result.get("subtype")
-        status = result.get("api_error_status")
-        head = ", ".join(str(x) for x in (why, status and f"HTTP {status}") if x)
-        return f"{head}: {str(result.get('result', ''))[:2000]}" if head else None
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """The main session's Anthropic content blocks as turns, the error of the final
+        ``result`` event, and every session file as written."""
+        sessions = sessions_of(raw)
+        result = raw.get("result") if isinstance(raw, dict) else None
+        turns = _session_turns(main_session(sessions))
+        return Transcript(
+            "claude-code", turns, error=_result_error(result), sessions=sessions, raw=raw
+        )
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``CLAUDE.md``, Claude Code's project instructions."""
         await sandbox.put({"CLAUDE.md": tools_markdown(tools).encode()})
+
+
+def _result_error(result: Any) -> str | None:
+    """The error text of the final ``result`` event (e.g. "Prompt is too long …")."""
+    if not isinstance(result, dict) or not result.get("is_error"):
+        return None
+    why = result.get("terminal_reason") or result.get("subtype")
+    status = result.get("api_error_status")
+    head = ", ".join(str(x) for x in (why, status and f"HTTP {status}") if x)
+    return f"{head}: {trimmed(result.get('result', ''))}" if head else None
+
+
+def _session_turns(events: Sequence[Any]) -> tuple[Turn, ...]:
+    """Claude Code session events (``type`` user/assistant with Anthropic content blocks)."""
+    out: list[Turn] = []
+    names: dict[str, str] = {}
+    for e in events:
+        msg = (
+            e.get("message")
+            if isinstance(e, dict) and e.get("type") in ("user", "assistant")
+            else None
+        )
+        if not isinstance(msg, dict):
+            continue
+        content = msg.get("content")
+        blocks = (
+            content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
+        )
+        if msg.get("role") == "assistant":
+            uses = []
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    use = ToolUse(
+                        str(b.get("id", "")), str(b.get("name", "")), arguments_of(b.get("input"))
+                    )
+                    names[use.id] = use.name
+                    uses.append(use)
+            text = "\n".join(
+                b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+            )
+            out.append(Turn("assistant", text, tuple(uses)))
+            continue
+        for b in blocks:
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                cid = str(b.get("tool_use_id", ""))
+                out.append(
+                    Turn(
+                        "tool",
+                        text_of(b.get("content")),
+                        tool_use_id=cid,
+                        tool_name=names.get(cid, ""),
+                        is_error=bool(b.get("is_error")),
+                    )
+                )
+            elif isinstance(b, dict) and b.get("type") == "text":
+                out.append(Turn("user", str(b.get("text", ""))))
+    return tuple(out)

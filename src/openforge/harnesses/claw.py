@@ -17,17 +17,18 @@ from typing import Any
 
 from openforge.guest import claw_agent
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
+from openforge.harnesses.decoding import chat_turns, transcribed_error
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
     env_script,
     read_json,
     tools_markdown,
-    transcribed_error,
 )
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["ClawHarness"]
 
@@ -109,13 +110,16 @@ class ClawHarness:
         )
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": message})
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """The agent's transcript (outcome, error, messages), or None if it wrote none."""
-        return await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "transcript")
+        raw = await read_json(sandbox, f"{self.home}/{_TRANSCRIPT}", "transcript")
+        return None if raw is None else self.decode(raw)
 
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The model API error the agent transcribed, if it stopped on one."""
-        return transcribed_error(transcript)
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """Its OpenAI Chat messages as turns; the model API error it stopped on, if any."""
+        messages = raw.get("messages") if isinstance(raw, dict) else None
+        return Transcript("claw", chat_turns(messages), error=transcribed_error(raw), raw=raw)
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """The server's tools as the agent's own, each call going through the bridge."""

@@ -23,9 +23,17 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from openforge.harnesses.base import Dialect, Launch
+from openforge.harnesses.decoding import (
+    arguments_of,
+    main_session,
+    sessions_of,
+    text_of,
+    trimmed,
+)
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
@@ -40,6 +48,7 @@ from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.model import McpServer
+from openforge.tasks.transcript import ToolUse, Transcript, Turn
 
 __all__ = ["CodexHarness", "codex_config", "mcp_server_table"]
 
@@ -160,23 +169,23 @@ class CodexHarness:
         ]  # fmt: skip
         return wrapped_launch(self.home, _ENV_FILE, argv, capture=_EVENTS)
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """The ``--json`` events and the session files, or None if neither exists."""
         got = await read_with_sessions(
             sandbox, f"{self.home}/{_EVENTS}", f"{self.codex_home}/sessions"
         )
         if got is None:
             return None
-        return {"events": parse_jsonl(got[0]), "sessions": got[1]}
+        return self.decode({"events": parse_jsonl(got[0]), "sessions": got[1]})
 
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The message of the last ``turn.failed`` or ``error`` event."""
-        for event in reversed((transcript or {}).get("events", [])):
-            if isinstance(event, dict) and event.get("type") in ("turn.failed", "error"):
-                err = event.get("error") if event.get("type") == "turn.failed" else event
-                if isinstance(err, dict) and err.get("message"):
-                    return str(err["message"])[:2000]
-        return None
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """The main session's Responses items as turns, the message of the last
+        ``turn.failed`` or ``error`` event, and every session file as written."""
+        sessions = sessions_of(raw)
+        events = raw.get("events") if isinstance(raw, dict) else None
+        turns = _session_turns(main_session(sessions))
+        return Transcript("codex", turns, error=_event_error(events), sessions=sessions, raw=raw)
 
     def portable(self) -> Recipe:
         """The npm package's static musl build (``codex``, its ``rg``), run as codex.js
@@ -201,3 +210,52 @@ class CodexHarness:
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Describe task tools in ``AGENTS.md``, which Codex reads as project instructions."""
         await sandbox.put({"AGENTS.md": tools_markdown(tools).encode()})
+
+
+def _event_error(events: Any) -> str | None:
+    """The message of the last ``turn.failed`` or ``error`` event."""
+    for event in reversed(events if isinstance(events, list) else []):
+        if isinstance(event, dict) and event.get("type") in ("turn.failed", "error"):
+            err = event.get("error") if event.get("type") == "turn.failed" else event
+            if isinstance(err, dict) and err.get("message"):
+                return trimmed(err["message"])
+    return None
+
+
+def _session_turns(events: Sequence[Any]) -> tuple[Turn, ...]:
+    """Codex session events (``response_item`` payloads: message, function_call, …_output);
+    a function call joins the assistant turn before it."""
+    out: list[Turn] = []
+    names: dict[str, str] = {}
+    for e in events:
+        item = (
+            e.get("payload") if isinstance(e, dict) and e.get("type") == "response_item" else None
+        )
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message" and item.get("role") in ("user", "assistant"):
+            out.append(Turn(item["role"], text_of(item.get("content"))))
+        elif kind == "function_call":
+            use = ToolUse(
+                str(item.get("call_id", "")),
+                str(item.get("name", "")),
+                arguments_of(item.get("arguments")),
+            )
+            names[use.id] = use.name
+            if out and out[-1].role == "assistant":
+                out[-1] = replace(out[-1], tool_uses=(*out[-1].tool_uses, use))
+            else:
+                out.append(Turn("assistant", "", (use,)))
+        elif kind == "function_call_output":
+            cid = str(item.get("call_id", ""))
+            output = item.get("output")
+            out.append(
+                Turn(
+                    "tool",
+                    output if isinstance(output, str) else text_of(output),
+                    tool_use_id=cid,
+                    tool_name=names.get(cid, ""),
+                )
+            )
+    return tuple(out)

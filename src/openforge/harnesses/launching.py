@@ -32,7 +32,6 @@ __all__ = [
     "read_json",
     "read_with_sessions",
     "tools_markdown",
-    "transcribed_error",
     "wrapped_launch",
 ]
 
@@ -164,10 +163,3 @@ async def read_json(sandbox: Sandbox, path: str, key: str) -> dict[str, Any] | N
     except orjson.JSONDecodeError:
         return {"unparsed": got[path].decode(errors="replace")}
     return data if isinstance(data, dict) else {key: data}
-
-
-def transcribed_error(transcript: dict[str, Any] | None) -> str | None:
-    """The error a built-in agent wrote in its transcript when it stopped on one (trimmed)."""
-    if transcript and transcript.get("error"):
-        return str(transcript["error"])[:2000]
-    return None

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from openforge.harnesses.base import Dialect, HarnessError, Launch
+from openforge.harnesses.decoding import chat_turns, trimmed
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
@@ -36,6 +37,7 @@ from openforge.harnesses.launching import tools_markdown as _tools_markdown
 from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["MiniSweAgentHarness", "mini_config"]
 
@@ -186,20 +188,29 @@ class MiniSweAgentHarness:
             },
         )  # fmt: skip
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """The trajectory file (``info``, ``messages``), or None if it wrote none."""
-        return await read_json(sandbox, f"{self.home}/{_TRAJECTORY}", "trajectory")
+        raw = await read_json(sandbox, f"{self.home}/{_TRAJECTORY}", "trajectory")
+        return None if raw is None else self.decode(raw)
 
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The exception the agent stopped on (e.g. LiteLLM's ContextWindowExceededError)."""
-        info = (transcript or {}).get("info") or {}
-        messages = (transcript or {}).get("messages") or []
-        last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
-        if last.get("role") == "exit" and info.get("exit_status") not in (None, "", "Submitted"):
-            text = str(last.get("content") or "")
-            return f"{info['exit_status']}: {text}"[:2000] if text else str(info["exit_status"])
-        return None
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """Its OpenAI Chat messages as turns; the exception it stopped on, if any."""
+        messages = raw.get("messages") if isinstance(raw, dict) else None
+        return Transcript("mini-swe-agent", chat_turns(messages), error=_exit_error(raw), raw=raw)
 
     async def add_tools(self, sandbox: Sandbox, tools: Sequence[TaskTool]) -> None:
         """Task tools, appended to the task text at launch (mini reads no AGENTS.md)."""
         await sandbox.put({f"{self.home}/{_TOOLS_FILE}": _tools_markdown(tools).encode()})
+
+
+def _exit_error(raw: Any) -> str | None:
+    """The exception the agent stopped on (e.g. LiteLLM's ContextWindowExceededError)."""
+    raw = raw if isinstance(raw, dict) else {}
+    info = raw.get("info") or {}
+    messages = raw.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    if last.get("role") == "exit" and info.get("exit_status") not in (None, "", "Submitted"):
+        text = str(last.get("content") or "")
+        return trimmed(f"{info['exit_status']}: {text}") if text else str(info["exit_status"])
+    return None

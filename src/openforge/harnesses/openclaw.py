@@ -17,6 +17,13 @@ from typing import Any
 import orjson
 
 from openforge.harnesses.base import Dialect, Launch
+from openforge.harnesses.decoding import (
+    arguments_of,
+    main_session,
+    sessions_of,
+    text_of,
+    trimmed,
+)
 from openforge.harnesses.launching import (
     ENV_DIR,
     TaskTool,
@@ -31,6 +38,7 @@ from openforge.harnesses.portable import HARNESS_DIR, Recipe
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME, SANDBOX_WORKDIR
 from openforge.tasks.model import McpServer
+from openforge.tasks.transcript import ToolUse, Transcript, Turn
 
 __all__ = ["OpenClawHarness", "openclaw_config"]
 
@@ -137,7 +145,7 @@ class OpenClawHarness:
         ]  # fmt: skip
         return wrapped_launch(self.home, _ENV_FILE, argv, capture=_OUT)
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """Its ``--json`` output and the session files under ``$HOME/.openclaw``."""
         got = await read_with_sessions(sandbox, f"{self.home}/{_OUT}", f"{self.home}/.openclaw")
         if got is None:
@@ -149,7 +157,18 @@ class OpenClawHarness:
             output = raw.decode(errors="replace")
         if not sessions:
             sessions = await self._sqlite_sessions(sandbox)
-        return {"output": output, "sessions": sessions}
+        return self.decode({"output": output, "sessions": sessions})
+
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """The main session's events as turns, the error of its ``--json`` result, and
+        every session file as written."""
+        sessions = sessions_of(raw)
+        output = raw.get("output") if isinstance(raw, dict) else None
+        turns = _session_turns(main_session(sessions))
+        return Transcript(
+            "openclaw", turns, error=_output_error(output), sessions=sessions, raw=raw
+        )
 
     async def _sqlite_sessions(self, sandbox: Sandbox) -> dict[str, list[Any]]:
         """The session events OpenClaw stored in SQLite, keyed ``<db path>#<session id>``."""
@@ -163,19 +182,6 @@ class OpenClawHarness:
             row = orjson.loads(line)
             out.setdefault(row["file"], []).append(row["event"])
         return out
-
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The error payload of its ``--json`` result ("Context overflow: …", "Unknown model")."""
-        output = (transcript or {}).get("output")
-        if not isinstance(output, dict):
-            return None
-        error = output.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:2000]
-        for payload in output.get("payloads") or []:
-            if isinstance(payload, dict) and payload.get("isError") and payload.get("text"):
-                return str(payload["text"])[:2000]
-        return None
 
     def portable(self) -> Recipe:
         """Node 24 (retargeted at the bundled libraries) and the OpenClaw package tree;
@@ -209,3 +215,48 @@ class OpenClawHarness:
         """Task tools as a workspace skill, the way OpenClaw loads skills."""
         head = "---\nname: task-tools\ndescription: Commands this task provides.\n---\n\n"
         await sandbox.put({"skills/task-tools/SKILL.md": (head + tools_markdown(tools)).encode()})
+
+
+def _output_error(output: Any) -> str | None:
+    """The error payload of its ``--json`` result ("Context overflow: …", "Unknown model")."""
+    if not isinstance(output, dict):
+        return None
+    error = output.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return trimmed(error["message"])
+    for payload in output.get("payloads") or []:
+        if isinstance(payload, dict) and payload.get("isError") and payload.get("text"):
+            return trimmed(payload["text"])
+    return None
+
+
+def _session_turns(events: Sequence[Any]) -> tuple[Turn, ...]:
+    """OpenClaw session events (``type: message``; roles user, assistant, toolResult)."""
+    out: list[Turn] = []
+    for e in events:
+        msg = e.get("message") if isinstance(e, dict) and e.get("type") == "message" else None
+        if not isinstance(msg, dict):
+            continue
+        role, content = msg.get("role"), msg.get("content")
+        if role == "user":
+            out.append(Turn("user", text_of(content)))
+        elif role == "assistant":
+            uses = tuple(
+                ToolUse(
+                    str(p.get("id", "")), str(p.get("name", "")), arguments_of(p.get("arguments"))
+                )
+                for p in content or []
+                if isinstance(p, dict) and p.get("type") == "toolCall"
+            )
+            out.append(Turn("assistant", text_of(content), uses))
+        elif role == "toolResult":
+            out.append(
+                Turn(
+                    "tool",
+                    text_of(content),
+                    tool_use_id=str(msg.get("toolCallId", "")),
+                    tool_name=str(msg.get("toolName", "")),
+                    is_error=bool(msg.get("isError")),
+                )
+            )
+    return tuple(out)

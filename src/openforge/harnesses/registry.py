@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from openforge.harnesses.base import Harness, HarnessError
+from openforge.tasks.transcript import Transcript
 
 __all__ = [
-    "HARNESSES", "get_harness", "harness_factory", "harness_names", "register_harness",
-    "required_options",
+    "HARNESSES", "decode_transcript", "get_harness", "harness_factory", "harness_names",
+    "register_harness", "required_options",
 ]  # fmt: skip
 
 HarnessFactory = Callable[..., Harness]
@@ -64,6 +65,17 @@ def _parameters(factory: HarnessFactory) -> list[inspect.Parameter] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return [p for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+
+
+def decode_transcript(name: str, raw: Any) -> Transcript:
+    """A transcript harness ``name`` wrote (as a run directory keeps it) decoded by its
+    adapter, without configuring one; :class:`HarnessError` when no adapter can."""
+    decode = getattr(harness_factory(name), "decode", None)
+    if not callable(decode):
+        raise HarnessError(f"harness {name!r} cannot decode a transcript without an instance")
+    transcript = decode(raw)
+    assert isinstance(transcript, Transcript)
+    return transcript
 
 
 def required_options(name: str) -> list[str]:

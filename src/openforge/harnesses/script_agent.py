@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
-from openforge.harnesses.launching import ENV_DIR, env_script, read_json, transcribed_error
+from openforge.harnesses.decoding import transcribed_error
+from openforge.harnesses.launching import ENV_DIR, env_script, read_json
 from openforge.sandboxes.base import Sandbox
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["ScriptAgent"]
 
@@ -89,10 +91,13 @@ class ScriptAgent:
         )
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """The agent's transcript (outcome, error, steps), or None if it wrote none."""
-        return await read_json(sandbox, self._transcript, "transcript")
+        raw = await read_json(sandbox, self._transcript, "transcript")
+        return None if raw is None else self.decode(raw)
 
-    def failure_reason(self, transcript: dict[str, Any] | None, log: bytes) -> str | None:
-        """The model API or environment error the agent transcribed, if it stopped on one."""
-        return transcribed_error(transcript)
+    @classmethod
+    def decode(cls, raw: Any) -> Transcript:
+        """No chat turns (its ``steps`` are GUI actions, kept in ``raw``); the model API or
+        environment error it stopped on, if any."""
+        return Transcript(cls.name, error=transcribed_error(raw), raw=raw)

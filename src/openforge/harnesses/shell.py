@@ -18,6 +18,7 @@ from typing import Any, Literal
 from openforge.harnesses.base import HarnessError, Launch
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["ShellHarness", "harness_env"]
 
@@ -68,6 +69,11 @@ class ShellHarness:
         script = f'. "{self.home}/{_ENV_FILE_REL}"\n{self.shell_command}'
         return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
 
-    async def collect(self, sandbox: Sandbox) -> dict[str, Any] | None:
+    async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """A shell command keeps no transcript."""
         return None
+
+    @staticmethod
+    def decode(raw: Any) -> Transcript:
+        """Nothing to decode: a shell command's transcript is only what it was given."""
+        return Transcript("shell", raw=raw)

@@ -113,7 +113,7 @@ def _write(out_dir: Path, res: RolloutResult, att: Attempt) -> None:
     if res.verifier_output:
         (d / "verifier.log").write_text(res.verifier_output)
     if att.transcript is not None:
-        (d / "transcript.json").write_bytes(orjson.dumps(att.transcript, default=str))
+        (d / "transcript.json").write_bytes(orjson.dumps(att.transcript.raw, default=str))
     with (out_dir / "results.jsonl").open("ab") as f:
         f.write(orjson.dumps(dataclasses.asdict(res), default=str) + b"\n")
 

@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 from openforge.environments.base import UNAVAILABLE_STATUS
 from openforge.harnesses.base import (
-    ExplainsFailure,
     ExposesTaskTools,
     Harness,
     HarnessError,
@@ -44,6 +43,7 @@ from openforge.rollouts.cost import usage_from_calls
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.rollouts.host import cores, load1, mark_overload
+from openforge.rollouts.recorded import recorded_transcript
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.episode import (
@@ -56,11 +56,11 @@ from openforge.tasks.episode import (
     run_episode,
     sandbox_spec,
 )
-from openforge.tasks.grading import VerifierError, VerifyResult
+from openforge.tasks.grading import GradeInput, VerifierError, VerifyResult
 from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.oracle import verifier_runs_untouched
-from openforge.tasks.transcripts import recorded_transcript
+from openforge.tasks.transcript import Transcript
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
 __all__ = ["Attempt", "RolloutJob", "run_job"]
@@ -98,7 +98,7 @@ class Attempt:
     """The logs an attempt produced (written to the run dir by the orchestrator)."""
 
     agent_log: bytes = b""
-    transcript: dict[str, Any] | None = None
+    transcript: Transcript | None = None  # the harness's own (its raw form goes to the run dir)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -244,7 +244,7 @@ def role_endpoint(minted: Minted, role: str) -> Judge | None:
     return None if key is None else Judge(key.openai_base_url, key.key, key.model)
 
 
-async def _recorded(job: RolloutJob, minted: Minted) -> dict[str, Any] | None:
+async def _recorded(job: RolloutJob, minted: Minted) -> Transcript | None:
     """The rollout's transcript from the gateway's record of its calls, never from the
     harness's files in the sandbox (which the agent can rewrite)."""
     return recorded_transcript(await job.gateway.calls(minted.rollout_id, content=True))
@@ -263,7 +263,8 @@ def _suite_grade(
         with contextlib.suppress(*_INFRA):
             out.transcript = await job.harness.collect(box)  # kept with the run's logs
         transcript = await _recorded(job, minted)
-        return await grader.grade(box, workdir, transcript, role_endpoint(minted, "judge"))
+        judge = role_endpoint(minted, "judge")
+        return await grader.grade(GradeInput(box, workdir, transcript, judge))
 
     return grade
 
@@ -332,9 +333,8 @@ async def _attempt(
         if out.transcript is None:  # a suite's grader has collected it already
             with contextlib.suppress(*_INFRA):
                 out.transcript = await job.harness.collect(box)
-        if status == "agent_error" and isinstance(job.harness, ExplainsFailure):
-            reason = job.harness.failure_reason(out.transcript, out.agent_log)
-            error = f"{error}: {reason}" if reason else error
+        if status == "agent_error" and out.transcript is not None and out.transcript.error:
+            error = f"{error}: {out.transcript.error}"
         result.status, result.agent_exit_code, result.error = status, code, error
         result.reward, result.details = episode.reward, episode.details
         result.verifier_output = episode.output or None
@@ -377,7 +377,7 @@ async def _finish(job: RolloutJob, rollout_id: str, result: RolloutResult) -> bo
 
 
 async def _read_back(
-    job: RolloutJob, rollout_id: str, result: RolloutResult, transcript: dict[str, Any] | None
+    job: RolloutJob, rollout_id: str, result: RolloutResult, transcript: Transcript | None
 ) -> None:
     """Once the attempt is finished (its calls all in): add its engine tokens by role to
     ``result.usage`` (what the run cost), and run the reward-hack monitor over its calls

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.judge import Judge
+from openforge.tasks.transcript import Transcript
 
-__all__ = ["SimulatedUser", "SuiteGrader", "VerifierError", "VerifyResult"]
+__all__ = ["GradeInput", "SimulatedUser", "SuiteGrader", "VerifierError", "VerifyResult"]
 
 
 class VerifierError(Exception):
@@ -50,6 +51,18 @@ class VerifyResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class GradeInput:
+    """What a suite's grader is given once the agent stops: the sandbox it left, its workdir
+    there, the rollout's transcript (as the gateway recorded the calls; None when there were
+    none) and the run's LLM judge (None when the run has none)."""
+
+    sandbox: Sandbox
+    workdir: str
+    transcript: Transcript | None
+    judge: Judge | None = None
+
+
 class SuiteGrader(Protocol):
     """A published suite's own grader, run on the host after the agent stops.
 
@@ -57,19 +70,13 @@ class SuiteGrader(Protocol):
     QwenClawBench copies the workspace out and grades the copy), and they grade the
     transcript as well as the files, so they cannot be a ``verify_command``. A grader that
     cannot run raises :class:`VerifierError` (an ``infra_error``).
-    ``judge`` is the LLM judge the run provides (a judge-role key on the gateway, see
+    ``given.judge`` is the LLM judge the run provides (a judge-role key on the gateway, see
     :mod:`openforge.tasks.judge`), None when it has none; a grader that needs one falls back
     to :func:`openforge.tasks.judge.resolve_judge` and fails (never scores) without.
     """
 
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
-        """Grade what the agent left in ``sandbox`` and its harness ``transcript``."""
+    async def grade(self, given: GradeInput) -> VerifyResult:
+        """Grade what the agent left in ``given.sandbox`` and its ``given.transcript``."""
         ...
 
 
@@ -89,6 +96,6 @@ class SimulatedUser(Protocol):
         """How many replies the user gives at most."""
         ...
 
-    async def reply(self, transcript: dict[str, Any] | None, endpoint: Judge | None) -> str | None:
+    async def reply(self, transcript: Transcript | None, endpoint: Judge | None) -> str | None:
         """The user's next message as the agent receives it, or None when satisfied."""
         ...

@@ -9,14 +9,16 @@ rollout with role ``judge`` and never becomes training data, and a judge engine 
 answers with an error, so the grading fails (the rollout's ``infra_error``), never a score.
 
 A grader receives the judge through :meth:`openforge.tasks.grading.SuiteGrader.grade`
-(``judge=``), never by reading the environment itself. ``OPENFORGE_JUDGE_BASE_URL``,
+(``GradeInput.judge``), never by reading the environment itself. ``OPENFORGE_JUDGE_BASE_URL``,
 ``OPENFORGE_JUDGE_API_KEY`` and ``OPENFORGE_JUDGE_MODEL`` (:func:`judge_from_env`) remain a
 fallback for graders run outside a gateway (``openforge tasks check``, a gateway without a
 judge engine); :func:`resolve_judge` applies it. The simulated user of a multi-turn task is
 reached through an endpoint of the same shape (a user-role key).
 
 This module is the stable home of the type: graders of other suites (ClawEval,
-QwenClawBench, WebVoyager, Online-Mind2Web) build on it.
+QwenClawBench, WebVoyager, Online-Mind2Web) build on it. :func:`ask` asks a judge one
+conversation in the host process, through the Chat Completions client side of
+:mod:`openforge.dialects.openai_chat`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["Judge", "judge_from_env", "resolve_judge"]
+import httpx
+import orjson
+
+from openforge.conversation import Conversation
+from openforge.dialects.client import AnswerError
+from openforge.dialects.openai_chat.client import ChatClient
+
+__all__ = ["Judge", "JudgeFailed", "ask", "judge_from_env", "resolve_judge"]
+
+
+class JudgeFailed(Exception):
+    """The judge could not be asked or gave no readable answer; ``output`` holds what it
+    answered (a grader's :class:`~openforge.tasks.grading.VerifierError`, never a score)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +73,25 @@ def judge_from_env() -> Judge | None:
 def resolve_judge(given: Judge | None) -> Judge | None:
     """The run's judge when it gave one, else the external fallback from the environment."""
     return given if given is not None else judge_from_env()
+
+
+async def ask(judge: Judge, conversation: Conversation, timeout_s: float) -> str:
+    """The text of ``judge``'s answer to ``conversation`` (one request, no retry: a judge
+    engine that fails is the grading's failure); :class:`JudgeFailed` when it cannot be had."""
+    client = ChatClient()
+    wire = client.request(conversation, judge.model, judge.api_key)
+    url = judge.base_url.rstrip("/") + wire.path
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as http:
+            resp = await http.post(url, content=wire.body, headers=dict(wire.headers))
+    except httpx.HTTPError as exc:
+        raise JudgeFailed(f"the judge at {judge.base_url} failed: {exc!r}") from exc
+    if resp.status_code != 200:
+        raise JudgeFailed(f"the judge answered HTTP {resp.status_code}", resp.text[:4000])
+    try:
+        data = orjson.loads(resp.content)
+        if not isinstance(data, dict):
+            raise AnswerError(f"the answer is not a JSON object: {resp.text[:300]}")
+        return client.parse(data, judge.model).text
+    except (orjson.JSONDecodeError, AnswerError, LookupError, TypeError, AttributeError) as exc:
+        raise JudgeFailed(f"the judge's answer has no message: {exc!r}", resp.text) from exc

@@ -4,7 +4,8 @@ The orchestrator flags each rollout as it finishes; this reruns the rules (new o
 user's file, a fixed false positive) over every finished rollout of an existing store and
 replaces each rollout's flags with what they find now. The harness transcripts are not in
 the store: they are in the orchestrator's run directories (``results.jsonl`` names each
-rollout, ``rollouts/<task>/<sample>/transcript.json`` holds its transcript), which
+rollout, ``rollouts/<task>/<sample>/transcript.json`` holds its transcript as the harness
+wrote it, ``run.json`` names the harness whose adapter decodes it), which
 :func:`run_transcripts` finds. A rollout whose transcript is not at hand keeps the flags an
 earlier run found in its transcript, for rules still in force.
 """
@@ -15,15 +16,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 
+from openforge.harnesses.base import HarnessError
+from openforge.harnesses.registry import decode_transcript
 from openforge.store.base import Store
 from openforge.store.schemas import TERMINAL, Flag, Rollout
+from openforge.tasks.transcript import Transcript
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
-__all__ = ["FlagReport", "flag_store", "run_transcripts"]
+__all__ = ["FlagReport", "RunTranscript", "flag_store", "run_transcripts"]
 
 _TRANSCRIPT_PLACE = "transcript "  # how a flag found in a transcript names its place
 
@@ -39,12 +42,31 @@ class FlagReport:
     flagged: list[tuple[str, str | None, list[str]]] = field(default_factory=list)
 
 
-def run_transcripts(run_dirs: Iterable[Path]) -> dict[str, Path]:
+@dataclass(frozen=True, slots=True)
+class RunTranscript:
+    """A rollout's transcript file in a run directory and the harness that wrote it."""
+
+    path: Path
+    harness: str
+
+
+def _harness(run_dir: Path) -> str:
+    """The harness a run directory's ``run.json`` names ("" when it names none)."""
+    try:
+        meta = orjson.loads((run_dir / "run.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+    name = meta.get("harness") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def run_transcripts(run_dirs: Iterable[Path]) -> dict[str, RunTranscript]:
     """Rollout id → its transcript file, from every orchestrator run directory under
     ``run_dirs`` (a training run's ``rollouts/`` holds one per step)."""
-    out: dict[str, Path] = {}
+    out: dict[str, RunTranscript] = {}
     for root in run_dirs:
         for results in sorted(Path(root).rglob("results.jsonl")):
+            harness = _harness(results.parent)
             for line in results.read_bytes().splitlines():
                 try:
                     res = orjson.loads(line)
@@ -55,18 +77,19 @@ def run_transcripts(run_dirs: Iterable[Path]) -> dict[str, Path]:
                     continue
                 path = results.parent / "rollouts" / task / str(sample) / "transcript.json"
                 if path.is_file():
-                    out[rid] = path
+                    out[rid] = RunTranscript(path, harness)
     return out
 
 
-def _transcript(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
+def _transcript(found: RunTranscript | None) -> Transcript | None:
+    """The transcript decoded by its harness's adapter; None when it cannot be read."""
+    if found is None:
         return None
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        data = orjson.loads(found.path.read_bytes())
+        return decode_transcript(found.harness, data) if isinstance(data, dict) else None
+    except (OSError, orjson.JSONDecodeError, HarnessError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _kept(rollout: Rollout, rules: RuleSet) -> list[Flag]:
@@ -76,7 +99,7 @@ def _kept(rollout: Rollout, rules: RuleSet) -> list[Flag]:
 
 
 async def flag_store(
-    store: Store, rules: RuleSet, transcripts: Mapping[str, Path], write: bool = True
+    store: Store, rules: RuleSet, transcripts: Mapping[str, RunTranscript], write: bool = True
 ) -> FlagReport:
     """Run ``rules`` over every finished rollout of ``store`` (with its transcript where
     ``transcripts`` has one) and, with ``write``, replace the flags that changed."""

@@ -7,9 +7,10 @@ reads two records of a rollout:
 
 * its recorded calls (the store): each policy call's answer (its tool calls, its text) and
   the tool results its prompt carried back;
-* the harness's own transcript (``Harness.collect``): its tool calls, text and results, in
-  whichever form the harness writes (:func:`openforge.tasks.transcripts.turns`, the
-  built-in agents' ``steps``, Browser-Use's ``history``).
+* the harness's own transcript (``Harness.collect``): its tool calls, text and results, as
+  its adapter decoded them (:class:`~openforge.tasks.transcript.Transcript`), or, for the
+  GUI agents, in the form they write (the built-in agents' ``steps``, Browser-Use's
+  ``history``).
 
 Both are turned into :class:`Event` s and every :class:`Rule` is tried on every event; a
 rule that matches gives the rollout one :class:`~openforge.store.schemas.Flag` (the first
@@ -33,7 +34,7 @@ from typing import Any
 import orjson
 
 from openforge.store.schemas import CallRecord, CallRole, Flag, FlagSeverity
-from openforge.tasks.transcripts import turns
+from openforge.tasks.transcript import Transcript
 
 __all__ = [
     "DEFAULT_RULES",
@@ -396,13 +397,13 @@ def _history_events(history: Sequence[Any]) -> list[Event]:
     return out
 
 
-def transcript_events(transcript: Mapping[str, Any] | None) -> list[Event]:
+def transcript_events(transcript: Transcript | None) -> list[Event]:
     """The harness transcript's tool calls, text and tool results as events (none for a
     harness that wrote none, or in a form not read here)."""
-    if not transcript:
+    if transcript is None:
         return []
     out: list[Event] = []
-    for i, turn in enumerate(turns(dict(transcript))):
+    for i, turn in enumerate(transcript.turns):
         where = f"transcript turn {i}"
         if turn.role == "assistant":
             if turn.text.strip():
@@ -411,11 +412,12 @@ def transcript_events(transcript: Mapping[str, Any] | None) -> list[Event]:
                 out.append(Event(EventKind.TOOL_CALL, where, use.name, _arguments(use.arguments)))
         elif turn.role == "tool":
             out.append(Event(EventKind.TOOL_RESULT, where, turn.tool_name, text=turn.text))
-    if out:
+    raw = transcript.raw
+    if out or not isinstance(raw, Mapping):
         return out
-    if isinstance(transcript.get("steps"), list):
-        return _step_events(transcript["steps"])
-    history = transcript.get("history")
+    if isinstance(raw.get("steps"), list):
+        return _step_events(raw["steps"])
+    history = raw.get("history")
     if isinstance(history, dict):  # the history file itself, kept under its own key
         history = history.get("history")
     if isinstance(history, list):
@@ -426,7 +428,7 @@ def transcript_events(transcript: Mapping[str, Any] | None) -> list[Event]:
 def scan(
     rules: RuleSet,
     calls: Iterable[CallContent] = (),
-    transcript: Mapping[str, Any] | None = None,
+    transcript: Transcript | None = None,
 ) -> list[Flag]:
     """One flag per rule that matches any event of the calls or the transcript (the calls
     first), most severe first."""

@@ -33,11 +33,16 @@ from openforge.environments.services import (
 )
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.fspaths import PathEscape
-from openforge.suites.claweval.trace import build_trace, file_entry, made_by_the_model
+from openforge.suites.claweval.trace import (
+    build_trace,
+    claweval_messages,
+    file_entry,
+    made_by_the_model,
+)
 from openforge.suites.grading import run_suite_code
-from openforge.tasks.grading import VerifierError, VerifyResult
+from openforge.tasks.grading import GradeInput, VerifierError, VerifyResult
 from openforge.tasks.judge import Judge, resolve_judge
-from openforge.tasks.transcripts import claweval_messages, turns
+from openforge.tasks.transcript import Transcript
 
 __all__ = ["ClawEvalGrader", "ClawEvalService", "ClawEvalSpec", "ClawEvalUser"]
 
@@ -172,27 +177,21 @@ class ClawEvalGrader:
         audits = _json_object(signed or b"{}")
         return dispatches, audits
 
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
+    async def grade(self, given: GradeInput) -> VerifyResult:
         """Put grader-only files in, snapshot, rebuild the trace, run the task's grader."""
-        spec = self.spec
+        spec, sandbox, workdir = self.spec, given.sandbox, given.workdir
         root = workdir.rstrip("/")
         files = {f"{root}/{rel}": p.read_bytes() for rel, p in spec.grader_files.items()}
         if files:  # whatever the agent left at those paths (a link out, a directory) goes
             await sandbox.exec(["rm", "-rf", "--", *files], timeout=60)
             await sandbox.put(files)
-        messages = claweval_messages(turns(transcript))
+        messages = claweval_messages(given.transcript.turns if given.transcript else ())
         ran = any(m["role"] == "assistant" for m in messages)
         dispatches, audits = await self._bridge_log(sandbox, ran)
         snapshot = await self._snapshot(sandbox, workdir)
         dispatches = made_by_the_model(messages, dispatches)
         events = build_trace(spec.task_yaml.parent.name, messages, dispatches, audits)
-        judge = resolve_judge(judge)
+        judge = resolve_judge(given.judge)
         with tempfile.TemporaryDirectory(prefix="openforge-claweval-") as tmp:
             trace = Path(tmp) / "trace.jsonl"
             trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
@@ -231,7 +230,7 @@ class ClawEvalUser:
     max_rounds: int
     timeout_s: float = 600.0
 
-    async def reply(self, transcript: dict[str, Any] | None, endpoint: Judge | None) -> str | None:
+    async def reply(self, transcript: Transcript | None, endpoint: Judge | None) -> str | None:
         """The user's next message, or None when it said ``[DONE]``."""
         if endpoint is None:
             raise VerifierError(
@@ -241,7 +240,7 @@ class ClawEvalUser:
         payload = {
             "mode": "user",
             "persona": self.persona,
-            "messages": claweval_messages(turns(transcript)),
+            "messages": claweval_messages(transcript.turns if transcript else ()),
             "user": endpoint.as_json(),
         }
         result, log = await run_suite_code(

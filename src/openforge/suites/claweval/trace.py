@@ -10,9 +10,34 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["build_trace", "file_entry", "made_by_the_model"]
+from openforge.tasks.transcript import Turn
+
+__all__ = ["build_trace", "claweval_messages", "file_entry", "made_by_the_model"]
+
+
+def claweval_messages(items: Sequence[Turn]) -> list[dict[str, Any]]:
+    """The turns as ClawEval ``Message`` objects (tool results ride in user messages)."""
+    out: list[dict[str, Any]] = []
+    for t in items:
+        if t.role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": t.tool_use_id,
+                "content": [{"type": "text", "text": t.text}],
+                "is_error": t.is_error,
+            }
+            out.append({"role": "user", "content": [block]})
+            continue
+        content: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
+        content += [
+            {"type": "tool_use", "id": u.id, "name": u.name, "input": u.arguments}
+            for u in t.tool_uses
+        ]
+        out.append({"role": t.role, "content": content})
+    return out
 
 
 def file_entry(data: bytes) -> dict[str, Any]:

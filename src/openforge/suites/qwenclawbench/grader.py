@@ -14,17 +14,17 @@ at the first failed judge request instead, so a judge engine failure is ``infra_
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforge.sandboxes.base import Sandbox
 from openforge.suites.grading import run_suite_code, snapshot_workspace
-from openforge.tasks.grading import VerifierError, VerifyResult
-from openforge.tasks.judge import Judge, resolve_judge
-from openforge.tasks.transcripts import openclaw_events, turns
+from openforge.tasks.grading import GradeInput, VerifierError, VerifyResult
+from openforge.tasks.judge import resolve_judge
+from openforge.tasks.transcript import Transcript, Turn
 
-__all__ = ["QwenClawBenchGrader", "session_transcript"]
+__all__ = ["QwenClawBenchGrader", "openclaw_events", "session_transcript"]
 
 _DRIVER = Path(__file__).with_name("grade_child.py")
 
@@ -39,15 +39,9 @@ class QwenClawBenchGrader:
     grading_type: str
     timeout_s: float = 900.0
 
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
+    async def grade(self, given: GradeInput) -> VerifyResult:
         """Copy the workspace out and run ``lib_grading`` on it; a crash is a VerifierError."""
-        judge = resolve_judge(judge) if self.grading_type != "automated" else None
+        judge = resolve_judge(given.judge) if self.grading_type != "automated" else None
         if self.grading_type != "automated" and judge is None:
             raise VerifierError(
                 f"{self.task_file.name}: grading_type {self.grading_type} needs an LLM judge; "
@@ -56,13 +50,13 @@ class QwenClawBenchGrader:
             )
         with tempfile.TemporaryDirectory(prefix="openforge-qcb-") as tmp:
             ws = Path(tmp) / "workspace"
-            copied = await snapshot_workspace(sandbox, workdir, ws)
+            copied = await snapshot_workspace(given.sandbox, given.workdir, ws)
             payload = {
                 "checkout": str(self.checkout),
                 "tasks_dir": str(self.tasks_dir),
                 "task_file": str(self.task_file),
                 "workspace": str(ws),
-                "transcript": session_transcript(transcript),
+                "transcript": session_transcript(given.transcript),
                 "judge": judge.as_json() if judge else None,
             }
             result, log = await run_suite_code(
@@ -76,20 +70,43 @@ class QwenClawBenchGrader:
         return VerifyResult(reward=float(score), details=result, output=log)
 
 
-def session_transcript(transcript: dict[str, Any] | None) -> list[dict[str, Any]]:
+def session_transcript(transcript: Transcript | None) -> list[Any]:
     """The transcript as QwenClawBench's runner hands it to graders: OpenClaw's session events.
 
     OpenClaw's own session file is passed as it is; other harnesses' transcripts are
     rebuilt in that format.
     """
-    sessions = (transcript or {}).get("sessions") or {}
-    agent = [
-        events
-        for path, events in sessions.items()
+    if transcript is None:
+        return []
+    agent: list[list[Any]] = [
+        list(events)
+        for path, events in transcript.sessions.items()
         if "/agents/" in path
-        and isinstance(events, list)
         and any(isinstance(e, dict) and e.get("type") == "message" for e in events)
     ]
     if agent:
         return max(agent, key=len)
-    return openclaw_events(turns(transcript))
+    return openclaw_events(transcript.turns)
+
+
+def openclaw_events(items: Sequence[Turn]) -> list[Any]:
+    """The turns as OpenClaw session events, the transcript QwenClawBench's graders read."""
+    out: list[Any] = []
+    for t in items:
+        if t.role == "tool":
+            msg: dict[str, Any] = {
+                "role": "toolResult",
+                "toolCallId": t.tool_use_id,
+                "toolName": t.tool_name,
+                "content": [{"type": "text", "text": t.text}],
+                "isError": t.is_error,
+            }
+        else:
+            content: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
+            content += [
+                {"type": "toolCall", "id": u.id, "name": u.name, "arguments": u.arguments}
+                for u in t.tool_uses
+            ]
+            msg = {"role": t.role, "content": content}
+        out.append({"type": "message", "message": msg})
+    return out

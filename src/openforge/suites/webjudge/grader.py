@@ -16,15 +16,21 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from openforge.conversation import (
+    ContentPart,
+    Conversation,
+    ImagePart,
+    Message,
+    SamplingParams,
+    TextPart,
+)
 from openforge.environments.browser import RESULT_FILE, SHOTS_DIR
 from openforge.sandboxes.base import Sandbox, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME
-from openforge.tasks.grading import VerifierError, VerifyResult
-from openforge.tasks.judge import Judge, resolve_judge
+from openforge.tasks.grading import GradeInput, VerifierError, VerifyResult
+from openforge.tasks.judge import JudgeFailed, ask, resolve_judge
 
-__all__ = ["KEEP_SCREENSHOTS", "WebJudgeGrader", "judge_messages", "parse_verdict"]
+__all__ = ["KEEP_SCREENSHOTS", "WebJudgeGrader", "judge_conversation", "parse_verdict"]
 
 # The last screenshots the environment keeps for the judge.
 KEEP_SCREENSHOTS = 3
@@ -48,20 +54,22 @@ def parse_verdict(text: str) -> float | None:
     return verdict
 
 
-def judge_messages(
+def judge_conversation(
     task: str, actions: list[str], answer: str | None, screenshots: list[bytes]
-) -> list[dict[str, Any]]:
-    """The judge's chat messages: the task, the action history, the answer, the screenshots."""
+) -> Conversation:
+    """What the judge is asked: the task, the action history, the answer, the screenshots;
+    sampled greedily."""
     history = "\n".join(f"{i + 1}. {a}" for i, a in enumerate(actions)) or "(no actions)"
     text = (
         f"Task: {task}\n\nAction history:\n{history}\n\nFinal answer: {answer or '(none)'}\n\n"
         f"The last {len(screenshots)} screenshot(s) follow, oldest first."
     )
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts: list[ContentPart] = [TextPart(text)]
     for png in screenshots:
         url = "data:image/png;base64," + base64.b64encode(png).decode()
-        parts.append({"type": "image_url", "image_url": {"url": url}})
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": parts}]
+        parts.append(ImagePart(url, media_type="image/png", data=png))
+    messages = [Message("system", [TextPart(JUDGE_SYSTEM)]), Message("user", parts)]
+    return Conversation(messages, params=SamplingParams(temperature=0.0))
 
 
 def _action_line(step: dict[str, Any]) -> str:
@@ -69,17 +77,6 @@ def _action_line(step: dict[str, Any]) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in act.items() if k != "action")
     err = f" (error: {step['error']})" if step.get("error") else ""
     return f"{act.get('action', '?')}({args}) on {step.get('url', '')}{err}"
-
-
-def _harness_answer(transcript: dict[str, Any] | None) -> str | None:
-    """Browser-Use's final ``done`` text, when the environment saw no Answer action."""
-    history = (transcript or {}).get("history")
-    if not isinstance(history, list) or not history:
-        return None
-    for res in (history[-1] or {}).get("result") or []:
-        if isinstance(res, dict) and res.get("is_done"):
-            return str(res.get("extracted_content") or "")
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,24 +87,23 @@ class WebJudgeGrader:
     timeout_s: float = 300.0
     home: str = SANDBOX_HOME
 
-    async def grade(
-        self,
-        sandbox: Sandbox,
-        workdir: str,
-        transcript: dict[str, Any] | None,
-        judge: Judge | None = None,
-    ) -> VerifyResult:
+    async def grade(self, given: GradeInput) -> VerifyResult:
         """Read the environment's record and screenshots; one judge call; its verdict."""
-        state, shots = await self._record(sandbox)
-        judge = resolve_judge(judge)
+        state, shots = await self._record(given.sandbox)
+        judge = resolve_judge(given.judge)
         if judge is None:
             raise VerifierError(
                 "this task is graded by an LLM judge; start the gateway with --judge-engine, "
                 "or set OPENFORGE_JUDGE_BASE_URL (and _API_KEY, _MODEL) to an OpenAI-compatible API"
             )
         actions = [_action_line(s) for s in state.get("actions") or []]
-        answer = state.get("answer") or _harness_answer(transcript)
-        text = await self._ask(judge, judge_messages(self.task, actions, answer, shots))
+        # Browser-Use's final ``done`` text, when the environment saw no Answer action.
+        answer = state.get("answer") or (given.transcript.answer if given.transcript else None)
+        conversation = judge_conversation(self.task, actions, answer, shots)
+        try:
+            text = await ask(judge, conversation, self.timeout_s)
+        except JudgeFailed as exc:
+            raise VerifierError(str(exc), exc.output) from exc
         verdict = parse_verdict(text)
         if verdict is None:
             raise VerifierError("the judge gave no 'Status: success|failure' line", text[-4000:])
@@ -134,19 +130,3 @@ class WebJudgeGrader:
         if state.get("error"):
             raise VerifierError(f"browser environment: {state['error']}")
         return state, [pngs[p] for p in paths if p in pngs]
-
-    async def _ask(self, judge: Judge, messages: list[dict[str, Any]]) -> str:
-        body = {"model": judge.model, "messages": messages, "temperature": 0}
-        url = judge.base_url.rstrip("/") + "/chat/completions"
-        headers = {"Authorization": f"Bearer {judge.api_key}"}
-        try:
-            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                resp = await client.post(url, json=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise VerifierError(f"the judge at {judge.base_url} failed: {exc!r}") from exc
-        if resp.status_code != 200:
-            raise VerifierError(f"the judge answered HTTP {resp.status_code}", resp.text[:4000])
-        try:
-            return str(resp.json()["choices"][0]["message"]["content"] or "")
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise VerifierError(f"the judge's answer has no message: {exc!r}", resp.text) from exc
