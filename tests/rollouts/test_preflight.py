@@ -28,8 +28,10 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, 
         proc.wait(timeout=30)
 
 
-def _openforge(*args: str, token: str | None, home: Path) -> tuple[int, str]:
-    env = {**os.environ, "OPENFORGE_HOME": str(home)}  # no token file from elsewhere
+def _openforge(*args: str, token: str | None, home: Path | None) -> tuple[int, str]:
+    env = dict(os.environ)
+    if home is not None:
+        env["OPENFORGE_HOME"] = str(home)  # no token file from elsewhere
     env.pop("OPENFORGE_ADMIN_TOKEN", None)
     if token is not None:
         env["OPENFORGE_ADMIN_TOKEN"] = token
@@ -96,3 +98,27 @@ def test_train_with_a_model_api_as_gateway_url_stops_at_once(
     assert code == 2, text
     assert "gateway_url" in text and "is not a gateway's admin API" in text
     assert "Traceback" not in text
+
+
+def test_gateway_engine_and_store_urls_nobody_serves_stop_at_once(tmp_path: Path) -> None:
+    """``openforge gateway``: an engine server, a judge's server or a PostgreSQL store that
+    cannot be reached stops it before any engine loads, naming the option."""
+    nobody = f"http://127.0.0.1:{free_port()}"
+    base = ["gateway", "--model", "smollm2-135m", "--port", str(free_port())]
+    cases = [
+        (["--engine", "vllm", "--url", nobody, "--store", str(tmp_path / "a.db")],
+         [f"--url {nobody}: nothing answers there", "start the server first"]),
+        (["--engine", "local", "--judge-engine", f"vllm:{nobody}", "--store",
+          str(tmp_path / "b.db")],
+         [f"--judge-engine vllm:{nobody}: {nobody}: nothing answers there"]),
+        (["--engine", "sglang", "--url", "127.0.0.1:30000", "--store", str(tmp_path / "c.db")],
+         ["not an http(s) URL"]),
+        (["--engine", "local", "--store", f"postgresql://nobody@127.0.0.1:{free_port()}/x"],
+         ["--store postgresql://nobody@127.0.0.1:", "cannot connect", "Connection refused"]),
+    ]  # fmt: skip
+    for args, needles in cases:
+        code, text = _openforge(*base, *args, token="t", home=None)
+        assert code == 2, (args, text)
+        for needle in needles:
+            assert needle in text, (needle, text)
+        assert "Traceback" not in text and "Loading weights" not in text

@@ -156,10 +156,16 @@ def gateway(
     ] = 1,
 ) -> None:
     """Serve OpenAI Chat, OpenAI Responses and Anthropic Messages, recording every call."""
-    from openforge.gateway.launch import build_engine, resolve_model_dir, role_engines
+    from openforge.gateway.launch import (
+        build_engine,
+        check_engine_urls,
+        resolve_model_dir,
+        role_engines,
+    )
 
     if engine not in _ENGINES:
         _fail(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
+    check_engine_urls(engine, url or [], judge_engine, user_engine, _fail)
     model_dir = resolve_model_dir(model, _fail)
     _check_formats(tool_format, reasoning_format)
 
@@ -168,6 +174,8 @@ def gateway(
     from openforge.store.base import StoreError
     from openforge.store.location import is_postgres_url, open_store
 
+    if is_postgres_url(store):
+        _check_postgres(store)
     if workers > 1 and not is_postgres_url(store):
         _fail(
             "--workers needs the shared PostgreSQL store (--store postgresql://…): "
@@ -232,6 +240,23 @@ def gateway(
         _fail(f"cannot listen on {host}:{port} / {admin_host}:{admin_port}: {exc}")
         return
     raise typer.Exit(run_workers(workers, shared, serve_one))
+
+
+def _check_postgres(url: str) -> None:
+    """Stop at once, before any engine loads, when the ``--store`` database cannot be
+    reached or refuses the login."""
+    import psycopg
+
+    from openforge.store.pgschema import redact
+
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())
+        _fail(
+            f"--store {redact(url)}: cannot connect ({reason}); start PostgreSQL there, fix "
+            "the URL, or pass a SQLite file (--store calls.sqlite)"
+        )
 
 
 def register(app: typer.Typer) -> None:

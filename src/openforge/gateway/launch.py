@@ -14,8 +14,10 @@ __all__ = [
     "ENGINE_SPEC_HELP",
     "build_engine",
     "build_role_engine",
+    "check_engine_urls",
     "resolve_model_dir",
     "role_engines",
+    "unreachable",
 ]
 
 ENGINE_SPEC_HELP = (
@@ -31,6 +33,47 @@ Fail = Callable[[str], Any]
 def _die(fail: Fail, message: str) -> NoReturn:
     fail(message)
     raise SystemExit(2)  # fail() normally exits; this keeps the type checker honest
+
+
+def unreachable(url: str, timeout_s: float = 0.8) -> str | None:
+    """Why nothing can be asked at ``url`` (not an http(s) URL, no name, nothing listening),
+    found in under a second; None when something accepts a connection there."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not an http(s) URL; pass the server's root, e.g. http://127.0.0.1:8000"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return (
+            f"nothing answers there ({reason}); start the server first, or pass the URL it "
+            "serves on"
+        )
+
+
+def check_engine_urls(
+    engine: str, urls: list[str], judge: str | None, user: str | None, fail: Fail
+) -> None:
+    """Stop at once when an engine server the options name cannot be reached: ``--url``
+    of a vllm, sglang or upstream ``--engine``, and the URLs of ``--judge-engine`` /
+    ``--user-engine`` SPECs (a server lost later is each call's engine error instead)."""
+    checks = [("--url", u) for u in urls] if engine in _REMOTE else []
+    for option, spec in (("--judge-engine", judge), ("--user-engine", user)):
+        kind, _, arg = (spec or "").partition("?")[0].partition(":")
+        if kind in _REMOTE and arg:
+            checks += [(f"{option} {spec}:", u) for u in arg.split(",")]
+    for option, url in checks:
+        problem = unreachable(url)
+        if problem is not None:
+            _die(fail, f"{option} {url}: {problem}")
+
+
+_REMOTE = ("vllm", "sglang", "upstream")
 
 
 def resolve_model_dir(model: str, fail: Fail) -> str:
