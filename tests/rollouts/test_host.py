@@ -3,8 +3,9 @@ concurrency for the machine is warned about."""
 
 from __future__ import annotations
 
+from openforge.progress import concurrency_warning, cores
 from openforge.rollouts.config import RolloutResult
-from openforge.rollouts.host import concurrency_warning, cores, mark_overload
+from openforge.rollouts.host import mark_overload
 
 
 def _timeout(**host: float) -> RolloutResult:

@@ -200,11 +200,11 @@ def _run(args: RunArgs) -> None:
 
     from openforge.harnesses.base import HarnessError
     from openforge.home import read_admin_token
+    from openforge.progress import concurrency_warning, cores
     from openforge.rollouts.config import RolloutConfig
-    from openforge.rollouts.host import concurrency_warning, cores
     from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
     from openforge.rollouts.preflight import GatewayUnusable, check_gateway_sync
-    from openforge.rollouts.progress import LiveCounts, live_display
+    from openforge.rollouts.progress import RolloutCounts, live_display
     from openforge.sandboxes.base import SandboxError
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
@@ -224,7 +224,7 @@ def _run(args: RunArgs) -> None:
         and sample < args.n
         and not (args.retry_infra and r.status == "infra_error")
     )
-    live = LiveCounts(total=len(loaded.tasks) * args.n, skipped=skipped)
+    live = RolloutCounts(total=len(loaded.tasks) * args.n, skipped=skipped)
     warning = concurrency_warning(args.concurrency, cores())
     if warning:
         console.print(f"warning: {warning}", markup=False)

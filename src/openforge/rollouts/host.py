@@ -1,49 +1,19 @@
-"""How loaded the machine running rollouts is: its cores, its load average, the time a
-rollout waited for a concurrency slot and for the engine. A rollout that timed out on an
-overloaded host carries that evidence, so the machine's slowness is told apart from an
-agent that ran long. Its status stays ``timeout``: an agent could load the host itself, and
-must not be able to turn its own failure into a masked ``infra_error``."""
+"""Whether the machine was overloaded while a rollout ran: its load average per core (from
+``openforge.progress``) and the time the rollout waited for the engine. A rollout that timed
+out on an overloaded host carries that evidence, so the machine's slowness is told apart
+from an agent that ran long. Its status stays ``timeout``: an agent could load the host
+itself, and must not be able to turn its own failure into a masked ``infra_error``."""
 
 from __future__ import annotations
 
-import os
-
 from openforge.rollouts.config import RolloutResult
 
-__all__ = ["OVERLOADED_LOAD", "concurrency_warning", "cores", "load1", "mark_overload"]
+__all__ = ["OVERLOADED_LOAD", "mark_overload"]
 
 # Load average per core above which the host counts as overloaded: runnable work waits.
 OVERLOADED_LOAD = 1.5
 # Share of the agent's time spent waiting for the engine above which it counts too.
 _ENGINE_QUEUE_SHARE = 0.25
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def load1() -> float:
-    """The one-minute load average (0.0 where the system does not say)."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return 0.0
-
-
-def concurrency_warning(concurrency: int, n_cores: int, flag: str = "--concurrency") -> str | None:
-    """A warning when ``concurrency`` rollouts at once exceed what ``n_cores`` cores run
-    without making each other slow; None when they fit."""
-    if concurrency <= n_cores:
-        return None
-    return (
-        f"{flag} {concurrency} exceeds this machine's {n_cores} cores: rollouts (and a local "
-        f"engine) share them, run slower and may hit their task timeouts, which score as "
-        f"timeouts; {flag} {n_cores} fits"
-    )
 
 
 def mark_overload(result: RolloutResult) -> None:

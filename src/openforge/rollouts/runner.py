@@ -38,11 +38,12 @@ from openforge.harnesses.base import (
     TakesTurnLimit,
 )
 from openforge.harnesses.portable import install_for
+from openforge.progress import cores, load1
 from openforge.rollouts.config import RolloutResult
 from openforge.rollouts.cost import usage_from_calls
 from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minted
 from openforge.rollouts.gateway_watch import GatewayWatch
-from openforge.rollouts.host import cores, load1, mark_overload
+from openforge.rollouts.host import mark_overload
 from openforge.rollouts.recorded import recorded_transcript
 from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME

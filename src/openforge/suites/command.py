@@ -103,8 +103,7 @@ def check(
     from rich.markup import escape
     from rich.table import Table
 
-    from openforge.rollouts.host import concurrency_warning, cores
-    from openforge.rollouts.progress import LiveCounts, live_display
+    from openforge.progress import LiveCounts, concurrency_warning, cores, live_display
     from openforge.sandboxes import SandboxError, create_backend
     from openforge.suites.loading import warning_lines
     from openforge.tasks.oracle import CheckResult, check_tasks
