@@ -185,6 +185,27 @@ async def test_pause_holds_calls_and_weights_stamp(make_gateway: Any) -> None:
         assert gw.engine.info().weight_version == "7"  # the engine was told to load it
 
 
+async def test_an_adapter_needs_its_path_and_an_engine_that_loads_adapters(
+    make_gateway: Any,
+) -> None:
+    async with make_gateway() as gw, httpx.AsyncClient(headers=gw.admin_headers) as c:
+        bodies = [
+            {"version": "1", "adapter": "policy"},
+            {"version": "1", "path": "/ckpt", "adapter": "policy"},
+            {"version": "1", "path": "/ckpt", "adapter": ""},
+        ]
+        answers = [await c.post(gw.admin_url + "/weights", json=b) for b in bodies]
+        state = (await c.get(gw.admin_url + "/status")).json()
+    assert [a.status_code for a in answers] == [400, 400, 400]
+    messages = [a.json()["error"]["message"] for a in answers]
+    assert messages == [
+        "'adapter' needs the adapter's 'path'",
+        "the scripted engine cannot load LoRA adapters",
+        "'adapter' must name the adapter",
+    ]
+    assert state["paused"] is False and state["weight_version"] == "0"  # nothing changed
+
+
 async def test_admin_token(make_gateway: Any) -> None:
     async with make_gateway(admin_token="s3cret") as gw, httpx.AsyncClient() as c:
         assert (await c.post(gw.admin_url + "/rollouts", json={})).status_code == 401
