@@ -5,6 +5,7 @@ grader on a bundled app standing in for a site, with a scripted judge endpoint."
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -14,7 +15,13 @@ import pytest
 from openforge.environments.browser import BrowserEnvironment
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
 from openforge.suites import load_tasks
-from openforge.suites.webjudge.grader import KEEP_SCREENSHOTS, WebJudgeGrader, parse_verdict
+from openforge.suites.webjudge.grader import (
+    KEEP_SCREENSHOTS,
+    WebJudgeGrader,
+    judge_conversation,
+    parse_verdict,
+)
+from openforge.tasks.judge import Judge, JudgeFailed, ask
 from openforge.tasks.model import Task
 
 from .conftest import ScriptedGateway, admin_headers
@@ -105,6 +112,32 @@ def _judge(scripted_gateway: ScriptedGateway, reply: str) -> tuple[str, str, str
         headers=admin_headers(),
     ).json()
     return admin, minted["base_url"].rstrip("/") + "/v1", minted["key"], minted["rollout_id"]
+
+
+async def test_ask_sends_the_judges_conversation_through_the_chat_client(
+    scripted_gateway: ScriptedGateway,
+) -> None:
+    from PIL import Image
+
+    shot = io.BytesIO()
+    Image.new("RGB", (8, 8), "white").save(shot, "PNG")
+    admin, base, key, rollout = _judge(scripted_gateway, "It is done.\nStatus: success")
+    conversation = judge_conversation(
+        "Find it", ["click(id=3) on /wiki/"], "8443", [shot.getvalue()]
+    )
+    assert await ask(Judge(base, key, "judge"), conversation, 60) == "It is done.\nStatus: success"
+    rec = httpx.get(f"{admin}/admin/rollouts/{rollout}?content=1", headers=admin_headers()).json()
+    (call,) = rec["calls"]
+    # The judge's conversation arrived whole: its system prompt, the task text and the image.
+    said = json.dumps(call["conversation"])
+    assert "expert evaluator of web agents" in said and "click(id=3) on /wiki/" in said
+    assert call["render_info"]["images_omitted"] == 1
+    with pytest.raises(JudgeFailed, match="the judge answered HTTP 4") as refused:
+        await ask(Judge(base.replace(key, "not-a-key"), "not-a-key", "judge"), conversation, 60)
+    assert refused.value.output  # the refusal's body, for the verifier log
+    with pytest.raises(JudgeFailed) as gone:  # nothing listens on the discard port
+        await ask(Judge("http://127.0.0.1:9/v1", "k", "judge"), conversation, 60)
+    assert str(gone.value).startswith("the judge at http://127.0.0.1:9/v1 failed")
 
 
 async def _judged(
