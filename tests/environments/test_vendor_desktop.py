@@ -24,7 +24,7 @@ from openforge.store.sqlite import SqliteStore
 from openforge.suites import load_tasks
 from openforge.tasks import Task
 
-from .test_desktop import EDIT_ID, HOME, _suite
+from .test_desktop import EDIT_ID, HOME, NOTES, _suite
 
 # Runs inside the sandbox with this venv's Python (it has the anthropic SDK). The
 # reference loop's shape: call, run each tool_use on the desktop, answer with the
@@ -72,12 +72,17 @@ print(json.dumps({"ran": ran, "final": reply.content[0].text}))
 
 # Runs inside the sandbox: Responses-style actions straight to the desktop server.
 OPENAI_ACTIONS = r"""
-import json, os, urllib.request
+import json, os, time, urllib.request
 desk = os.environ["OPENFORGE_DESKTOP_URL"]
 def act(body):
     req = urllib.request.Request(desk + "/action", data=json.dumps(body).encode())
     return json.load(urllib.request.urlopen(req))
 out = [act({"action_space": "openai", **a}) for a in json.loads(os.environ["ACTIONS"])]
+# The editor saves in the background: on a loaded machine, wait for it as an agent would.
+for _ in range(100):
+    if os.path.exists(os.environ["NOTES"]) and open(os.environ["NOTES"]).read():
+        break
+    time.sleep(0.2)
 out.append(act({"action_space": "pyautogui", "code": "DONE"}))
 print(json.dumps(out))
 """
@@ -124,7 +129,7 @@ async def test_anthropic_sdk_loop_completes_an_osworld_task(tmp_path: Path) -> N
         _call(action="left_click", coordinate=[640, 400]),
         _call(action="type", text="hello desktop"),
         _call(action="key", text="ctrl+s"),
-        _call(action="wait", duration=1),
+        _call(action="wait", duration=2),
         _call(action="zoom", region=[0, 0, 640, 400]),
         _call(action="cursor_position"),
         {"text": "Saved the file."},
@@ -175,7 +180,7 @@ async def test_openai_actions_run_on_the_desktop(tmp_path: Path) -> None:
     backend = LocalBackend(root=tmp_path / "sandboxes", sandbox_uid="caller")
     try:
         out, reward = await _in_desktop(
-            backend, task, OPENAI_ACTIONS, {"ACTIONS": json.dumps(actions)}, None
+            backend, task, OPENAI_ACTIONS, {"ACTIONS": json.dumps(actions), "NOTES": NOTES}, None
         )
     finally:
         await backend.close()
