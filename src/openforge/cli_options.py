@@ -8,6 +8,7 @@ that still work and print a deprecation warning.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_CONTAINER_ENGINE",
     "DEFAULT_GATEWAY_PORT",
     "BackendOpt",
+    "ClawEvalFixturesOpt",
     "ContainerEngineOpt",
     "ExcludeOpt",
     "HarnessOptionOpt",
@@ -128,3 +130,12 @@ SampleOpt = Annotated[
     typer.Option("--sample", min=1, metavar="N", help="N tasks drawn at random (see --seed)."),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")]
+ClawEvalFixturesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--claweval-fixtures",
+        metavar="DIR",
+        help="ClawEval: the fixtures its GitHub repository leaves out (videos, documents), "
+        "its data release extracted; default $OPENFORGE_CLAWEVAL_FIXTURES.",
+    ),
+]

@@ -11,6 +11,7 @@ import typer
 from openforge.cli_options import (
     DEFAULT_BACKEND,
     BackendOpt,
+    ClawEvalFixturesOpt,
     ExcludeOpt,
     HarnessOptionOpt,
     LimitOpt,
@@ -150,6 +151,7 @@ class RunArgs:
     allow_reachable_evidence: bool = False
     monitor_rules: Path | None = None
     selection: TaskSelection | None = None  # --task/--exclude/--limit/--sample; None: all
+    claweval_fixtures: Path | None = None
 
 
 def _load_for_run(args: RunArgs, console: Console) -> TaskSet:
@@ -175,7 +177,7 @@ def _load_for_run(args: RunArgs, console: Console) -> TaskSet:
     def say(line: str) -> None:
         console.print(line, markup=False)
 
-    loaded = load_for_command(args.tasks, selection, args.split, say)
+    loaded = load_for_command(args.tasks, selection, args.split, say, args.claweval_fixtures)
     if args.reward_key:
         loaded.tasks = [with_reward_key(t, args.reward_key) for t in loaded.tasks]
     asked = [t.id for t in loaded.tasks if t.wants_internet]
@@ -375,6 +377,7 @@ def rollout(
     limit: LimitOpt = None,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
+    claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
     """Run every task × n through a harness in sandboxes, verify, and report rewards."""
     eval_(
@@ -384,7 +387,7 @@ def rollout(
         reward_key=reward_key, monitor_rules=monitor_rules, price_input=price_input,
         price_output=price_output, price_sandbox_hour=price_sandbox_hour,
         allow_reachable_evidence=allow_reachable_evidence, task=task, exclude=exclude,
-        limit=limit, sample=sample, seed=seed,
+        limit=limit, sample=sample, seed=seed, claweval_fixtures=claweval_fixtures,
     )  # fmt: skip
 
 
@@ -417,6 +420,7 @@ def eval_(
     limit: LimitOpt = None,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
+    claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
     """Run every task × n like `openforge rollout`, then report pass@k and pass^k per task
     and overall."""
@@ -429,7 +433,7 @@ def eval_(
             tasks, harness, harness_option, n, concurrency, backend, gateway, out, model, split,
             retries, retry_infra, ks, allow_task_internet, reward_key,
             prices(price_input, price_output, price_sandbox_hour), allow_reachable_evidence,
-            monitor_rules, _selection(task, exclude, limit, sample, seed),
+            monitor_rules, _selection(task, exclude, limit, sample, seed), claweval_fixtures,
         )
     )  # fmt: skip
 

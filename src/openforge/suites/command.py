@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,6 +14,7 @@ from openforge.cli_options import (
     DEFAULT_BACKEND,
     DEFAULT_CONTAINER_ENGINE,
     BackendOpt,
+    ClawEvalFixturesOpt,
     ContainerEngineOpt,
     ExcludeOpt,
     LimitOpt,
@@ -48,14 +51,29 @@ def task_selection(
 
 
 def load_for_command(
-    tasks: str, selection: TaskSelection, split: str | None, say: Callable[[str], None]
+    tasks: str,
+    selection: TaskSelection,
+    split: str | None,
+    say: Callable[[str], None],
+    claweval_fixtures: Path | None = None,
 ) -> TaskSet:
     """The tasks a command runs: loaded, selected, each problem said once through ``say``.
 
-    Without a selection every task that did not load is named; with one, those are counted in
-    a line (the tasks chosen loaded), unless nothing matched, when they may be why. A
-    selection that keeps nothing is a usage error naming its option (exit status 2).
+    Without a selection every task that did not load is named (files a suite's repository
+    leaves out, once for all tasks); with one, those are counted in a line (the tasks chosen
+    loaded), unless nothing matched, when they may be why. A selection that keeps nothing is
+    a usage error naming its option (exit status 2). ``claweval_fixtures`` is the directory
+    ClawEval's left-out fixtures are read from (``--claweval-fixtures``), for this process.
     """
+    from openforge.suites.claweval.loader import FIXTURES_ENV
+    from openforge.suites.loading import error_lines
+
+    if claweval_fixtures is not None:
+        if not claweval_fixtures.is_dir():
+            raise typer.BadParameter(
+                f"{claweval_fixtures} is not a directory", param_hint="'--claweval-fixtures'"
+            )
+        os.environ[FIXTURES_ENV] = str(claweval_fixtures.resolve())
     from openforge.suites.selection import SelectionError, load_selected
 
     try:
@@ -63,12 +81,12 @@ def load_for_command(
     except SelectionError as exc:
         from openforge.suites.loading import load_tasks
 
-        for err in load_tasks(tasks, split).errors:
-            say(f"skipping task {err}")
+        for line in error_lines(load_tasks(tasks, split).errors):
+            say(line)
         raise typer.BadParameter(exc.problem, param_hint=f"'{exc.option}'") from None
     if selection.everything or not loaded.errors:
-        for err in loaded.errors:
-            say(f"skipping task {err}")
+        for line in error_lines(loaded.errors):
+            say(line)
     else:
         say(
             f"{len(loaded.errors)} task(s) under {tasks} did not load; they are named when "
@@ -94,6 +112,7 @@ def check(
     limit: LimitOpt = None,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
+    claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
     """Run each task's reference solution (must score 1) and a no-op (must not); print a table.
 
@@ -110,7 +129,9 @@ def check(
 
     console = Console(soft_wrap=True)
     selection = task_selection(task, exclude, limit, sample, seed)
-    loaded = load_for_command(tasks, selection, None, lambda s: console.print(s, markup=False))
+    loaded = load_for_command(
+        tasks, selection, None, lambda s: console.print(s, markup=False), claweval_fixtures
+    )
     table = Table("task", "oracle", "no-op", "verdict", "reason")
 
     progress = Console(stderr=True, soft_wrap=True)
@@ -171,6 +192,7 @@ def build(
     limit: LimitOpt = None,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
+    claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
     """Build every task's own image (cached by content); print task id and image reference."""
     import shutil
@@ -187,7 +209,9 @@ def build(
         raise typer.Exit(2)
     builder = ImageBuilder(path)
     selection = task_selection(task, exclude, limit, sample, seed)
-    loaded = load_for_command(tasks, selection, None, lambda s: typer.echo(s, err=True))
+    loaded = load_for_command(
+        tasks, selection, None, lambda s: typer.echo(s, err=True), claweval_fixtures
+    )
     for line in warning_lines(loaded.tasks):
         typer.echo(f"warning: {line}", err=True)
 

@@ -12,9 +12,11 @@ from pathlib import Path
 from openforge.suites.catalog import BY_NAME, SUITES
 from openforge.suites.harbor import TERMINAL_BENCH
 from openforge.suites.suite import Checkout, TaskDirs, TaskFiles
-from openforge.tasks.model import Task, TaskError, TaskWarning
+from openforge.tasks.model import MissingFile, Task, TaskError, TaskWarning
 
-__all__ = ["TaskSet", "builtin_suite", "load_task_dir", "load_tasks", "warning_lines"]
+__all__ = [
+    "TaskSet", "builtin_suite", "error_lines", "load_task_dir", "load_tasks", "warning_lines",
+]  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -57,6 +59,29 @@ def warning_lines(tasks: Iterable[Task]) -> list[str]:
         where = f"{fmt}: {first}" if len(files) == 1 else f"{fmt}: {name}"
         many = "" if len(files) == 1 else f" ({len(files)} tasks, e.g. {first})"
         out.append(f"{where}: {key}: {problem}{many}")
+    return out
+
+
+def error_lines(errors: Iterable[TaskError]) -> list[str]:
+    """A line per task that did not load, but files a suite's repository leaves out (each a
+    :class:`MissingFile`) named once: each file with how many tasks need it, and the remedy.
+    """
+    out: list[str] = []
+    missing: dict[str, dict[str, int]] = {}  # remedy -> file -> tasks needing it
+    tasks: dict[str, set[str]] = {}
+    for err in errors:
+        if isinstance(err, MissingFile):
+            files = missing.setdefault(err.remedy, {})
+            for name in err.missing:
+                files[name] = files.get(name, 0) + 1
+            tasks.setdefault(err.remedy, set()).add(err.file)
+        else:
+            out.append(f"skipping task {err}")
+    for remedy, files in missing.items():
+        named = ", ".join(f"{f} ({n} task{'s' * (n > 1)})" for f, n in files.items())
+        out.append(
+            f"skipping {len(tasks[remedy])} task(s) whose files are missing: {named}; {remedy}"
+        )
     return out
 
 

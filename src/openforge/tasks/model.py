@@ -26,6 +26,7 @@ __all__ = [
     "Healthcheck",
     "McpServer",
     "McpTool",
+    "MissingFile",
     "Sidecars",
     "Task",
     "TaskEnvironment",
@@ -56,6 +57,20 @@ class TaskError(Exception):
         self.field = field_name
         self.problem = problem
         super().__init__(f"{self.file}: {field_name}: {problem}")
+
+
+class MissingFile(TaskError):
+    """A file a published task names that its repository leaves out (a video kept elsewhere).
+
+    ``missing`` are the files as the task names them and ``remedy`` how to supply them (the
+    same for every such file of a suite), so a run names them all once, not once per task.
+    """
+
+    def __init__(self, file: Path | str, field_name: str, problem: str,
+                 missing: tuple[str, ...], remedy: str) -> None:  # fmt: skip
+        super().__init__(file, field_name, problem)
+        self.missing = missing
+        self.remedy = remedy
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ class in a child process with the checkout's ``src/`` first on ``PYTHONPATH``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from openforge.suites.claweval.grader import (
 from openforge.tasks.model import (
     McpServer,
     McpTool,
+    MissingFile,
     Task,
     TaskError,
     TaskWarning,
@@ -46,7 +48,17 @@ from openforge.tasks.model import (
 )
 from openforge.tasks.native import ID_RE
 
-__all__ = ["find_claweval", "load_claweval_checkout", "load_claweval_task"]
+__all__ = ["FIXTURES_ENV", "find_claweval", "load_claweval_checkout", "load_claweval_task"]
+
+# A directory holding the fixtures the GitHub repository leaves out (videos, large documents):
+# the benchmark's data release (data/fixtures.tar.gz of huggingface.co/datasets/claw-eval/
+# Claw-Eval) extracted. `--claweval-fixtures DIR` on the CLI sets it.
+FIXTURES_ENV = "OPENFORGE_CLAWEVAL_FIXTURES"
+_REMEDY = (
+    "the GitHub repository leaves these out; extract the benchmark's data release "
+    "(data/fixtures.tar.gz of huggingface.co/datasets/claw-eval/Claw-Eval) and give its "
+    f"directory with --claweval-fixtures DIR (or ${FIXTURES_ENV})"
+)
 
 SPLITS = ("general", "multimodal", "multi_turn")
 # The fields of claw_eval.models.task.TaskDefinition and its parts, as published: what its own
@@ -176,17 +188,45 @@ def _services(file: Path, data: dict[str, Any]) -> tuple[ClawEvalService, ...]:
     return tuple(out)
 
 
+def _released(task_dir: Path, rel: str, file: Path, where: str) -> Path | None:
+    """``rel`` of the task in the fixtures directory (``$OPENFORGE_CLAWEVAL_FIXTURES``), if
+    it holds it: laid out as the repository (``tasks/<task>/fixtures/…``), per task
+    (``<task>/fixtures/…`` or ``<task>/…``) or per fixture directory (``fixtures/<task>/…``)."""
+    given = os.environ.get(FIXTURES_ENV, "")
+    if not given:
+        return None
+    base, task = Path(given), task_dir.name
+    rest = rel.removeprefix("fixtures/")
+    for root, sub in (
+        (base / "tasks" / task, rel), (base / task, rel), (base / task, rest),
+        (base / "fixtures" / task, rest),
+    ):  # fmt: skip
+        if root.is_dir() and (path := inside(root, sub, file, where)).exists():
+            return path
+    return None
+
+
 def _files(
-    root: Path, task_dir: Path, file: Path, key: str, rels: tuple[str, ...]
+    root: Path,
+    task_dir: Path,
+    file: Path,
+    key: str,
+    rels: tuple[str, ...],
+    missing: list[tuple[str, str]],
 ) -> dict[str, Path]:
-    """Task-relative files (or, as ClawEval allows, checkout-relative ``tasks/…`` ones)."""
+    """Task-relative files (or, as ClawEval allows, checkout-relative ``tasks/…`` ones), or
+    from the fixtures directory for those the repository leaves out; each file found nowhere
+    is added to ``missing`` as ``(field, file)``."""
     out: dict[str, Path] = {}
     for i, rel in enumerate(rels):
         path = inside(task_dir, rel, file, f"{key}[{i}]")
         if not path.exists():
             path = inside(root, rel, file, f"{key}[{i}]")
         if not path.exists():
-            raise TaskError(file, f"{key}[{i}]", f"file {rel!r} not found in the task or checkout")
+            path = _released(task_dir, rel, file, f"{key}[{i}]") or path
+        if not path.exists():
+            missing.append((f"{key}[{i}]", rel))
+            continue
         if path.is_dir():
             out.update(
                 {
@@ -326,6 +366,8 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         if user.get("enabled") is True
         else next((t for t in tags if t in SPLITS), "general")
     )
+    missing: list[tuple[str, str]] = []
+    workspace = _files(root, task_dir, file, "sandbox_files", fixtures, missing)
     spec = ClawEvalSpec(
         checkout=root,
         task_dir=task_dir,
@@ -340,6 +382,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
             file,
             "sandbox_grader_files",
             _strings(file, data, "sandbox_grader_files"),
+            missing,
         ),
         snapshot_files=_strings(file, data, "env_snapshot_files"),
         snapshot_commands=_strings(file, data, "env_snapshot_commands"),
@@ -347,6 +390,13 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         local_grader_files=_strings(file, data, "local_grader_files"),
         user_agent=user.get("enabled") is True,
     )
+    if missing:
+        where = " or the fixtures directory" if os.environ.get(FIXTURES_ENV) else ""
+        named = ", ".join(repr(rel) for _, rel in missing)
+        raise MissingFile(
+            file, missing[0][0], f"{named} not found in the task or checkout{where}",
+            missing=tuple(rel for _, rel in missing), remedy=_REMEDY,
+        )  # fmt: skip
     attachments = prompt.get("attachments") or []
     if not isinstance(attachments, list):
         raise TaskError(file, "prompt.attachments", "must be a list")
@@ -363,7 +413,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         tags=tags,
         split=split,
         category=str(data.get("category") or ""),
-        workspace=_files(root, task_dir, file, "sandbox_files", fixtures),
+        workspace=workspace,
         grader=ClawEvalGrader(spec),
         sidecars=services_env,
         mcp=_mcp(services_env) if services_env else None,
