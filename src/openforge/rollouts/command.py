@@ -210,12 +210,14 @@ def _run(args: RunArgs) -> None:
     from openforge.sandboxes.base import SandboxError
 
     console = Console(stderr=True, soft_wrap=True)  # file names in messages must not break
+    # The tasks and the selection first: their mistakes are the user's to fix whatever the
+    # gateway's state, and need no server to find.
+    loaded = _load_for_run(args, console)
     try:
         check_gateway_sync(args.gateway, read_admin_token())
     except GatewayUnusable as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None
-    loaded = _load_for_run(args, console)
     out = args.out
     ids = {t.id for t in loaded.tasks}
     previous = load_results(out) if out.is_dir() else {}
