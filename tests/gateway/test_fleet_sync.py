@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,37 @@ async def test_a_weight_update_through_one_gateway_drains_and_stamps_them_all(
     ]
     marks = [c["render_info"].get("weight_version_at_end") for calls in runs for c in calls]
     assert marks == [None] * 5 + ["2"]
+
+
+@pytest.mark.slow
+async def test_an_update_whose_gateway_died_holds_the_fleet_until_a_resume(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "v1"
+    checkpoint.mkdir()
+    async with _fleet(postgres_url, tmp_path) as start:
+        doomed, survivor = await asyncio.gather(start(), start())
+        rollout = await _admin(survivor, "POST", "rollouts", json={})
+        await _call(survivor, rollout["key"], "one")
+        slow = asyncio.create_task(_call(survivor, rollout["key"], "two"))
+        await _until(survivor, "in_flight", 1)
+        body = {"version": "1", "path": str(checkpoint)}
+        update = asyncio.create_task(_admin(doomed, "POST", "weights", json=body))
+        await _until(survivor, "paused", True)
+        await doomed.stop(signal.SIGKILL)  # while it waits for the survivor's drain
+        with contextlib.suppress(httpx.HTTPError):
+            await update
+        await slow
+        held = asyncio.create_task(_call(survivor, rollout["key"], "three"))
+        # A resume while the dead gateway still counts as alive does not release its
+        # update's hold; once it no longer does (10 s unseen), a resume does.
+        first = await _admin(survivor, "POST", "resume")
+        assert first["paused"] is True and not held.done()
+        for _ in range(100):
+            if not (await _admin(survivor, "POST", "resume"))["paused"]:
+                break
+            await asyncio.sleep(0.3)
+        await held
+        calls = await _calls(survivor, rollout["rollout_id"])
+    assert first["weight_version"] == "0"
+    assert [(c["weight_version"], c["status"]) for c in calls] == [("0", "ok")] * 3

@@ -11,7 +11,12 @@ gateway (:meth:`Fleet.update_weights`) is then:
 2. load into the engine;
 3. set the new version (and where it came from) everywhere, and wait for the
    acknowledgements again (the gateways with engines of their own have loaded it);
-4. resume (unless the fleet was paused before).
+4. let calls through again (unless an operator paused the fleet meanwhile or before).
+
+The update holds calls through ``ControlState.syncing`` (its gateway's id), not through
+the operator's pause. If that gateway dies during the update the fleet stays held (the
+engine may have new weights under the old version's stamp): the next update, or
+``POST /admin/resume`` once the dead gateway is no longer seen, lets calls through.
 
 So no gateway admits a call while the weights change, and each stamps the calls it
 admits afterwards with the new version. A gateway counts as live while it refreshes its
@@ -37,7 +42,7 @@ from openforge.engines.base import AdapterEngine, Engine, TextEngine, UpdatableE
 from openforge.gateway.control import Control
 from openforge.store.base import Store, StoreError
 from openforge.store.schemas import ControlState
-from openforge.store.shared import Weights
+from openforge.store.shared import KEEP, UNCHANGED, Keep, Weights
 
 __all__ = ["Fleet"]
 
@@ -81,7 +86,7 @@ class Fleet:
         shared = self.store.shared
         if not await shared.live_others(self.id, self.stale_s):
             # The first of a fleet: a state left by an earlier one is no one's now.
-            await shared.change(paused=False, weights=Weights(None))
+            await shared.change(paused=False, weights=Weights(None), syncing=None)
         # Seen before the state is read: a change made after this waits for this gateway.
         await shared.seen(self.id, -1)
         await self.apply(await shared.state())
@@ -107,10 +112,10 @@ class Fleet:
             if state.epoch <= self._applied:
                 return
             self._applied = state.epoch
-            if state.paused:
+            if state.held:
                 self.control.pause()
             await self._weights(state)
-            if not state.paused:
+            if not state.held:
                 self.control.resume()
             if self._ack is not None:
                 self._ack.cancel()
@@ -145,7 +150,7 @@ class Fleet:
         control.set_version(state.weight_version)
 
     async def _acknowledge(self, state: ControlState) -> None:
-        if state.paused:
+        if state.held:
             await self.control.drain()
         self._acked = max(self._acked, state.epoch)
         try:
@@ -177,8 +182,14 @@ class Fleet:
                 told = time.monotonic()
             await asyncio.sleep(0.05)
 
-    async def _change(self, *, paused: bool | None = None, weights: Weights | None = None) -> int:
-        state = await self.store.shared.change(paused=paused, weights=weights)
+    async def _change(
+        self,
+        *,
+        paused: bool | None = None,
+        weights: Weights | None = UNCHANGED,
+        syncing: str | Keep | None = KEEP,
+    ) -> int:
+        state = await self.store.shared.change(paused=paused, weights=weights, syncing=syncing)
         await self.apply(state)
         return state.epoch
 
@@ -189,8 +200,16 @@ class Fleet:
             await self._wait_applied(epoch)
 
     async def resume(self) -> None:
-        """Let calls through on every gateway."""
+        """Let calls through on every gateway (those an update holds once it is over, or
+        once its gateway is gone)."""
         await self._change(paused=False)
+        shared = self.store.shared
+        holder = (await shared.state()).syncing
+        if holder is not None and holder != self.id:
+            state = await shared.abandon_sync(holder, self.stale_s)
+            if state is not None:
+                _log.warning("gateway %s left a weight update unfinished: released", holder)
+                await self.apply(state)
 
     async def stamp(self, version: str) -> None:
         """Stamp later calls with ``version`` everywhere, without pausing or loading (the
@@ -208,13 +227,11 @@ class Fleet:
         """Pause and drain every gateway, ``load()`` (into this gateway's engine), stamp
         ``version`` everywhere once each has the weights, and resume."""
         async with self.control.weights_lock, self.store.shared.lock():
-            was_paused = (await self.store.shared.state()).paused
-            epoch = await self._change(paused=True)
+            epoch = await self._change(syncing=self.id)
             try:
                 await self._wait_applied(epoch)
                 await load()
                 epoch = await self._change(weights=Weights(version, path, adapter))
                 await self._wait_applied(epoch)
             finally:
-                if not was_paused:
-                    await self._change(paused=False)
+                await self._change(syncing=None)

@@ -21,7 +21,7 @@ import psycopg
 
 from openforge.store.errors import StoreError
 from openforge.store.schemas import ControlState
-from openforge.store.shared import UNCHANGED, Weights
+from openforge.store.shared import KEEP, UNCHANGED, Keep, Weights
 
 __all__ = ["PgShared"]
 
@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS control_state (
     adapter TEXT,
     changed_at DOUBLE PRECISION NOT NULL
 );
+ALTER TABLE control_state ADD COLUMN IF NOT EXISTS syncing TEXT;
 INSERT INTO control_state (id, epoch, paused, changed_at) VALUES (1, 0, false, {_NOW})
     ON CONFLICT (id) DO NOTHING;
 CREATE TABLE IF NOT EXISTS gateway_replicas (
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS gateway_replicas (
     applied_epoch BIGINT NOT NULL
 );
 """
-_COLUMNS = "epoch, paused, weight_version, weights_path, adapter"
+_COLUMNS = "epoch, paused, weight_version, weights_path, adapter, syncing"
 _CHANGE = f"""
 WITH s AS (
     UPDATE control_state SET
@@ -57,8 +58,19 @@ WITH s AS (
         weight_version = CASE WHEN %(set)s THEN %(version)s::text ELSE weight_version END,
         weights_path = CASE WHEN %(set)s THEN %(path)s::text ELSE weights_path END,
         adapter = CASE WHEN %(set)s THEN %(adapter)s::text ELSE adapter END,
+        syncing = CASE WHEN %(keep)s THEN syncing ELSE %(syncing)s::text END,
         changed_at = {_NOW}
     WHERE id = 1 RETURNING {_COLUMNS}
+)
+SELECT {_COLUMNS}, pg_notify('{CHANNEL}', epoch::text) FROM s
+"""
+# Only while the gateway holding the update has not been seen lately.
+_ABANDON = f"""
+WITH s AS (
+    UPDATE control_state SET epoch = epoch + 1, syncing = NULL, changed_at = {_NOW}
+    WHERE id = 1 AND syncing = %(replica)s AND NOT EXISTS (
+        SELECT 1 FROM gateway_replicas WHERE id = %(replica)s AND seen_at > {_NOW} - %(stale)s)
+    RETURNING {_COLUMNS}
 )
 SELECT {_COLUMNS}, pg_notify('{CHANNEL}', epoch::text) FROM s
 """
@@ -74,7 +86,7 @@ Read = Callable[[str, Sequence[Any] | dict[str, Any]], Awaitable[list[tuple[Any,
 
 
 def _state(row: tuple[Any, ...]) -> ControlState:
-    return ControlState(int(row[0]), bool(row[1]), row[2], row[3], row[4])
+    return ControlState(int(row[0]), bool(row[1]), row[2], row[3], row[4], row[5])
 
 
 class PgShared:
@@ -120,10 +132,16 @@ class PgShared:
         return _state((await self._read(f"SELECT {_COLUMNS} FROM control_state WHERE id = 1"))[0])
 
     async def change(
-        self, *, paused: bool | None = None, weights: Weights | None = UNCHANGED
+        self,
+        *,
+        paused: bool | None = None,
+        weights: Weights | None = UNCHANGED,
+        syncing: str | Keep | None = KEEP,
     ) -> ControlState:
         """Update the row and notify every listener, in one statement."""
         args = {
+            "keep": isinstance(syncing, Keep),
+            "syncing": None if isinstance(syncing, Keep) else syncing,
             "paused": paused,
             "set": weights is not None,
             "version": weights.version if weights is not None else None,
@@ -131,6 +149,11 @@ class PgShared:
             "adapter": weights.adapter if weights is not None else None,
         }
         return _state((await self._own(_CHANGE, args))[0])
+
+    async def abandon_sync(self, replica: str, stale_s: float) -> ControlState | None:
+        """Clear ``syncing`` if ``replica`` holds it and has not been seen lately."""
+        rows = await self._own(_ABANDON, {"replica": replica, "stale": stale_s})
+        return _state(rows[0]) if rows else None
 
     async def changes(self) -> AsyncIterator[ControlState]:
         """The state after each notification, from a ``LISTEN`` connection of its own; on

@@ -102,6 +102,15 @@ class ControlState:
     weight_version: str | None = None
     weights_path: str | None = None
     adapter: str | None = None
+    # The gateway running a weight update (calls are held meanwhile, as when paused; an
+    # operator's pause is ``paused`` and outlasts the update). Cleared by the others when
+    # that gateway is gone, so a killed update does not hold the fleet for ever.
+    syncing: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether new calls wait at the gate."""
+        return self.paused or self.syncing is not None
 
 
 class FlagSeverity(enum.StrEnum):

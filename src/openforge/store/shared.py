@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from openforge.store.schemas import ControlState
 
-__all__ = ["UNCHANGED", "LocalShared", "SharedState", "Weights"]
+__all__ = ["KEEP", "UNCHANGED", "Keep", "LocalShared", "SharedState", "Weights"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,16 +37,35 @@ class Weights:
 UNCHANGED: Weights | None = None
 
 
+class Keep(enum.Enum):
+    """``change(syncing=KEEP)``: leave who is syncing as it is (None clears it)."""
+
+    KEEP = 0
+
+
+KEEP = Keep.KEEP
+
+
 class SharedState(Protocol):
     async def state(self) -> ControlState:
         """The current state."""
         ...
 
     async def change(
-        self, *, paused: bool | None = None, weights: Weights | None = UNCHANGED
+        self,
+        *,
+        paused: bool | None = None,
+        weights: Weights | None = UNCHANGED,
+        syncing: str | Keep | None = KEEP,
     ) -> ControlState:
-        """Set ``paused`` (None: as it is) and ``weights`` (None: as they are) in one step
-        that moves the epoch on, tell every gateway, and return the new state."""
+        """Set ``paused`` (None: as it is), ``weights`` (None: as they are) and who is
+        ``syncing`` in one step that moves the epoch on, tell every gateway, and return
+        the new state."""
+        ...
+
+    async def abandon_sync(self, replica: str, stale_s: float) -> ControlState | None:
+        """Clear ``syncing`` if ``replica`` holds it and was not seen within ``stale_s``
+        (it died during an update); the new state, or None when nothing changed."""
         ...
 
     def changes(self) -> AsyncIterator[ControlState]:
@@ -88,13 +108,18 @@ class LocalShared:
         return self._state
 
     async def change(
-        self, *, paused: bool | None = None, weights: Weights | None = UNCHANGED
+        self,
+        *,
+        paused: bool | None = None,
+        weights: Weights | None = UNCHANGED,
+        syncing: str | Keep | None = KEEP,
     ) -> ControlState:
         """Apply the change in memory (see :meth:`SharedState.change`)."""
         new = dataclasses.replace(
             self._state,
             epoch=self._state.epoch + 1,
             paused=self._state.paused if paused is None else paused,
+            syncing=self._state.syncing if isinstance(syncing, Keep) else syncing,
         )
         if weights is not None:
             new = dataclasses.replace(
@@ -115,6 +140,10 @@ class LocalShared:
                 await self._changed.wait()
             if not self._closed:
                 yield self._state
+
+    async def abandon_sync(self, replica: str, stale_s: float) -> ControlState | None:
+        """Nothing to clear: the one process's update ends with it."""
+        return None
 
     async def seen(self, replica: str, applied_epoch: int) -> None:
         """Nothing to record: no other process waits for this one."""
