@@ -72,7 +72,7 @@ def train(
         _fail(str(exc))
         return
     from openforge.models.registry import resolve_model
-    from openforge.training.loop import latest_checkpoint, run_loop
+    from openforge.training.loop import checkpoint_extra, latest_checkpoint, run_loop
     from openforge.training.progress import TrainProgress
     from openforge.training.report import write_run_report
     from openforge.training.session import open_session
@@ -89,7 +89,8 @@ def train(
     async def main() -> None:
         async with open_session(cfg) as env:
             warmup = None
-            if cfg.sft_epochs and latest_checkpoint(cfg.run_dir) is None:
+            last = checkpoint_extra(cfg.run_dir)
+            if cfg.sft_epochs and not (last and last.get("warmed_up", True)):
                 model_dir = resolve_model(cfg.model)
                 samples = await teacher_samples(cfg, env.train_tasks, model_dir)
                 warmup = sft_warmup(samples) if samples else None
@@ -109,6 +110,21 @@ def train(
         asyncio.run(main())
     except ConfigError as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        ckpt = latest_checkpoint(cfg.run_dir)
+        again = (
+            "openforge train"
+            + (f" {config}" if config else "")
+            + (f" --run-dir {run_dir}" if run_dir else "")
+        )
+        where = (
+            f"from {ckpt} (finished phases are skipped)"
+            if ckpt
+            else "from the start (no "
+            "checkpoint yet; recorded teacher and evaluation rollouts are kept)"
+        )
+        typer.echo(f"interrupted: rerun `{again}` to resume {where}", err=True)
+        raise typer.Exit(130) from None
 
 
 def quickstart(

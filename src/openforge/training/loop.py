@@ -22,6 +22,7 @@ on a rerun, so a killed run restarted from its last checkpoint loses no rollout.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import shutil
@@ -53,6 +54,7 @@ __all__ = [
     "LoopEnv",
     "RunSummary",
     "StepBatch",
+    "checkpoint_extra",
     "collect",
     "evaluate",
     "latest_checkpoint",
@@ -86,6 +88,9 @@ class LoopEnv:
     metrics: MetricsWriter
     train_tasks: list[Task]
     eval_tasks: list[Task]
+    # What the checkpoint the run resumed from recorded (``next_step``, ``warmed_up``,
+    # ``sft_updates``); empty for a fresh run.
+    resumed: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -377,13 +382,32 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def checkpoint_extra(run_dir: str | Path) -> dict[str, Any] | None:
+    """What the run's newest checkpoint recorded (``next_step``, ``warmed_up``, …), read
+    without loading it; None when it has none."""
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is None:
+        return None
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    extra = state.get("extra")
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
 async def save_checkpoint(
-    cfg: TrainConfig, env: LoopEnv, next_step: int, sampler: dict[str, object] | None = None
+    cfg: TrainConfig,
+    env: LoopEnv,
+    next_step: int,
+    sampler: dict[str, object] | None = None,
+    warmed_up: bool = True,
+    sft_updates: int | None = None,
 ) -> None:
-    """Write ``checkpoints/step-<next_step>`` of a warmed-up run (the step to run next and
-    the sampler's state with it), keeping the newest ``cfg.keep_checkpoints``."""
+    """Write ``checkpoints/step-<next_step>`` (the step to run next and the sampler's state
+    with it), keeping the newest ``cfg.keep_checkpoints``. ``warmed_up=False`` with
+    ``sft_updates``: a checkpoint taken part way through the SFT warm-up."""
     root = Path(cfg.run_dir) / "checkpoints"
-    extra: dict[str, object] = {"next_step": next_step, "warmed_up": True}
+    extra: dict[str, object] = {"next_step": next_step, "warmed_up": warmed_up}
+    if sft_updates is not None:
+        extra["sft_updates"] = sft_updates
     if sampler is not None:
         extra["sampler"] = sampler
     await asyncio.to_thread(env.trainer.save_checkpoint, root / f"step-{next_step:06d}", extra)
@@ -417,9 +441,11 @@ async def run_loop(
     and before the first GRPO step; it is checkpointed as step 0, so a resumed run skips it.
     """
     extra = await resume(cfg, env)
+    env.resumed = extra
     start = int(extra.get("next_step", 0))
     warmed = bool(extra.get("warmed_up", start > 0))
     summary = RunSummary(steps_done=start, version=env.trainer.version)
+    evals_done = _evals_done(env)
     sampler = TaskSampler(
         env.train_tasks,
         cfg.seed,
@@ -438,11 +464,24 @@ async def run_loop(
         before_draws[step] = sampler.state()
         return asyncio.create_task(_gather_step(cfg, env, step, sampler))
 
+    async def evaluate_once(tag: str, step: int) -> None:
+        """An evaluation, unless this run recorded it before at these weights."""
+        done = evals_done.get(tag)
+        if done is not None and (tag == "before" or done.get("version") == env.trainer.version):
+            log.info("eval %s: done before (reward %s); skipped", tag, done.get("reward_mean"))
+            summary.evals.append(done)
+            return
+        summary.evals.append(await evaluate(cfg, env, tag, step))
+
+    if extra:
+        _say_resumed(cfg, extra, evals_done)
     if evaluate_edges and not warmed and env.eval_tasks:
-        summary.evals.append(await evaluate(cfg, env, "before", 0))
+        await evaluate_once("before", 0)
     if warmup is not None and not warmed:
         await warmup(cfg, env)
         await save_checkpoint(cfg, env, start)
+    if cfg.eval_every and env.eval_tasks and 0 < start < cfg.steps and start % cfg.eval_every == 0:
+        await evaluate_once(f"step-{start}", start)  # it may have been cut short
     pending: asyncio.Task[StepBatch] | None = None
     try:
         for step in range(start, cfg.steps):
@@ -461,10 +500,31 @@ async def run_loop(
                 await save_checkpoint(cfg, env, step + 1, draws)
             mid = cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps
             if mid and env.eval_tasks:
-                summary.evals.append(await evaluate(cfg, env, f"step-{step + 1}", step + 1))
+                await evaluate_once(f"step-{step + 1}", step + 1)
     finally:
         if pending is not None:
             pending.cancel()
     if evaluate_edges and env.eval_tasks and summary.steps_done == cfg.steps:
-        summary.evals.append(await evaluate(cfg, env, "after", cfg.steps))
+        await evaluate_once("after", cfg.steps)
     return summary
+
+
+def _evals_done(env: LoopEnv) -> dict[str, dict[str, Any]]:
+    """The run's evaluations recorded so far, by tag (the last of each)."""
+    return {str(r.get("tag")): r for r in env.metrics.read() if r.get("kind") == "eval"}
+
+
+def _say_resumed(cfg: TrainConfig, extra: dict[str, Any], evals: dict[str, Any]) -> None:
+    """One line: where a resumed run goes on, and which finished phases it skips."""
+    start = int(extra.get("next_step", 0))
+    warmed = bool(extra.get("warmed_up", start > 0))
+    done = [f"evaluation {tag}" for tag in evals]
+    if cfg.sft_epochs:
+        if warmed:
+            done.insert(0, "teacher and SFT")
+        elif "sft_updates" in extra:
+            done.insert(0, f"teacher, SFT updates 1-{extra['sft_updates']}")
+    log.info(
+        "resuming %s at GRPO step %d/%d; done before, skipped: %s",
+        cfg.run_dir, start + 1, cfg.steps, ", ".join(done) or "nothing",
+    )  # fmt: skip

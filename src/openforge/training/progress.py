@@ -37,6 +37,8 @@ class TrainProgress:
             TextColumn("{task.fields[status]}"),
             console=console,
             transient=False,
+            # Steps take minutes: rich's default 30 s window would hold no step, and no ETA.
+            speed_estimate_period=24 * 3600,
         )
         self.reward = "-"
         self.held_out = "-"

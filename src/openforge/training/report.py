@@ -181,7 +181,8 @@ async def write_run_report(
             )
             for r in best
         ]
-        samples, _ = await read_samples(store, results, "merged")
+        # Examples to look at, not training data: held-out rollouts may be among them.
+        samples, _ = await read_samples(store, results, "merged", allow_held_out=True)
     finally:
         await store.close()
     return render_report(

@@ -338,6 +338,12 @@ async def teacher_samples(
     """Record the teacher on ``tasks`` under ``<run_dir>/teacher`` (with ``cfg.harness``) and
     read its SFT samples."""
     out = Path(cfg.run_dir) / "teacher"
+    done = out / "done.json"
+    if done.is_file():  # a resumed run: the teacher finished before
+        tokens_file = out / "sft.tokens.jsonl"
+        samples = load_sft_samples(tokens_file) if tokens_file.is_file() else []
+        log.info("teacher: recorded before (%d SFT samples in %s); skipped", len(samples), out)
+        return samples
     options = dict(cfg.rollout_options.get("harness_options", {}))
     options.setdefault("max_tokens", cfg.max_tokens)
     started = time.perf_counter()
@@ -351,6 +357,7 @@ async def teacher_samples(
         len(samples),
         out / "sft.jsonl",
     )  # fmt: skip
+    done.write_bytes(orjson.dumps({"samples": len(samples), "rollouts": len(results)}))
     return samples
 
 
@@ -363,9 +370,21 @@ def sft_warmup(
     ``images``: the bytes of the images the samples show, by digest."""
 
     async def run(cfg: TrainConfig, env: LoopEnv) -> None:
+        from openforge.training.loop import save_checkpoint
+
         updates = sft_batches(samples, cfg.sft_epochs, batch, cfg.seed)
+        # A resumed run goes on after the updates its last checkpoint holds (the batches
+        # are the same: seeded); a checkpoint at the end of each epoch keeps them.
+        first = int(env.resumed.get("sft_updates", 0))
+        if first:
+            log.info("sft: resuming at update %d/%d (checkpointed before)", first + 1, len(updates))
+        per_epoch = max(len(updates) // max(cfg.sft_epochs, 1), 1)
         started = time.perf_counter()
         for i, group in enumerate(updates):
+            if i < first:
+                continue
+            if i > first and i % per_epoch == 0:
+                await save_checkpoint(cfg, env, 0, warmed_up=False, sft_updates=i)
             result = await asyncio.to_thread(
                 env.trainer.sft_step, group, cfg.sft_learning_rate, images
             )
