@@ -94,7 +94,7 @@ _ACTION_HELP = {
     "type": "type the string `text`",
     "mouse_move": "move the pointer to `coordinate`",
     "left_click": "click the left button",
-    "left_click_drag": "press the left button and drag the pointer to `coordinate`",
+    "left_click_drag": "press the left button and drag the pointer to `coordinate`",  # 2024
     "right_click": "click the right button",
     "middle_click": "click the middle button",
     "double_click": "double-click the left button",
@@ -108,6 +108,12 @@ _ACTION_HELP = {
     "triple_click": "triple-click the left button",
     "zoom": "capture only `region` of the screen, enlarged, to read small details",
 }
+
+
+def _help(action: str, kind: str) -> str:
+    if action == "left_click_drag" and kind != "computer_20241022":
+        return "press the left button at `start_coordinate` and drag to `coordinate`"
+    return _ACTION_HELP[action]
 
 
 def defined_spec(tool: DefinedTool, where: str) -> ToolSpec:
@@ -164,7 +170,7 @@ def _computer(tool: DefinedTool, at: str, where: str) -> ToolSpec:
         "Use a mouse and keyboard to control a computer's desktop, and take screenshots. "
         f"{screen}; coordinates are pixels from its top-left corner. Look at a screenshot "
         "before clicking, and aim for the centre of what you click. Actions: "
-        + "; ".join(f"`{a}`: {_ACTION_HELP[a]}" for a in actions)
+        + "; ".join(f"`{a}`: {_help(a, tool.type)}" for a in actions)
         + "."
     )
     props: dict[str, Any] = {
