@@ -30,7 +30,8 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("aggregation: mean\n", "aggregation", "'token_mean', 'seq_mean'"),
         ("group_size: 1\n", "group_size", ">= 2"),
         ("steps: three\n", "steps", "expected int"),
-        ("engine: vllm\n", "gateway_url", "gateway_url"),
+        ("engine: vllm\n", "engine_urls", "gateway_url"),
+        ("engine_urls: [http://x:1]\n", "engine_urls", "engine vllm or sglang"),
         ("gateway_url: http://x:1\n", "store", "SQLite store"),
         ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
         ("skill_rest_after: 2\n", "skill_rest_after", "rest_steps > 0"),
@@ -46,6 +47,11 @@ def test_bad_config_names_file_and_key(tmp_path: Path, text: str, key: str, need
         load_config(p)
     assert err.value.key == key
     assert str(p) in str(err.value) and needle in str(err.value)
+
+
+def test_a_run_may_start_its_gateway_in_front_of_an_engine_server() -> None:
+    cfg = TrainConfig(engine="vllm", engine_urls=["http://gpu1:8000"], served_model="policy")
+    assert cfg.gateway_url is None and cfg.engine_urls == ["http://gpu1:8000"]
 
 
 def test_shipped_configs_load() -> None:

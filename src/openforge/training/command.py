@@ -132,6 +132,16 @@ def quickstart(
         "runs/quickstart"
     ),
     steps: Annotated[int, typer.Option(help="GRPO steps.")] = 3,
+    engine: Annotated[
+        str, typer.Option(help="local (started for you), vllm or sglang (give --engine-url).")
+    ] = "local",
+    engine_url: Annotated[
+        list[str] | None,
+        typer.Option(help="URL of the vllm/sglang server serving SmolLM2-135M's weights."),
+    ] = None,
+    served_model: Annotated[
+        str, typer.Option(help="The model name that server serves them as.")
+    ] = "",
     price_input: PriceInputOpt = None,
     price_output: PriceOutputOpt = None,
     price_sandbox_hour: PriceSandboxOpt = None,
@@ -141,8 +151,17 @@ def quickstart(
     from openforge.training.quickstart import run_quickstart
 
     price = prices(price_input, price_output, price_sandbox_hour, price_train)
+    if engine not in ("local", "vllm", "sglang"):
+        _fail(f"--engine must be local, vllm or sglang, not {engine!r}")
     try:
-        report = run_quickstart(run_dir=run_dir, steps=steps, prices=price)
+        report = run_quickstart(
+            run_dir=run_dir,
+            steps=steps,
+            prices=price,
+            engine=engine,  # type: ignore[arg-type]
+            engine_urls=engine_url or [],
+            served_model=served_model,
+        )
     except RuntimeError as exc:
         _fail(str(exc))
         return

@@ -127,6 +127,10 @@ class TrainConfig:
     # training; quarantined ones are left out (false: train on every task, unchecked).
     check_tasks: bool = True
     engine: Literal["local", "vllm", "sglang"] = "local"
+    # The engine servers (vllm, sglang) of the gateway the run starts, and the model name
+    # they serve; they must read the run's weights/ directory at the same path.
+    engine_urls: list[str] = field(default_factory=list)
+    served_model: str = ""
     gateway_url: str | None = None  # null: start a gateway with the engine in a subprocess
     store: str | None = None  # the gateway's SQLite store; null: <run_dir>/store.db
     admin_token: str | None = None
@@ -207,11 +211,19 @@ class TrainConfig:
                 "(the trainer reads the recorded calls from it)",
                 self.source,
             )
-        if self.engine != "local" and self.gateway_url is None:
+        if self.engine != "local" and self.gateway_url is None and not self.engine_urls:
             raise ConfigError(
-                "gateway_url",
-                f"engine {self.engine!r} runs outside OpenForge: give the gateway_url that "
-                "serves it (only engine 'local' can be started for you)",
+                "engine_urls",
+                f"engine {self.engine!r} runs outside OpenForge: give its server's URL in "
+                "engine_urls (a gateway is started in front of it), or the gateway_url "
+                "that serves it",
+                self.source,
+            )
+        if self.engine_urls and (self.engine == "local" or self.gateway_url is not None):
+            raise ConfigError(
+                "engine_urls",
+                "names the engine servers of the gateway the run starts, for engine vllm "
+                "or sglang without gateway_url",
                 self.source,
             )
         for name in ("judge_engine", "user_engine"):

@@ -12,13 +12,16 @@ and does not show).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from openforge.rollouts.cost import Prices
 from openforge.tasks.model import Task
-from openforge.training.config import TrainConfig
+from openforge.training.config import ConfigError, TrainConfig
 
 __all__ = [
     "QUICKSTART_SUITE", "quickstart_config", "run_quickstart", "teacher_tasks",
@@ -82,11 +85,18 @@ async def _heartbeat(run_dir: Path, every_s: float = 30.0) -> None:
 
 
 def run_quickstart(
-    run_dir: str = "runs/quickstart", steps: int = 3, prices: Prices | None = None
+    run_dir: str = "runs/quickstart",
+    steps: int = 3,
+    prices: Prices | None = None,
+    engine: Literal["local", "vllm", "sglang"] = "local",
+    engine_urls: Sequence[str] = (),
+    served_model: str = "",
 ) -> Path:
     """Run the whole quickstart; returns the report's path (``summary.json`` beside it holds
     the cost, priced with ``prices``). Raises RuntimeError with a message saying what is
-    missing (model download, claw harness)."""
+    missing (model download, claw harness). ``engine`` vllm or sglang: the gateway is
+    started in front of the server(s) at ``engine_urls`` serving SmolLM2-135M's weights
+    as ``served_model``, on this machine (it reloads the run's weights from disk)."""
     from openforge.harnesses.base import HarnessError
     from openforge.harnesses.registry import get_harness
     from openforge.models.registry import pull, resolve_model
@@ -105,13 +115,21 @@ def run_quickstart(
         pull("smollm2-135m")
     except Exception as exc:
         raise RuntimeError(f"could not pull smollm2-135m: {exc}") from None
-    cfg = quickstart_config(run_dir, steps)
+    try:
+        cfg = dataclasses.replace(
+            quickstart_config(run_dir, steps),
+            engine=engine,
+            engine_urls=list(engine_urls),
+            served_model=served_model,
+        )
+    except ConfigError as exc:
+        raise RuntimeError(str(exc)) from None
     started = time.perf_counter()
 
     async def main() -> Path:
         beat = asyncio.create_task(_heartbeat(Path(cfg.run_dir)))
         try:
-            log.info("starting the gateway (local engine, %s) and the trainer...", cfg.model)
+            log.info("starting the gateway (%s engine, %s) and the trainer...", engine, cfg.model)
             async with open_session(cfg) as env:
                 samples = await teacher_samples(
                     cfg, teacher_tasks(env.train_tasks), resolve_model(cfg.model)

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +37,29 @@ async def gateway_process(
     threads: int = 0,
     judge_engine: str | None = None,
     user_engine: str | None = None,
+    engine: str = "local",
+    urls: Sequence[str] = (),
+    served_model: str = "",
 ) -> AsyncIterator[tuple[str, str]]:
     """``openforge gateway --engine local`` in a child process; yields its admin listener's
     URL and admin token (a fresh one unless ``admin_token`` is given).
 
     A child process keeps the engine's forward passes off the trainer's interpreter.
     ``threads`` > 0 caps its torch threads (``OMP_NUM_THREADS``). ``judge_engine`` /
-    ``user_engine``: the engine SPECs for judge-role and user-role keys.
+    ``user_engine``: the engine SPECs for judge-role and user-role keys. ``engine``
+    vllm or sglang: the gateway in front of the servers at ``urls`` serving
+    ``served_model``.
     """
     from openforge.gateway.server import GatewayProcess
 
     env = {"OPENFORGE_ADMIN_TOKEN": admin_token} if admin_token else {}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    args = ["--engine", "local", "--model", str(model_dir), "--store", str(store)]
+    args = ["--engine", engine, "--model", str(model_dir), "--store", str(store)]
+    for url in urls:
+        args += ["--url", url]
+    if served_model:
+        args += ["--served-model", served_model]
     if judge_engine:
         args += ["--judge-engine", judge_engine]
     if user_engine:
@@ -166,6 +175,9 @@ async def open_session(
                 cfg.threads,
                 cfg.judge_engine,
                 cfg.user_engine,
+                cfg.engine,
+                cfg.engine_urls,
+                cfg.served_model,
             )
             started_url, token = await stack.enter_async_context(spawned)
             url = started_url
