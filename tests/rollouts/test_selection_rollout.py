@@ -50,6 +50,7 @@ async def test_one_qwenclawbench_task_file_runs_with_its_assets(
 ) -> None:
     root = write_qcb(tmp_path / "qcb")
     file = root / "data/sample-v1/tasks/task_00001_answer.md"
+    file.write_text(file.read_text().replace("---\n", "---\nlicense: mit\n", 1))
     # The answer is written only when the task's asset and inline file are in the workspace.
     cmd = "test -f notes/input.txt && test -f config/settings.json && echo 42 > answer.txt"
     rc, out = await _run(
@@ -63,3 +64,8 @@ async def test_one_qwenclawbench_task_file_runs_with_its_assets(
     # lib_grading's mean of 4 checks: the answer, the assets in place and the fence kept pass;
     # "transcript_shows_write" cannot, as the shell harness has no transcript.
     assert result["reward"] == 0.75, result
+    # The frontmatter key QwenClawBench's loader does not read is named once, in the summary.
+    warning = f"warning: qwenclawbench: {file}: license: unknown key, ignored"
+    assert out.count(warning) == 1, out
+    summary = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
+    assert summary["task_warnings"] == [warning.removeprefix("warning: ")]
