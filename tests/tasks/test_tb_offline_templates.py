@@ -12,6 +12,7 @@ pytest`, `python3 -m pytest`). Their image names the t-bench Python base, mapped
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -94,7 +95,7 @@ def uv_base(podman_images: dict[str, str]) -> str:
         pip = str(Path(sys.executable).parent / "pip")
         out = subprocess.run(
             ["bash", str(SCRIPT), tag, "podman", podman_images["base"]],
-            capture_output=True, text=True, check=False, env={"PIP": pip, "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, check=False, env={**os.environ, "PIP": pip},
         )  # fmt: skip
         if out.returncode != 0:
             pytest.fail(f"deploy/build-uv-base.sh failed: {out.stderr[-1500:]}")
