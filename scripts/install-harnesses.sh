@@ -72,6 +72,24 @@ if ! bu_ok; then
   fi
 fi
 
+# cua-agent (PyPI), a third-party computer-use agent that speaks the vendors' own tool types
+# (Anthropic's computer_* tools through LiteLLM), in its own venv under /opt/openforge on the
+# system Python: tests/environments/test_cua_agent.py drives the desktop with it unmodified.
+CUA_PINS="cua-agent==0.9.1 litellm==1.86.2"
+CUA="$PREFIX/cua-agent"
+cua_ok() {
+  [ -x "$CUA/bin/python" ] && [ "$("$CUA/bin/python" -c 'from importlib.metadata import version as v
+print(" ".join(f"{p}=={v(p)}" for p in ("cua-agent", "litellm")))' 2>/dev/null)" = "$CUA_PINS" ]
+}
+if ! cua_ok; then
+  rm -rf "$CUA"
+  if ! { "$SYS_PY" -m venv "$CUA" &&
+         "$CUA/bin/pip" install -q --disable-pip-version-check $CUA_PINS; }; then
+    rm -rf "$CUA"
+    echo "install-harnesses: cua-agent install failed; skipped" >&2
+  fi
+fi
+
 # The GUI environments' servers (Playwright driving Debian's chromium, PyAutoGUI) in a venv on
 # the system Python under /opt: local sandboxes run as an unprivileged uid that cannot read
 # a pyenv under /root, but every sandbox sees /opt (environments/base.py GUI_PREFIX).

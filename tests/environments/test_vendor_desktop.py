@@ -93,12 +93,20 @@ def _call(**arguments: Any) -> dict[str, Any]:
 
 
 async def _in_desktop(
-    backend: LocalBackend, task: Task, script: str, env: dict[str, str], gateway: str | None
+    backend: LocalBackend,
+    task: Task,
+    script: str,
+    env: dict[str, str],
+    gateway: str | None,
+    python: str = sys.executable,
 ) -> tuple[dict[str, Any] | list[Any], float]:
-    """Run ``script`` with this venv's Python in the task's desktop; (its output, reward)."""
+    """Run ``script`` with ``python`` (this venv's by default) in the task's desktop;
+    (its output, reward)."""
     assert task.gui is not None
-    paths = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
-    paths.add(str(Path(sys.prefix).absolute()))
+    paths: set[str] = set()
+    if python == sys.executable:  # else a venv under /opt, which every sandbox sees
+        paths = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
+        paths.add(str(Path(sys.prefix).absolute()))
     spec = SandboxSpec(
         network="gateway" if gateway else "none",
         gateway_url=gateway,
@@ -110,7 +118,7 @@ async def _in_desktop(
         await task.gui.prepare(box, HOME)
         if gateway:
             env = {**env, "BASE_URL": env["BASE_URL"].replace(gateway, box.gateway_url or "")}
-        argv = task.gui.wrap_argv([sys.executable, "loop.py"], HOME)
+        argv = task.gui.wrap_argv([python, "loop.py"], HOME)
         res = await box.exec(argv, env=env, timeout=240)
         assert res.exit_code == 0, res.stderr.decode()[-3000:]
         out = json.loads(res.stdout.decode().splitlines()[-1])
