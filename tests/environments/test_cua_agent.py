@@ -1,7 +1,8 @@
 """A third-party computer-use agent, unmodified: cua-agent (PyPI, pinned in
-scripts/install-harnesses.sh) on ``anthropic/claude-opus-4-5`` sends Anthropic's
-``computer_20251124`` tool through LiteLLM to the gateway, whose scripted policy emits
-vendor tool calls; its computer is the desktop sandbox, reached through the custom
+scripts/install-harnesses.sh) sends, through LiteLLM, Anthropic's ``computer_20251124``
+tool (model ``anthropic/claude-opus-4-5``) or OpenAI's ``computer_use_preview`` tool
+(``openai/computer-use-preview``) to the gateway, whose scripted policy emits that
+vendor's tool calls; its computer is the desktop sandbox, reached through the custom
 computer handler cua-agent documents for users' own computers (a dict of functions, here
 forwarding each action to the desktop server's ``openai`` action space). The
 OSWorld-format task's evaluator scores the file it left."""
@@ -61,7 +62,7 @@ computer = {
 }
 
 async def main():
-    agent = ComputerAgent(model="anthropic/claude-opus-4-5", tools=[computer],
+    agent = ComputerAgent(model=os.environ["MODEL"], tools=[computer],
                           api_base=os.environ["BASE_URL"], api_key="unused")
     kinds = []
     async for result in agent.run(os.environ["TASK"]):
@@ -82,17 +83,44 @@ def _call(**arguments: object) -> dict[str, object]:
     return {"tool_calls": [{"name": "computer", "arguments": arguments}]}
 
 
-async def test_cua_agent_completes_an_osworld_task(tmp_path: Path) -> None:
+# Per vendor: the model cua-agent is told, the base URL it gets, the policy's calls in that
+# vendor's shape, where the click lands on the screen, and what the first request declared.
+_VENDORS = {
+    "anthropic": (
+        "anthropic/claude-opus-4-5",
+        "anthropic_base_url",
+        [
+            _call(action="screenshot"),
+            _call(action="left_click", coordinate=[640, 400]),
+            _call(action="type", text="hello desktop"),
+            _call(action="key", text="ctrl+s"),
+        ],
+        # cua-agent shows Claude a 1024x640 screenshot and scales its coordinates back up.
+        (800, 500),
+        "computer_20251124",
+    ),
+    "openai": (
+        "openai/computer-use-preview",
+        "openai_base_url",
+        [
+            _call(type="screenshot"),
+            _call(type="click", button="left", x=640, y=400),
+            _call(type="type", text="hello desktop"),
+            _call(type="keypress", keys=["ctrl", "s"]),
+        ],
+        (640, 400),
+        "computer_use_preview",
+    ),
+}
+
+
+@pytest.mark.parametrize("vendor", sorted(_VENDORS))
+async def test_cua_agent_completes_an_osworld_task(vendor: str, tmp_path: Path) -> None:
     if not (PREFIX / "bin" / "python").is_file():
         pytest.fail(f"cua-agent is not installed at {PREFIX}: scripts/install-harnesses.sh")
+    model, url_key, calls_, (x, y), tool_type = _VENDORS[vendor]
     task = load_tasks(_suite(tmp_path)).by_id()[f"osworld/os/{EDIT_ID}"]
-    script = [
-        _call(action="screenshot"),
-        _call(action="left_click", coordinate=[640, 400]),
-        _call(action="type", text="hello desktop"),
-        _call(action="key", text="ctrl+s"),
-        {"text": "I typed the text and saved the file."},
-    ]
+    script = [*calls_, {"text": "I typed the text and saved the file."}]
     path = tmp_path / "script.jsonl"
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in script) + b"\n")
     backend = LocalBackend(root=tmp_path / "sandboxes")
@@ -102,7 +130,8 @@ async def test_cua_agent_completes_an_osworld_task(tmp_path: Path) -> None:
             async with httpx.AsyncClient(headers=gw.admin_headers) as c:
                 r = (await c.post(gw.admin_url + "/rollouts", json={})).json()
             env = {
-                "BASE_URL": r["anthropic_base_url"],
+                "MODEL": model,
+                "BASE_URL": r[url_key],
                 "TASK": task.instruction,
                 "NOTES": "/home/sandbox/notes.txt",
                 "DO_NOT_TRACK": "1",  # cua's telemetry: the sandbox reaches only the gateway
@@ -113,9 +142,8 @@ async def test_cua_agent_completes_an_osworld_task(tmp_path: Path) -> None:
     finally:
         await backend.close()
     assert isinstance(out, dict)
-    # cua-agent shows the model a 1024x640 screenshot and scales its coordinates back up.
     assert out["done"] == [
-        {"type": "click", "x": 800, "y": 500, "button": "left"},
+        {"type": "click", "x": x, "y": y, "button": "left"},
         {"type": "type", "text": "hello desktop"},
         {"type": "keypress", "keys": ["ctrl", "s"]},
     ]
@@ -124,5 +152,6 @@ async def test_cua_agent_completes_an_osworld_task(tmp_path: Path) -> None:
     assert len(calls) == 5 and all(c.status == "ok" for c in calls)
     assert not any(c.fork for c in calls[1:])  # LiteLLM's resent history matched exactly
     first = orjson.loads(calls[0].raw_request)
-    assert [t["type"] for t in first["tools"]] == ["computer_20251124"]
-    assert calls[0].harness.get("anthropic-beta") == "computer-use-2025-11-24"
+    assert [t["type"] for t in first["tools"]] == [tool_type]
+    if vendor == "anthropic":
+        assert calls[0].harness.get("anthropic-beta") == "computer-use-2025-11-24"

@@ -87,7 +87,9 @@ class ComputerCallItem(WireIn):
 
 
 class ComputerScreenshot(WireIn):
-    type: Literal["computer_screenshot"]
+    # The reference says computer_screenshot; cua-agent sends its screenshots as
+    # input_image (the same fields), which OpenAI serves it: both are taken.
+    type: Literal["computer_screenshot", "input_image"]
     image_url: str | None = None
     file_id: str | None = None
 
