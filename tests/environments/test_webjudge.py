@@ -1,19 +1,27 @@
 """WebVoyager and Online-Mind2Web loaders (on samples written here in the suites' formats),
 their live sites unreachable offline (``infra_error``, ``unreachable``), and the WebJudge
-grader on a bundled app standing in for a site, with a scripted judge endpoint."""
+grader on a bundled app standing in for a site, with a scripted judge endpoint; the final
+answer the judge reads is the one the policy stated, from the gateway's record."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
+import shlex
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from openforge.environments.browser import BrowserEnvironment
+from openforge.environments.browser import RESULT_FILE, BrowserEnvironment
+from openforge.harnesses.browser_use import PREFIX
 from openforge.rollouts import RolloutConfig, RolloutResult, run_rollouts
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites import load_tasks
 from openforge.suites.webjudge.grader import (
     KEEP_SCREENSHOTS,
@@ -76,11 +84,16 @@ def test_verdicts_are_parsed() -> None:
     assert parse_verdict("I think it worked.") is None
 
 
-def _config(tmp_path: Path, gateway: str, task: Task, **opts: object) -> RolloutConfig:
+def _config(
+    tmp_path: Path, gateway: str, task: Task, harness: str = "browser-agent", **opts: object
+) -> RolloutConfig:
     return RolloutConfig(
         tasks=[task],
-        harness="browser-agent",
-        harness_options={"max_steps": 3},
+        harness=harness,
+        # claw: room for the hostile test's whole bash command in one reply.
+        harness_options={"max_turns": 3, "max_tokens": 2048}
+        if harness == "claw"
+        else {"max_steps": 3},
         gateway_url=gateway,
         out_dir=tmp_path / "run",
         n=1,
@@ -145,6 +158,8 @@ async def _judged(
     policy: str,
     monkeypatch: pytest.MonkeyPatch,
     judge: tuple[str, str, str, str] | None,
+    harness: str = "browser-agent",
+    **opts: object,
 ) -> RolloutResult:
     # The wiki stands in for the live site: same environment, same grader, no state check.
     goal = "Which port does the staging server run on, according to the wiki?"
@@ -159,7 +174,7 @@ async def _judged(
         monkeypatch.setenv("OPENFORGE_JUDGE_BASE_URL", judge[1])
         monkeypatch.setenv("OPENFORGE_JUDGE_API_KEY", judge[2])
         monkeypatch.setenv("OPENFORGE_JUDGE_MODEL", "judge")
-    (res,) = await run_rollouts(_config(tmp_path, policy, task))
+    (res,) = await run_rollouts(_config(tmp_path, policy, task, harness, **opts))
     return res
 
 
@@ -210,3 +225,169 @@ async def test_a_judge_that_fails_is_infra_error(
     res = await _judged(tmp_path / "gone", policy, monkeypatch, gone)
     assert (res.status, res.reward) == ("infra_error", None)
     assert res.error is not None and "the judge at http://127.0.0.1:9/v1 failed" in res.error
+
+
+RIGHT = "8443"  # the staging port, as the wiki's Deploy page states it
+
+
+@dataclasses.dataclass(frozen=True)
+class DecidingJudge:
+    """An OpenAI-compatible judge that decides on what it is asked: success when the
+    prompt's ``Final answer:`` line names the staging port. It stands in for an LLM judge
+    (no model here judges reliably), so a verdict follows the answer the grader sent."""
+
+    base_url: str
+    prompts: list[str]
+
+    @property
+    def endpoint(self) -> tuple[str, str, str, str]:
+        """As ``_judged`` takes a judge: (admin URL, base URL, key, its rollout id)."""
+        return "", self.base_url, "judge-key", ""
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    """The text parts of a Chat Completions request's messages, one a line."""
+    texts: list[str] = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        texts += [p["text"] for p in parts if p.get("type") == "text" and p.get("text")]
+    return "\n".join(texts)
+
+
+@pytest.fixture
+def deciding_judge() -> Iterator[DecidingJudge]:
+    """A :class:`DecidingJudge` on the loopback, for the length of a test."""
+    prompts: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            text = _prompt_text(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            prompts.append(text)
+            said = [ln for ln in text.splitlines() if ln.startswith("Final answer:")]
+            verdict = "success" if said and RIGHT in said[-1] else "failure"
+            message = {"role": "assistant", "content": f"{said}\nStatus: {verdict}"}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            data = json.dumps({"object": "chat.completion", "choices": [choice]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # keep the test's output to the test
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield DecidingJudge(f"http://127.0.0.1:{server.server_address[1]}/v1", prompts)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+
+
+async def test_the_judge_reads_the_answer_the_browser_agent_stated(
+    scripted_gateway: ScriptedGateway,
+    deciding_judge: DecidingJudge,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The answer comes from the gateway's record of the policy's last call (its Answer
+    # action), so the judge's verdict follows what the policy said.
+    for i, (said, reward) in enumerate(((RIGHT, 1.0), ("port 80", 0.0))):
+        policy = scripted_gateway(["Action: Click [3]", f"Action: Answer; {said}"])
+        res = await _judged(tmp_path / str(i), policy, monkeypatch, deciding_judge.endpoint)
+        assert (res.status, res.reward, res.error) == ("completed", reward, None), res
+        assert res.details is not None and res.details["answer"] == said
+        assert f"Final answer: {said}\n" in deciding_judge.prompts[-1]
+    assert len(deciding_judge.prompts) == 2
+
+
+def _done(text: str) -> str:
+    """Browser-Use's ``AgentOutput`` ending the task with ``text``."""
+    return json.dumps(
+        {
+            "evaluation_previous_goal": "On the wiki.",
+            "memory": "The task asks for the staging port.",
+            "next_goal": "Report the port.",
+            "action": [{"done": {"text": text, "success": True}}],
+        }
+    )
+
+
+async def test_the_judge_reads_browser_uses_done_text(
+    scripted_gateway: ScriptedGateway,
+    deciding_judge: DecidingJudge,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not Path(PREFIX, "bin", "python").is_file():
+        pytest.fail(f"Browser-Use is not installed at {PREFIX}: scripts/install-harnesses.sh")
+    for i, (said, reward) in enumerate(
+        ((f"The staging port is {RIGHT}.", 1.0), ("The staging port is 80.", 0.0))
+    ):
+        policy = scripted_gateway([_done(said)])
+        res = await _judged(
+            tmp_path / str(i), policy, monkeypatch, deciding_judge.endpoint, "browser-use"
+        )
+        assert (res.status, res.reward, res.error) == ("completed", reward, None), res
+        assert res.details is not None and res.details["answer"] == said
+        assert f"Final answer: {said}\n" in deciding_judge.prompts[-1]
+        rec = httpx.get(f"{policy}/admin/rollouts/{res.rollout_id}", headers=admin_headers())
+        assert [c["role"] for c in rec.json()["calls"]] == ["policy"]  # its judge is off
+
+
+# Inside the sandbox: kill the browser environment's server (the process whose script is
+# browser_server.py), so that nothing writes its result again, then put a forged answer
+# where the environment and the harnesses write theirs.
+_FORGE = """for p in /proc/[0-9]*; do
+  case "$(tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | sed -n 2p)" in
+    */browser_server.py) kill -9 "${{p#/proc/}}" ;;
+  esac
+done
+sleep 1
+printf '%s' {result} > {home}/{result_file}
+mkdir -p {home}/.browser-use-run {home}/.browser-agent
+printf '%s' {history} > {home}/.browser-use-run/history.json
+printf '%s' {run} > {home}/.browser-agent/run.json
+"""
+
+
+async def test_an_answer_forged_in_the_sandbox_files_is_not_the_agents(
+    scripted_gateway: ScriptedGateway,
+    deciding_judge: DecidingJudge,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A shell harness (run only with --allow-reachable-evidence) forges the environment's
+    # result with the right answer (read there by the grader before) and the answer files
+    # of Browser-Use and the browser agent; its policy never states an answer. A marker
+    # action shows the forged result is what the grader read.
+    marker = "http://forged.invalid/"
+    result = {
+        "answer": RIGHT,
+        "done": True,
+        "reward": 1.0,
+        "actions": [{"action": {"action": "scroll", "direction": "down"}, "url": marker}],
+    }
+    history = {"history": [{"result": [{"is_done": True, "extracted_content": RIGHT}]}]}
+    run = {"outcome": "done", "steps": [{"action": {"action": "answer", "text": RIGHT}}]}
+    script = _FORGE.format(
+        result=shlex.quote(json.dumps(result)), home=SANDBOX_HOME, result_file=RESULT_FILE,
+        history=shlex.quote(json.dumps(history)), run=shlex.quote(json.dumps(run)),
+    )  # fmt: skip
+    policy = scripted_gateway(
+        [{"tool_calls": [{"name": "bash", "arguments": {"command": script}}]}, "Done."]
+    )
+    res = await _judged(
+        tmp_path, policy, monkeypatch, deciding_judge.endpoint, "claw",
+        allow_reachable_evidence=True,
+    )  # fmt: skip
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+    assert res.details is not None and res.details["answer"] is None
+    (prompt,) = deciding_judge.prompts
+    assert marker in prompt  # the grader read the forged result file...
+    assert "Final answer: (none)\n" in prompt and RIGHT not in prompt  # ...but not its answer

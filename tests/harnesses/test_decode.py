@@ -4,11 +4,13 @@ typed :class:`Transcript` graders, simulated users and the monitor read."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
 
-from openforge.harnesses.base import HarnessError
+from openforge.conversation import Completion, ToolCall
+from openforge.harnesses.base import HarnessError, StatesAnswer
 from openforge.harnesses.browser import BrowserAgentHarness
 from openforge.harnesses.browser_use import BrowserUseHarness
 from openforge.harnesses.claude_code import ClaudeCodeHarness
@@ -18,7 +20,7 @@ from openforge.harnesses.mini_swe_agent import MiniSweAgentHarness
 from openforge.harnesses.openclaw import OpenClawHarness
 from openforge.harnesses.registry import decode_transcript
 from openforge.harnesses.shell import ShellHarness
-from openforge.rollouts.recorded import recorded_transcript
+from openforge.rollouts.recorded import last_reply, recorded_transcript
 from openforge.tasks.transcript import ToolUse, Transcript, Turn
 
 
@@ -281,3 +283,69 @@ def test_the_recorded_transcript_is_the_policys_longest_conversation_and_its_ans
         Turn("assistant", "done"),
     )
     assert recorded_transcript([calls[2]]) is None
+
+
+def _recorded(
+    text: str, role: str = "policy", status: str = "ok", tool_calls: list[Any] | None = None
+) -> dict[str, Any]:
+    """One call as the admin API lists it with ``content=1``."""
+    user = {"role": "user", "content": [{"type": "text", "text": "Which port?"}]}
+    return {
+        "role": role,
+        "status": status,
+        "conversation": {"messages": [{"role": "system", "content": "sys"}, user]},
+        "completion": {"text": text, "tool_calls": tool_calls or []},
+    }
+
+
+def _agent_output(*actions: dict[str, Any]) -> str:
+    return json.dumps({"memory": "m", "next_goal": "g", "action": list(actions)})
+
+
+def test_the_answer_is_read_from_the_policys_last_answered_call() -> None:
+    agent = BrowserAgentHarness()
+    assert isinstance(agent, StatesAnswer) and isinstance(BrowserUseHarness(), StatesAnswer)
+    assert not isinstance(ClawHarness(), StatesAnswer)
+    calls = [
+        _recorded("Action: Click [3]"),
+        _recorded("Thinking.\nAction: Answer; 8443"),
+        _recorded("Action: Answer; 80", status="engine_error"),  # the harness got an error
+        _recorded("Status: failure", role="judge"),  # the grader's judge, not the agent
+    ]
+    reply = last_reply(calls)
+    assert reply is not None and reply.text == "Thinking.\nAction: Answer; 8443"
+    t = recorded_transcript(calls, agent.stated_answer)
+    assert t is not None and t.harness == "gateway" and t.answer == "8443"
+    # Without the harness's parser, and when the last answered call is an action, no answer.
+    unparsed = recorded_transcript(calls)
+    assert unparsed is not None and unparsed.answer is None
+    acted = recorded_transcript([*calls, _recorded("Action: Back")], agent.stated_answer)
+    assert acted is not None and acted.answer is None
+    assert last_reply([_recorded("Action: Answer; 1", status="late")]) is None
+    # A teacher answers the harness too; its tool calls come back typed.
+    call = _recorded(
+        "", role="teacher", tool_calls=[{"id": "c", "name": "done", "arguments": "{}"}]
+    )
+    assert last_reply([call]) == Completion(text="", tool_calls=[ToolCall("c", "done", "{}")])
+
+
+def test_browser_use_states_the_text_of_a_done_it_runs() -> None:
+    bu = BrowserUseHarness()
+    done = {"done": {"text": "The port is 8443.", "success": True}}
+    said = recorded_transcript(
+        [_recorded(_agent_output({"click": {"index": 4}})), _recorded(_agent_output(done))],
+        bu.stated_answer,
+    )
+    assert said is not None and said.answer == "The port is 8443."
+
+    def stated(text: str, calls: list[Any] | None = None) -> str | None:
+        return bu.stated_answer(Completion(text=text, tool_calls=calls or []))
+
+    # Browser-Use runs ``done`` only as a step's first action, and reads only the message's
+    # JSON content: a later ``done``, prose, a fenced block or a tool call states nothing.
+    assert stated(_agent_output({"scroll": {"down": True}}, done)) is None
+    assert stated("The port is 8443.") is None
+    assert stated("```json\n" + _agent_output(done) + "\n```") is None
+    assert stated("", [ToolCall("c", "done", json.dumps(done["done"]))]) is None
+    assert stated(_agent_output({"done": {"text": 8443}})) is None
+    assert stated(json.dumps([done])) is None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from openforge.conversation import Completion
 from openforge.sandboxes.base import Sandbox
 from openforge.tasks.model import McpServer, TaskTool
 from openforge.tasks.transcript import Transcript
@@ -21,6 +22,7 @@ __all__ = [
     "HarnessError",
     "HarnessNotInstalled",
     "Launch",
+    "StatesAnswer",
     "TakesMcpServers",
     "TakesTurnLimit",
 ]
@@ -124,3 +126,17 @@ class ConfinedToGui(Protocol):
     tasks whose reward evidence lives there (``rollouts/reach.py``)."""
 
     gui_only: bool
+
+
+@runtime_checkable
+class StatesAnswer(Protocol):
+    """Optional: an adapter whose harness ends by stating a final answer in its model's own
+    reply (the browser agent's ``Answer`` action, Browser-Use's ``done`` text), which a
+    benchmark grades beside what the agent did. The orchestrator reads it from the gateway's
+    record of the policy's last answered call (``rollouts/recorded.py``), never from a file
+    in the sandbox, which the agent could write."""
+
+    def stated_answer(self, reply: Completion) -> str | None:
+        """The final answer ``reply`` (the model's answer exactly as generated and recorded)
+        states, parsed as the harness parses it; None when it states none. Pure."""
+        ...

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforge.conversation import Completion
 from openforge.guest import browser_agent
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.script_agent import ScriptAgent
@@ -48,3 +49,12 @@ class BrowserAgentHarness(ScriptAgent):
     def agent_args(self) -> str:
         """The observation mode."""
         return f"--mode {self.mode} "
+
+    def stated_answer(self, reply: Completion) -> str | None:
+        """The text of the ``Answer`` action ``reply`` asks for, parsed by the agent's own
+        parser (what it would have sent the environment); None for any other action
+        (:class:`~openforge.harnesses.base.StatesAnswer`)."""
+        act = browser_agent.parse_action(reply.text)
+        if act is None or act["action"] != "answer":
+            return None
+        return str(act["text"])

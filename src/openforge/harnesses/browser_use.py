@@ -15,8 +15,10 @@ whose calls are recorded with the ``judge`` role), so it is never recorded as po
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from openforge.conversation import Completion
 from openforge.guest import source
 from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
@@ -122,6 +124,26 @@ class BrowserUseHarness:
         """No chat turns (its history is browser actions, kept in ``raw``); the final
         answer of its ``done`` action."""
         return Transcript("browser-use", answer=_done_text(raw), raw=raw)
+
+    def stated_answer(self, reply: Completion) -> str | None:
+        """The ``text`` of the ``done`` action ``reply`` takes
+        (:class:`~openforge.harnesses.base.StatesAnswer`).
+
+        ``reply`` is Browser-Use's ``AgentOutput`` as JSON text (its ``ChatOpenAI`` asks for
+        that ``json_schema`` and validates the message content, never a tool call), with
+        ``action`` a list of ``{name: params}``. Browser-Use runs ``done`` only as the first
+        action of a step (``Agent.multi_act`` stops before a later one), so only a first
+        ``done`` states an answer.
+        """
+        try:
+            output = json.loads(reply.text)
+        except ValueError:
+            return None
+        actions = output.get("action") if isinstance(output, dict) else None
+        first = actions[0] if isinstance(actions, list) and actions else None
+        done = first.get("done") if isinstance(first, dict) else None
+        text = done.get("text") if isinstance(done, dict) else None
+        return text if isinstance(text, str) else None
 
 
 def _done_text(raw: Any) -> str | None:

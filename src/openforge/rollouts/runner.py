@@ -34,6 +34,7 @@ from openforge.harnesses.base import (
     Harness,
     HarnessError,
     Launch,
+    StatesAnswer,
     TakesMcpServers,
     TakesTurnLimit,
 )
@@ -247,8 +248,11 @@ def role_endpoint(minted: Minted, role: str) -> Judge | None:
 
 async def _recorded(job: RolloutJob, minted: Minted) -> Transcript | None:
     """The rollout's transcript from the gateway's record of its calls, never from the
-    harness's files in the sandbox (which the agent can rewrite)."""
-    return recorded_transcript(await job.gateway.calls(minted.rollout_id, content=True))
+    harness's files in the sandbox (which the agent can rewrite); its final answer, where the
+    harness states one, read by the adapter from the policy's last recorded reply."""
+    calls = await job.gateway.calls(minted.rollout_id, content=True)
+    stated = job.harness.stated_answer if isinstance(job.harness, StatesAnswer) else None
+    return recorded_transcript(calls, stated)
 
 
 def _suite_grade(

@@ -6,7 +6,9 @@ the one the run gives the grader (:class:`~openforge.tasks.judge.Judge`: a judge
 the gateway, so its calls are recorded under the rollout with role ``judge`` and never
 trained on), else ``OPENFORGE_JUDGE_*`` (:func:`~openforge.tasks.judge.resolve_judge`). No
 judge, a judge that fails or answers without a verdict is a :class:`VerifierError`
-(``infra_error``), never a 0.
+(``infra_error``), never a 0. The final answer the judge reads is the one the policy
+stated, from the gateway's record of its calls (``GradeInput.transcript.answer``, filled by
+the orchestrator through the harness's :class:`~openforge.harnesses.base.StatesAnswer`).
 """
 
 from __future__ import annotations
@@ -97,8 +99,10 @@ class WebJudgeGrader:
                 "or set OPENFORGE_JUDGE_BASE_URL (and _API_KEY, _MODEL) to an OpenAI-compatible API"
             )
         actions = [_action_line(s) for s in state.get("actions") or []]
-        # Browser-Use's final ``done`` text, when the environment saw no Answer action.
-        answer = state.get("answer") or (given.transcript.answer if given.transcript else None)
+        # The answer the policy stated, as the gateway recorded it (the browser agent's
+        # Answer, Browser-Use's ``done`` text): never the result file's copy, which any
+        # process with the sandbox's uid can write after killing the environment's server.
+        answer = given.transcript.answer if given.transcript is not None else None
         conversation = judge_conversation(self.task, actions, answer, shots)
         try:
             text = await ask(judge, conversation, self.timeout_s)
