@@ -63,7 +63,9 @@ class SplitCounts:
 
         out = f"rollouts taken by split: {fmt(self.taken)}"
         if self.left_out:
-            out += f"; left out: {fmt(self.left_out)} (--split SPLIT or --split all to see them)"
+            out += f"; left out: {fmt(self.left_out)}"
+            if set(self.left_out) - set(self.taken):  # whole splits the selection skipped
+                out += " (--split SPLIT or --split all to take them)"
         return out
 
 
