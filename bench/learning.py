@@ -15,7 +15,12 @@ instances with groups of ``--group-size`` and DAPO-style dynamic sampling
 ``--from-sft RUN_DIR``: every seed's GRPO starts from that run's SFT checkpoint, which is
 evaluated once (``--sft-eval-samples`` per task, a job of its own) for all seeds; the
 GRPO-only interval then adds that evaluation's own noise to the interval over seeds.
-Target (issue 19): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min.
+Besides the overall figures, the GRPO-only gain on the held-out tasks within the SFT
+policy's reach (``training/reach.py``): those some but not all of the SFT evaluation's
+even-numbered samples solved (chosen before GRPO; ``within_reach.json`` in each seed's run
+dir), measured against its odd-numbered samples, per seed (paired over tasks) and pooled
+over seeds with 95% intervals, and pass@1 after GRPO against the SFT policy's pass@k there.
+Target (issues 19, 46): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min.
 
     .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--jobs 3] [--steps 6]
 """
@@ -44,6 +49,7 @@ from openforge.models.registry import resolve_model
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, evaluate, resume, run_loop, save_checkpoint
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
+from openforge.training.reach import eval_rewards, fixed_tasks_se, reach_report, within_reach
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
 from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
@@ -91,6 +97,11 @@ async def one_seed(
             async def warmup(c: TrainConfig, e: LoopEnv) -> None:
                 await sft(c, e)
                 sft_eval.update(await evaluate(c, e, "sft", 0))
+                # The tasks within reach, fixed from the SFT samples before GRPO runs.
+                reach = within_reach(eval_rewards(Path(c.run_dir) / "rollouts" / "eval-sft"))
+                (Path(c.run_dir) / "within_reach.json").write_text(
+                    json.dumps(dataclasses.asdict(reach), indent=1)
+                )
 
             if sft_only:  # the warm-up's checkpoint, for later --from-sft runs
                 await warmup(cfg, env)
@@ -101,9 +112,13 @@ async def one_seed(
     wall = time.perf_counter() - started
     await write_run_report(cfg, Path(cfg.run_dir) / "store.db", wall)
     rollouts = Path(cfg.run_dir) / "rollouts"
+    sft_rewards = eval_rewards(rollouts / "eval-sft") if from_sft is None else None
+    after_rewards = eval_rewards(rollouts / ("eval-sft" if sft_only else "eval-after"))
     return {
-        "sft_by_task": task_means(rollouts / "eval-sft") if from_sft is None else None,
-        "after_by_task": task_means(rollouts / ("eval-sft" if sft_only else "eval-after")),
+        "sft_by_task": _means(sft_rewards) if sft_rewards is not None else None,
+        "after_by_task": _means(after_rewards),
+        "sft_rewards": sft_rewards,
+        "after_rewards": after_rewards,
         "before": float(before["reward_mean"]),
         "sft": float(sft_eval.get("reward_mean", float("nan"))),
         "after": float(after["reward_mean"]),
@@ -125,7 +140,7 @@ async def eval_sft_checkpoint(
     async with open_session(cfg) as env:
         await resume(cfg, env)
         result = await evaluate(cfg, env, "sft", 0)
-    rewards = task_rewards(Path(cfg.run_dir) / "rollouts" / "eval-sft")
+    rewards = eval_rewards(Path(cfg.run_dir) / "rollouts" / "eval-sft")
     return {"sft": float(result["reward_mean"]), "by_task": rewards}
 
 
@@ -134,17 +149,6 @@ def run_sft_eval(root: Path, from_sft: Path, changes: dict[str, Any], samples: i
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [sft] %(message)s", force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     return asyncio.run(eval_sft_checkpoint(root, from_sft, changes, samples))
-
-
-def fixed_tasks_se(by_task: dict[str, list[float]]) -> float:
-    """Standard error of the mean reward over a fixed set of tasks, from the spread of
-    each task's samples (the evaluation's own noise; the tasks are not resampled)."""
-    var = 0.0
-    for rewards in by_task.values():
-        k = len(rewards)
-        if k >= 2:
-            var += statistics.variance(rewards) / k
-    return math.sqrt(var) / max(len(by_task), 1)
 
 
 def _before_of(run_dir: Path) -> float:
@@ -156,20 +160,9 @@ def _before_of(run_dir: Path) -> float:
     raise SystemExit(f"{run_dir}/metrics.jsonl: no 'before' evaluation")
 
 
-def task_rewards(eval_dir: Path) -> dict[str, list[float]]:
-    """The rewards per held-out task of one evaluation (its ``results.jsonl``; infra errors
-    left out)."""
-    by: dict[str, list[float]] = {}
-    for line in (eval_dir / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r.get("reward") is not None and r.get("status") != "infra_error":
-            by.setdefault(r["task_id"], []).append(float(r["reward"]))
-    return by
-
-
-def task_means(eval_dir: Path) -> dict[str, float]:
+def _means(by_task: dict[str, list[float]]) -> dict[str, float]:
     """Mean reward per held-out task of one evaluation."""
-    return {t: statistics.fmean(v) for t, v in task_rewards(eval_dir).items()}
+    return {t: statistics.fmean(v) for t, v in by_task.items()}
 
 
 def _weights_digest(checkpoint: Path) -> str:
@@ -197,7 +190,7 @@ def pooled_sft_evals(root: Path, earlier: list[Path]) -> dict[str, Any]:
             raise SystemExit(
                 f"{checkpoint}: another checkpoint than {mine / 'checkpoints'} (--sft-evals-from)"
             )
-        rewards = task_rewards(run / "sft-eval" / "rollouts" / "eval-sft")
+        rewards = eval_rewards(run / "sft-eval" / "rollouts" / "eval-sft")
         means.append(statistics.fmean([x for v in rewards.values() for x in v]))
         for task, values in rewards.items():
             by_task.setdefault(task, []).extend(values)
@@ -456,6 +449,8 @@ def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
         mean, half = ci95(diffs)
         print(f"seed {seed}: GRPO only, paired over {len(diffs)} held-out tasks: "
               f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
+    if not sft_only:
+        _report_reach(runs, sft_shared)
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
     trained = "SFT only" if sft_only else f"SFT + {steps} GRPO steps"
     start = record.get("load_start")
@@ -463,6 +458,21 @@ def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
     print(f"{len(runs)} seeds x ({trained}) in {record['wall_s'] / 60:.1f} min, load average "
           f"(1 min) {at_start}{loads} at each seed's end")  # fmt: skip
     print(f"settings: {changes} (target: GRPO-only gain >= 10 points, interval above 0)")
+
+
+def _report_reach(runs: list[dict[str, Any]], sft_shared: dict[str, Any] | None) -> None:
+    """The GRPO-only gain on held-out tasks the SFT policy solves sometimes but not always
+    (``training/reach.py``): chosen on the SFT evaluation's even samples, measured against
+    its odd ones."""
+    if any(r.get("after_rewards") is None for r in runs):
+        print("(within reach: this bench.json predates per-sample rewards; not reported)")
+        return
+    if sft_shared is not None:
+        sft = [sft_shared["by_task"]] * len(runs)
+    else:
+        sft = [r["sft_rewards"] for r in runs]
+    for line in reach_report(sft, [r["after_rewards"] for r in runs], sft_shared is not None):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ Each seed is its own run (own run dir, own gateway with the local engine): evalu
 held-out problems (the bundled ``miniwob`` suite's ``test`` split: problem seed 4 of each
 task, a page no train problem shows), SFT warm-up on teacher trajectories, ``--steps``
 GRPO steps on the train problems (seeds 1-3), evaluate again. MiniWoB's own JavaScript
-gives every reward.
+gives every reward. Besides the overall figures, the GRPO-only gain on the held-out tasks
+within the SFT policy's reach (``training/reach.py``: solved by some but not all of the SFT
+evaluation's even samples, measured against its odd ones; ``--eval-samples`` >= 2), per
+seed and pooled, with pass@1 after GRPO against the SFT policy's pass@k there.
 
 The teacher: SmolLM2-135M alone almost never writes ``Action: Click [N]`` (measured: 0 of 18
 rollouts), so GRPO from scratch sees no reward spread. MiniWoB ships no solutions, so
@@ -42,6 +45,7 @@ from openforge.suites.miniwob.loader import SUITE_TASKS
 from openforge.tasks.model import Task
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, evaluate, run_loop
+from openforge.training.reach import eval_rewards, reach_report
 from openforge.training.session import open_session
 from openforge.training.teacher import sft_warmup, teacher_samples
 
@@ -148,8 +152,9 @@ def gui_config(run_dir: Path, seed: int, steps: int, tasks: list[str], k: int) -
     )
 
 
-async def one_seed(cfg: TrainConfig, teach_seeds: tuple[int, ...]) -> dict[str, float]:
-    """Held-out reward before, after the SFT warm-up and after GRPO for one seed."""
+async def one_seed(cfg: TrainConfig, teach_seeds: tuple[int, ...]) -> dict[str, Any]:
+    """Held-out reward before, after the SFT warm-up and after GRPO for one seed, and the
+    SFT and final evaluations' rewards per task (for the tasks within reach)."""
     async with open_session(cfg) as env:
         teach = [t for t in env.train_tasks if int(t.id.rsplit("/", 1)[-1]) in teach_seeds]
         samples = await teacher_samples(cfg, teach, resolve_model(cfg.model), reference_scripts)
@@ -163,10 +168,13 @@ async def one_seed(cfg: TrainConfig, teach_seeds: tuple[int, ...]) -> dict[str, 
         summary = await run_loop(cfg, env, warmup=warmup)
     before = next(e for e in summary.evals if e["tag"] == "before")
     after = next(e for e in summary.evals if e["tag"] == "after")
+    rollouts = Path(cfg.run_dir) / "rollouts"
     return {
         "before": float(before["reward_mean"]),
         "sft": float(sft_eval.get("reward_mean", float("nan"))),
         "after": float(after["reward_mean"]),
+        "sft_rewards": eval_rewards(rollouts / "eval-sft"),
+        "after_rewards": eval_rewards(rollouts / "eval-after"),
     }
 
 
@@ -204,6 +212,9 @@ def main() -> None:
         mean, half = ci95(values)
         print(f"{name:18} reward {100 * mean:6.1f} ± {100 * half:.1f} points "
               f"(seeds: {', '.join(f'{100 * v:.0f}' for v in values)})")  # fmt: skip
+    sft, after = [r["sft_rewards"] for r in runs], [r["after_rewards"] for r in runs]
+    for line in reach_report(sft, after):
+        print(line)
     print(f"{seeds} seeds x (SFT + {steps} GRPO steps) in "
           f"{(time.perf_counter() - started) / 60:.1f} min")  # fmt: skip
 
