@@ -186,8 +186,11 @@ exit $rc
     return ["/bin/sh", "-c", script, "openforge-browser", *argv]
 
 
-def verify_script() -> bytes:
+def verify_script(answer: tuple[str, ...] = (), page_reward: bool = True) -> bytes:
     """The verifier every browser task runs: the reward state the server last wrote.
+
+    ``answer``: the agent's ``answer`` must also contain each of these (any case), else 0;
+    ``page_reward=False`` (a task rewarded by its answer alone): 1 when the answer holds.
 
     The orchestrator verifies only rollouts whose environment came up (an exec that ended
     with :data:`UNAVAILABLE_STATUS` is ``infra_error`` before any verifier runs), and the
@@ -214,6 +217,10 @@ if state.get("error"):
     why = "the result says error: %s" % str(state["error"])[:200]
     print(json.dumps({{"reward": 0.0, "details": {{"done": False, "why_zero": why}}}}))
     sys.exit(0)
-reward = min(1.0, max(0.0, float(state.get("reward") or 0.0)))
+reward = min(1.0, max(0.0, float(state.get("reward") or 0.0))) if {page_reward!r} else 1.0
+said = str(state.get("answer") or "").lower()
+if not all(a.lower() in said for a in {list(answer)!r}):
+    state["why_zero"] = "the answer does not hold what the task asks"
+    reward = 0.0
 print(json.dumps({{"reward": reward, "details": state}}))
 """.encode()

@@ -25,18 +25,25 @@
     name = "lookup"
     description = "Look a word up in the glossary."
     usage = "python3 tools/lookup.py WORD"   # a command run with the agent's shell tool
+
+A ``[browser]`` or ``[desktop]`` section (a GUI task) is read by the section loaders the
+caller passes (``suites/native_gui.py``): the section then brings the task's environment and,
+for a browser, its reward, in place of ``verify/``.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforge.environments.base import GuiEnvironment
 from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskTool, check_keys, collect_dir
 
-__all__ = ["ID_RE", "load_native", "number", "string_list"]
+__all__ = ["ID_RE", "NativeSection", "SectionLoader", "load_native", "number", "string_list"]
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 _NETWORKS = ("none", "gateway", "open")
@@ -50,6 +57,27 @@ _TOP_KEYS = (
 _RESOURCE_KEYS = ("cpu", "memory_mb", "pids", "disk_mb")
 _VERIFY_KEYS = ("command", "timeout")
 _TOOL_KEYS = ("name", "description", "usage")
+
+
+@dataclass(frozen=True, slots=True)
+class NativeSection:
+    """What a GUI section of ``task.toml`` (``[browser]``, ``[desktop]``) adds to the task.
+
+    ``verify_command`` set: the section brings the reward (then ``verify/`` and ``[verify]``
+    are refused, so a task never has two); empty: the task's own ``verify/`` scores it.
+    ``workspace`` entries must not collide with the task's ``workspace/`` files.
+    """
+
+    gui: GuiEnvironment
+    workspace: dict[str, Path] = field(default_factory=dict)
+    verify: dict[str, Path] = field(default_factory=dict)
+    verify_extra: dict[str, bytes] = field(default_factory=dict)
+    verify_command: str = ""
+    tags: tuple[str, ...] = ()
+
+
+# (task.toml, the task directory, the section's table) -> what it adds; TaskError when bad.
+SectionLoader = Callable[[Path, Path, dict[str, Any]], NativeSection]
 
 
 def number(
@@ -105,8 +133,28 @@ def _int(file: Path, table: dict[str, Any], key: str) -> int | None:
     return None if value is None else int(value)
 
 
-def load_native(root: Path) -> Task:
-    """Load a native task directory; raise :class:`TaskError` naming file and field."""
+def _section(
+    file: Path, root: Path, data: dict[str, Any], loaders: Mapping[str, SectionLoader]
+) -> NativeSection | None:
+    """The one GUI section ``data`` holds, loaded; None when it holds none."""
+    given = [name for name in loaders if name in data]
+    if len(given) > 1:
+        raise TaskError(file, given[1], f"a task has one GUI environment: {given[0]} or {given[1]}")
+    if not given:
+        return None
+    table = data[given[0]]
+    if not isinstance(table, dict):
+        raise TaskError(file, given[0], f"must be a table ([{given[0]}])")
+    return loaders[given[0]](file, root, table)
+
+
+def load_native(root: Path, sections: Mapping[str, SectionLoader] | None = None) -> Task:
+    """Load a native task directory; raise :class:`TaskError` naming file and field.
+
+    ``sections`` are the loaders of the GUI sections (``browser``, ``desktop``) this caller
+    knows; any other key is refused as unknown.
+    """
+    loaders = dict(sections or {})
     file = root / "task.toml"
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
@@ -115,7 +163,7 @@ def load_native(root: Path) -> Task:
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(file, "(file)", f"cannot be read: {exc}") from exc
 
-    check_keys(file, data, _TOP_KEYS)
+    check_keys(file, data, (*_TOP_KEYS, *loaders))
     task_id = data.get("id")
     if not isinstance(task_id, str) or not ID_RE.match(task_id):
         raise TaskError(file, "id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
@@ -143,8 +191,17 @@ def load_native(root: Path) -> Task:
         raise TaskError(file, "verify", "must be a table")
     check_keys(file, verify, _VERIFY_KEYS, "verify.")
 
+    gui = _section(file, root, data, loaders)
     verify_files = collect_dir(root, "verify", "verify/")
     command = verify.get("command")
+    if gui is not None and gui.verify_command:
+        if verify or verify_files:
+            name = "browser" if "browser" in data else "desktop"
+            where = "verify" if verify else "verify/"
+            raise TaskError(
+                file, where, f"the [{name}] section brings this task's reward: drop {where}"
+            )
+        command = gui.verify_command
     if command is None:
         if "verify.sh" in verify_files:
             command = f"sh {VERIFY_DIR}/verify.sh"
@@ -163,6 +220,12 @@ def load_native(root: Path) -> Task:
     verify_timeout = number(file, verify, "timeout", 120.0, "verify.")
     assert timeout is not None and verify_timeout is not None
     cpu = number(file, resources, "cpu", None, "resources.")
+    workspace = collect_dir(root, "workspace", "workspace/")
+    if gui is not None:
+        clash = sorted(workspace.keys() & gui.workspace.keys())
+        if clash:
+            raise TaskError(root / "workspace", "workspace/", f"{clash[0]} is the site's path")
+        workspace.update(gui.workspace)
     return Task(
         id=task_id,
         instruction=instruction.strip(),
@@ -176,11 +239,13 @@ def load_native(root: Path) -> Task:
         disk_mb=_int(file, resources, "disk_mb"),
         image=image,
         network=network,
-        tags=string_list(file, data.get("tags"), "tags"),
+        tags=(*string_list(file, data.get("tags"), "tags"), *(gui.tags if gui else ())),
         split=split,
-        workspace=collect_dir(root, "workspace", "workspace/"),
-        verify=verify_files,
+        workspace=workspace,
+        verify={**verify_files, **(gui.verify if gui else {})},
         verify_command=command,
+        verify_extra=dict(gui.verify_extra) if gui else {},
         solution=collect_dir(root, "solution", "solution/"),
         tools=_tools(file, data.get("tools")),
+        gui=gui.gui if gui else None,
     )

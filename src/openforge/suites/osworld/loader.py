@@ -19,9 +19,10 @@ from typing import Any
 from openforge.environments.desktop import ConfigStep, DesktopEnvironment
 from openforge.tasks.model import Task, TaskError, TaskWarning, unknown_keys
 
-__all__ = ["is_osworld_suite", "load_osworld"]
+__all__ = ["EVALUATOR", "EVALUATOR_KEYS", "check_evaluator", "is_osworld_suite", "load_osworld"]
 
-_EVAL = Path(__file__).with_name("evaluate.py")
+# The evaluator run as the verifier, beside the task's JSON (``task.json``).
+EVALUATOR = Path(__file__).with_name("evaluate.py")
 _STEPS = {"launch", "execute", "command", "sleep"}
 _GETTERS = {"vm_file", "vm_command_line", "rule", "cloud_file"}
 _METRICS = {"exact_match", "check_include_exclude", "compare_text_file", "is_in_list", "infeasible"}
@@ -31,7 +32,7 @@ _KEYS = (
     "id", "snapshot", "instruction", "source", "config", "trajectory", "related_apps",
     "evaluator", "proxy", "fixed_ip", "possibility_of_env_change", "_comment",
 )  # fmt: skip
-_EVALUATOR = ("func", "result", "expected", "options", "conj", "postconfig")
+EVALUATOR_KEYS = ("func", "result", "expected", "options", "conj", "postconfig")
 _STEP = ("type", "parameters")
 
 
@@ -72,26 +73,27 @@ def _steps(file: Path, config: Any) -> tuple[ConfigStep, ...]:
     return tuple(out)
 
 
-def _check_evaluator(file: Path, ev: Any, root: Path) -> dict[str, Path]:
-    """Validate ``evaluator``; the cloud files the verifier needs (``files/<dest>``)."""
+def check_evaluator(file: Path, ev: Any, root: Path, where: str = "evaluator") -> dict[str, Path]:
+    """Validate an OSWorld ``evaluator`` (named ``where`` in errors); the cloud files the
+    verifier needs (``files/<dest>`` under ``root``)."""
     if not isinstance(ev, dict) or "func" not in ev:
-        raise TaskError(file, "evaluator", "must be an object with func")
+        raise TaskError(file, where, "must be an object with func")
     funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
     for name in funcs:
         if name not in _METRICS:
-            raise TaskError(file, "evaluator.func", f"metric {name!r} is not supported here")
+            raise TaskError(file, f"{where}.func", f"metric {name!r} is not supported here")
     files: dict[str, Path] = {}
     for key in ("result", "expected"):
         specs = ev.get(key)
         for spec in specs if isinstance(specs, list) else [specs] if specs else []:
             kind = spec.get("type") if isinstance(spec, dict) else None
             if kind not in _GETTERS:
-                raise TaskError(file, f"evaluator.{key}.type", f"getter {kind!r} not supported")
+                raise TaskError(file, f"{where}.{key}.type", f"getter {kind!r} not supported")
             if kind == "cloud_file":
                 dest = str(spec.get("dest", ""))
                 local = root / "files" / dest
                 if not dest or "/" in dest or not local.is_file():
-                    raise TaskError(file, f"evaluator.{key}.dest", f"put the file at {local}")
+                    raise TaskError(file, f"{where}.{key}.dest", f"put the file at {local}")
                 files[f"files/{dest}"] = local
     return files
 
@@ -106,9 +108,9 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
     for key in ("id", "instruction"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise TaskError(file, key, "must be a non-empty string")
-    files = _check_evaluator(file, data.get("evaluator"), root)
+    files = check_evaluator(file, data.get("evaluator"), root)
     warnings: list[TaskWarning] = unknown_keys(file, data, _KEYS)
-    warnings += unknown_keys(file, data.get("evaluator"), _EVALUATOR, "evaluator.")
+    warnings += unknown_keys(file, data.get("evaluator"), EVALUATOR_KEYS, "evaluator.")
     config = data.get("config")
     for i, step in enumerate(config if isinstance(config, list) else []):
         warnings += unknown_keys(file, step, _STEP, f"config[{i}].")
@@ -118,7 +120,7 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
         path=file,
         format="osworld",
         tags=("gui", "desktop", "osworld", domain),
-        verify={"osworld_eval.py": _EVAL, "task.json": file, **files},
+        verify={"osworld_eval.py": EVALUATOR, "task.json": file, **files},
         verify_command="python3 .openforge-verify/osworld_eval.py",
         gui=DesktopEnvironment(steps=_steps(file, data.get("config", []))),
         warnings=tuple(warnings),
