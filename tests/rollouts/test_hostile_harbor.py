@@ -101,3 +101,30 @@ async def test_terminal_bench_image_carries_neither_tests_nor_solution(
     finally:
         await backend.close()
     assert (checked.ok, checked.oracle, checked.noop) == (True, 1.0, 0.0), checked
+
+
+async def test_an_agent_cannot_fail_a_later_steps_healthcheck_into_infra_error(
+    gateway: str, podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step two's healthcheck needs what step one's agent had to make. An agent that makes
+    nothing, or removes ``sh`` so the healthcheck cannot even start, fails it after its own
+    turn: the rollout is scored (0), never masked as ``infra_error``; the honest agent gets 1."""
+    monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))
+    (task,) = load_tasks(samples.harbor_healthcheck(tmp_path / "suite")).tasks
+    policies = {
+        "idle": "true",
+        "no-sh": "rm -f /bin/sh /usr/bin/sh /bin/dash /usr/bin/dash",
+        "honest": (
+            'case "$OPENFORGE_INSTRUCTION" in *Harbor*) g="Hello, Harbor!";; *) g=hello;; esac; '
+            'printf \'#!/bin/sh\\necho "%s"\\n\' "$g" > /app/greet.sh; chmod +x /app/greet.sh'
+        ),
+    }
+    results = {}
+    for name, command in policies.items():
+        one = dataclasses.replace(task, id=f"steps-{name}")
+        (res,) = await run_rollouts(_config(gateway, tmp_path / name, [one], command))
+        results[name] = res
+    for name in ("idle", "no-sh"):
+        res = results[name]
+        assert (res.status, res.reward) == ("completed", 0.0), (name, res.error, res)
+    assert (results["honest"].status, results["honest"].reward) == ("completed", 1.0)

@@ -106,6 +106,45 @@ def harbor_steps(root: Path) -> Path:
     })  # fmt: skip
 
 
+GREET_TEST_SH = """\
+#!/bin/bash
+[ "$(/app/greet.sh 2>/dev/null)" = "$EXPECTED" ] && r=1 || r=0
+echo $r > /logs/verifier/reward.txt
+"""
+
+
+def harbor_healthcheck(root: Path, first_check: str | None = None) -> Path:
+    """Two steps, as the cookbook's multi-step recipe: step two's healthcheck needs what step
+    one's agent had to make (``/app/greet.sh``); no ``min_reward``, so a failed step one still
+    reaches it. ``first_check``: a healthcheck on step one too (before any agent ran)."""
+    first = (
+        ""
+        if first_check is None
+        else f'[steps.healthcheck]\ncommand = "{first_check}"\ninterval_sec = 0.2\nretries = 2\n'
+    )
+    return _write(root / "greet-steps", {
+        "task.toml": (
+            'schema_version = "1.1"\n[environment]\nworkdir = "/app"\nmcp_servers = []\n'
+            f'[[steps]]\nname = "scaffold"\n{first}'
+            '[steps.verifier.env]\nEXPECTED = "hello"\n'
+            '[[steps]]\nname = "implement"\n[steps.verifier.env]\nEXPECTED = "Hello, Harbor!"\n'
+            '[steps.healthcheck]\ncommand = "test -x /app/greet.sh"\ninterval_sec = 0.2\n'
+            "timeout_sec = 5\nretries = 3\nstart_period_sec = 0.5\nstart_interval_sec = 0.1\n"
+        ),
+        "environment/Dockerfile": "FROM debian:bookworm\nWORKDIR /app\n",
+        "tests/test.sh": GREET_TEST_SH,
+        "steps/scaffold/instruction.md": "Make /app/greet.sh, an executable that prints hello.\n",
+        "steps/scaffold/solution/solve.sh": (
+            "#!/bin/bash\nprintf '#!/bin/sh\\necho hello\\n' > /app/greet.sh\n"
+            "chmod +x /app/greet.sh\n"
+        ),
+        "steps/implement/instruction.md": "Make /app/greet.sh print Hello, Harbor!\n",
+        "steps/implement/solution/solve.sh": (
+            "#!/bin/bash\nprintf '#!/bin/sh\\necho \"Hello, Harbor!\"\\n' > /app/greet.sh\n"
+        ),
+    })  # fmt: skip
+
+
 def harbor_broken(root: Path) -> Path:
     """A verifier that cannot run in its environment: pytest is not installed there."""
     return _write(root / "no-pytest", {

@@ -226,3 +226,18 @@ def test_reward_key_option_reaches_every_verifier(tmp_path: Path) -> None:
     assert with_reward_key(multi, "style").tests.reward_key == "style"  # type: ignore[union-attr]
     assert {s.verifier.reward_key for s in with_reward_key(steps, "a").steps} == {"a"}
     assert multi.tests is not None and multi.tests.reward_key is None  # the original is kept
+
+
+def test_per_step_healthcheck_is_read_with_its_polling(tmp_path: Path) -> None:
+    (task,) = load_tasks(samples.harbor_healthcheck(tmp_path)).tasks
+    scaffold, implement = task.steps
+    assert scaffold.healthcheck is None
+    check = implement.healthcheck
+    assert check is not None and check.command == "test -x /app/greet.sh"
+    assert (check.interval_s, check.timeout_s, check.retries) == (0.2, 5.0, 3)
+    assert (check.start_period_s, check.start_interval_s) == (0.5, 0.1)
+    assert not task.warnings
+    toml = tmp_path / "greet-steps" / "task.toml"
+    toml.write_text(toml.read_text().replace("retries = 3", "retries = -1"))
+    (err,) = load_tasks(tmp_path / "greet-steps").errors
+    assert err.field == "steps[1].healthcheck.retries"

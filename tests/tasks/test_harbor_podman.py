@@ -215,3 +215,37 @@ async def test_min_reward_table_stops_the_episode_and_healthchecks_gate_the_agen
     (task,) = load_tasks(d).tasks
     result = await check_task(podman, task)
     assert not result.ok and "healthcheck failed (1 tries)" in result.reason
+
+
+async def test_step_healthcheck_gates_the_step_and_never_hides_the_agents_failure(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    """The healthcheck of step two checks what step one's agent had to make: the oracle
+    passes it (1), a no-op fails it, and that failure scores the step 0 — it followed the
+    agent's turn, so it is never the environment's (infra) fault. Step one's own healthcheck
+    failing comes before any agent: the environment did not come up."""
+    (task,) = load_tasks(samples.harbor_healthcheck(tmp_path)).tasks
+    result = await check_task(podman, task)
+    assert (result.ok, result.oracle, result.noop, result.reason) == (True, 1.0, 0.0, "")
+    spec = sandbox_spec(task, "/workspace")
+    box = await podman.create(spec)
+    turns: list[str] = []
+    try:
+
+        async def idle(turn: Turn) -> TurnOutcome:
+            turns.append(turn.step.name if turn.step else "")
+            return TurnOutcome()
+
+        episode = await run_episode(box, task, spec.workdir, idle)
+    finally:
+        await box.close()
+    assert turns == ["scaffold"] and episode.reward == 0.0
+    scaffold, implement = episode.details["steps"]
+    assert implement["reward"] == 0.0
+    assert (
+        "healthcheck failed (3 tries): test -x /app/greet.sh" in implement["details"]["not_started"]
+    )
+    (task,) = load_tasks(samples.harbor_healthcheck(tmp_path / "b", "test -d /nope")).tasks
+    result = await check_task(podman, task)
+    assert not result.ok and result.oracle is None
+    assert "step scaffold: healthcheck failed (2 tries): test -d /nope" in result.reason

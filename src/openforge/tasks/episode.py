@@ -15,9 +15,13 @@ simulated user is asked for its next message (:data:`Reply`); ``None`` (satisfie
 session (``Turn.resume``) within what is left of the task's timeout. Then the task is graded
 once, on the whole conversation.
 
-Exceptions: a failing healthcheck or step ``setup.sh`` is a :class:`VerifierError`-like
-:class:`EnvironmentFailed` (the rollout's ``infra_error``); verifier failures are
-:class:`~openforge.tasks.grading.VerifierError`.
+Each step's healthcheck (``TaskStep.healthcheck``) is polled after its files and
+``setup.sh`` are in place and before its agent starts. Exceptions: the task's healthcheck,
+or the first step's ``setup.sh`` or healthcheck, failing is a :class:`VerifierError`-like
+:class:`EnvironmentFailed` (the rollout's ``infra_error``): no agent has run yet. A later
+step's failing the same way follows an agent's turn in the same environment, so it is the
+agent's doing: that step scores 0 and the episode ends (an agent cannot turn its failure
+into ``infra_error``). Verifier failures are :class:`~openforge.tasks.grading.VerifierError`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 
 from openforge.sandboxes.base import KillsLeftovers, Sandbox, SandboxSpec, TaskImage
 from openforge.tasks.grading import VerifierError, VerifyResult
-from openforge.tasks.model import Task, TaskStep
+from openforge.tasks.model import Healthcheck, Task, TaskStep
 from openforge.tasks.verify import run_verifier
 
 __all__ = [
@@ -141,29 +145,58 @@ def sandbox_spec(
     )
 
 
+async def _poll(box: Sandbox, check: Healthcheck, workdir: str, env: dict[str, str]) -> str | None:
+    """Poll ``check`` as Docker's HEALTHCHECK does; None once it passes, else the last
+    try's output after ``retries`` consecutive failures past the start period."""
+    start = time.monotonic()
+    failures = 0
+    while True:
+        res = await box.exec(
+            ["sh", "-c", check.command], env=env, cwd=workdir, timeout=check.timeout_s
+        )
+        if res.exit_code == 0 and not res.timed_out:
+            return None
+        starting = time.monotonic() - start < check.start_period_s
+        if not starting:
+            failures += 1
+            if failures >= check.retries:
+                why = "timed out" if res.timed_out else f"exit {res.exit_code}"
+                return f"{why}: " + (res.stdout + res.stderr).decode(errors="replace")[-2000:]
+        await asyncio.sleep(check.start_interval_s if starting else check.interval_s)
+
+
 async def _healthcheck(box: Sandbox, task: Task, workdir: str) -> None:
     check = task.environment.healthcheck if task.environment else None
     if check is None:
         return
-    await asyncio.sleep(check.start_period_s)
-    last = ""
-    for _ in range(check.retries):
-        res = await box.exec(["sh", "-c", check.command], cwd=workdir, timeout=check.timeout_s)
-        if res.exit_code == 0 and not res.timed_out:
-            return
-        last = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
-        await asyncio.sleep(check.interval_s)
-    raise EnvironmentFailed(f"healthcheck failed ({check.retries} tries): {check.command}", last)
+    env = dict(task.environment.env) if task.environment else {}
+    last = await _poll(box, check, workdir, env)
+    if last is not None:
+        raise EnvironmentFailed(
+            f"healthcheck failed ({check.retries} tries): {check.command}", last
+        )
 
 
-async def _step_setup(box: Sandbox, step: TaskStep, workdir: str, env: dict[str, str]) -> None:
+async def _step_ready(
+    box: Sandbox, step: TaskStep, workdir: str, env: dict[str, str]
+) -> tuple[str, str] | None:
+    """Put the step's files in place, run its ``setup.sh`` and poll its healthcheck; None
+    when the step may start, else why not and the output that shows it."""
     await box.put({rel: p.read_bytes() for rel, p in step.files.items()})
-    if "setup.sh" not in step.files:
-        return
-    res = await box.exec(["bash", "setup.sh"], cwd=workdir, env=env, timeout=600)
-    if res.exit_code != 0:
-        out = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
-        raise EnvironmentFailed(f"step {step.name}: setup.sh exited {res.exit_code}", out)
+    if "setup.sh" in step.files:
+        res = await box.exec(["bash", "setup.sh"], cwd=workdir, env=env, timeout=600)
+        if res.exit_code != 0:
+            out = (res.stdout + res.stderr).decode(errors="replace")[-2000:]
+            return f"step {step.name}: setup.sh exited {res.exit_code}", out
+    if step.healthcheck is not None:
+        last = await _poll(box, step.healthcheck, workdir, env)
+        if last is not None:
+            check = step.healthcheck
+            return (
+                f"step {step.name}: healthcheck failed ({check.retries} tries): {check.command}",
+                last,
+            )
+    return None
 
 
 async def _mark(box: Sandbox) -> None:
@@ -242,8 +275,18 @@ async def run_episode(
     outcome = TurnOutcome()
     output = ""
     verify_s = 0.0
-    for step in task.steps:
-        await _step_setup(box, step, workdir, env)
+    for i, step in enumerate(task.steps):
+        failed = await _step_ready(box, step, workdir, env)
+        if failed is not None and i == 0:
+            # No agent has run in this environment yet: it did not come up.
+            raise EnvironmentFailed(*failed)
+        if failed is not None:
+            # What an earlier step's agent left behind fails this step's precondition: the
+            # agent's doing (never infra_error), so the step scores 0 and the episode ends.
+            why, out = failed
+            ran.append({"step": step.name, "reward": 0.0, "details": {"not_started": why}})
+            output += f"--- step {step.name} ---\n{why}\n{out}\n"
+            break
         await _mark(box)
         outcome = await act(Turn(step.instruction, step.timeout_s, step.solution, step))
         await _end_leftovers(box)

@@ -105,13 +105,18 @@ class TaskTool:
 
 @dataclass(frozen=True, slots=True)
 class Healthcheck:
-    """A command that must pass before the agent starts (``[environment.healthcheck]``)."""
+    """A command that must pass before the agent starts (``[environment.healthcheck]``, a
+    step's ``[steps.healthcheck]``), polled as Docker's ``HEALTHCHECK`` is: a failure within
+    ``start_period_s`` does not count (the next try comes ``start_interval_s`` later), after
+    it ``retries`` consecutive failures, ``interval_s`` apart, mean unhealthy; a try longer
+    than ``timeout_s`` fails."""
 
     command: str
     interval_s: float = 5.0
     timeout_s: float = 30.0
     start_period_s: float = 0.0
     retries: int = 3
+    start_interval_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +165,9 @@ class TaskStep:
     """One step of a multi-step task: its own instruction, files, verifier and gate.
 
     ``files`` go to the workdir before the step's agent starts (``setup.sh`` among them is
-    run there first); ``min_reward`` ends the episode after this step when the step's
-    reward (a float) or any named key (a dict) falls below it.
+    run there first); ``healthcheck`` must then pass before the step's agent starts;
+    ``min_reward`` ends the episode after this step when the step's reward (a float) or any
+    named key (a dict) falls below it.
     """
 
     name: str
@@ -171,6 +177,7 @@ class TaskStep:
     files: dict[str, Path] = field(default_factory=dict)
     solution: dict[str, Path] = field(default_factory=dict)
     min_reward: float | dict[str, float] | None = None
+    healthcheck: Healthcheck | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,11 @@ def _healthcheck(
         command=value["command"],
         interval_s=number(file, value, "interval_sec", 5.0, f"{where}.") or 5.0,
         timeout_s=number(file, value, "timeout_sec", 30.0, f"{where}.") or 30.0,
-        start_period_s=float(value.get("start_period_sec", 0.0)),
+        # 0 (Docker's default) is allowed here: no start period.
+        start_period_s=0.0
+        if value.get("start_period_sec") in (None, 0)
+        else number(file, value, "start_period_sec", None, f"{where}.") or 0.0,
+        start_interval_s=number(file, value, "start_interval_sec", 5.0, f"{where}.") or 5.0,
         retries=int(retries),
     )
 
@@ -264,8 +268,6 @@ def _steps(
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise TaskError(file, where, "must be a table with a name")
         warns += unknown_keys(file, entry, _STEP, f"{where}.")
-        if entry.get("healthcheck") is not None:
-            raise TaskError(file, f"{where}.healthcheck", "per-step healthchecks are not supported")
         name = entry["name"]
         step_dir = inside(root, f"steps/{name}", file, f"{where}.name")
         md = step_dir / "instruction.md"
@@ -296,6 +298,9 @@ def _steps(
                 files=collect_dir(step_dir, "workdir", f"steps/{name}/workdir/"),
                 solution=collect_dir(step_dir, "solution", f"steps/{name}/solution/"),
                 min_reward=_min_reward(file, entry.get("min_reward"), f"{where}.min_reward"),
+                healthcheck=_healthcheck(
+                    file, entry.get("healthcheck"), f"{where}.healthcheck", warns
+                ),
             )
         )
     return tuple(out)
