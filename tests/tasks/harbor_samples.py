@@ -145,6 +145,25 @@ def harbor_healthcheck(root: Path, first_check: str | None = None) -> Path:
     })  # fmt: skip
 
 
+def harbor_skills(root: Path) -> Path:
+    """A task whose image holds a skill under ``/skills`` (``skills_dir``), as the cookbook's
+    skills recipe: the Dockerfile copies ``environment/skills/`` there."""
+    return _write(root / "skills", {
+        "task.toml": '[environment]\nskills_dir = "/skills"\n[verifier]\ntimeout_sec = 30.0\n',
+        "instruction.md": "Use the make-greeting skill.\n",
+        "environment/Dockerfile": "FROM debian:bookworm\nCOPY skills/ /skills/\nWORKDIR /app\n",
+        "environment/skills/make-greeting/SKILL.md": (
+            "---\nname: make-greeting\ndescription: Write the greeting file.\n---\n"
+            "Write `Hello from skills!` to /app/greeting.txt.\n"
+        ),
+        "tests/test.sh": (
+            "#!/bin/bash\ngrep -qx 'Hello from skills!' /app/greeting.txt && r=1 || r=0\n"
+            "echo $r > /logs/verifier/reward.txt\n"
+        ),
+        "solution/solve.sh": "#!/bin/bash\necho 'Hello from skills!' > /app/greeting.txt\n",
+    })  # fmt: skip
+
+
 def harbor_broken(root: Path) -> Path:
     """A verifier that cannot run in its environment: pytest is not installed there."""
     return _write(root / "no-pytest", {

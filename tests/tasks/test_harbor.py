@@ -62,7 +62,6 @@ def test_every_honoured_field_reaches_the_task(tmp_path: Path) -> None:
         ('[agent]\nuser = "agent"\n', "agent.user"),
         ("[environment]\ngpus = 1\n", "environment.gpus"),
         ('[environment]\nos = "windows"\n', "environment.os"),
-        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
         ('[[environment.mcp_servers]]\nname = "m"\nurl = "http://x"\n', "environment.mcp_servers"),
         ('[environment]\nallowed_hosts = ["pypi.org"]\n', "environment.allowed_hosts"),
         ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
@@ -241,3 +240,12 @@ def test_per_step_healthcheck_is_read_with_its_polling(tmp_path: Path) -> None:
     toml.write_text(toml.read_text().replace("retries = 3", "retries = -1"))
     (err,) = load_tasks(tmp_path / "greet-steps").errors
     assert err.field == "steps[1].healthcheck.retries"
+
+
+def test_skills_dir_is_read_and_must_be_absolute(tmp_path: Path) -> None:
+    (task,) = load_tasks(samples.harbor_skills(tmp_path)).tasks
+    assert task.environment and task.environment.skills_dir == "/skills"
+    toml = tmp_path / "skills" / "task.toml"
+    toml.write_text(toml.read_text().replace('"/skills"', '"skills"'))
+    (err,) = load_tasks(tmp_path / "skills").errors
+    assert err.field == "environment.skills_dir"

@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from openforge.harnesses.base import HarnessError
+from openforge.harnesses.claude_code import ClaudeCodeHarness
+from openforge.harnesses.codex import CodexHarness
+from openforge.harnesses.openclaw import OpenClawHarness
+from openforge.rollouts.runner import add_skills
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.container import ContainerBackend
 from openforge.sandboxes.images import base_images_from_env
@@ -240,7 +245,7 @@ async def test_step_healthcheck_gates_the_step_and_never_hides_the_agents_failur
     finally:
         await box.close()
     assert turns == ["scaffold"] and episode.reward == 0.0
-    scaffold, implement = episode.details["steps"]
+    _scaffold, implement = episode.details["steps"]
     assert implement["reward"] == 0.0
     assert (
         "healthcheck failed (3 tries): test -x /app/greet.sh" in implement["details"]["not_started"]
@@ -249,3 +254,25 @@ async def test_step_healthcheck_gates_the_step_and_never_hides_the_agents_failur
     result = await check_task(podman, task)
     assert not result.ok and result.oracle is None
     assert "step scaffold: healthcheck failed (2 tries): test -d /nope" in result.reason
+
+
+async def test_skills_dir_reaches_each_harness_own_skills_directory(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    """The image's ``/skills/<name>/`` is copied where each harness loads skills from (the
+    adapters' own paths), and the task checks out; a ``skills_dir`` the image lacks is a
+    harness set-up failure (the orchestrator's ``infra_error``), before any agent ran."""
+    (task,) = load_tasks(samples.harbor_skills(tmp_path)).tasks
+    result = await check_task(podman, task)
+    assert (result.ok, result.oracle, result.noop) == (True, 1.0, 0.0), result
+    box = await podman.create(sandbox_spec(task, "/workspace"))
+    try:
+        for harness in (ClaudeCodeHarness(), CodexHarness(), OpenClawHarness()):
+            await add_skills(box, "/skills/", harness)
+            path = f"{harness.skills_home}/make-greeting/SKILL.md"
+            got = await box.get([path])
+            assert b"name: make-greeting" in got[path], harness.name
+        with pytest.raises(HarnessError, match="skills_dir /nope is not a directory of the image"):
+            await add_skills(box, "/nope", ClaudeCodeHarness())
+    finally:
+        await box.close()

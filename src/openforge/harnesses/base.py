@@ -24,6 +24,7 @@ __all__ = [
     "Launch",
     "StatesAnswer",
     "TakesMcpServers",
+    "TakesSkills",
     "TakesTurnLimit",
 ]
 
@@ -103,6 +104,18 @@ class TakesMcpServers(Protocol):
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """Configure the harness in ``sandbox`` to use ``server``'s tools."""
+        ...
+
+
+@runtime_checkable
+class TakesSkills(Protocol):
+    """Optional: an adapter whose harness loads skills (``<name>/SKILL.md`` directories) from
+    a directory of its own; a task's skills are copied there before it starts, as Harbor
+    copies a task's ``skills_dir`` (e.g. to ``~/.claude/skills`` for Claude Code)."""
+
+    @property
+    def skills_home(self) -> str:
+        """The absolute sandbox path the harness reads its skills from."""
         ...
 
 

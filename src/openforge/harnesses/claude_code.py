@@ -86,6 +86,11 @@ class ClaudeCodeHarness:
         self.max_turns = int(max_turns)
         self.binary = binary
 
+    @property
+    def skills_home(self) -> str:
+        """Claude Code's user skills (``~/.claude/skills``), where Harbor puts a task's."""
+        return f"{self.home}/.claude/skills"
+
     def install_command(self) -> str:
         """The global npm install of the pinned version (sandboxes see /usr read-only)."""
         return f"npm install -g {PACKAGE}@{VERSION}"

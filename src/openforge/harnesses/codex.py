@@ -139,6 +139,11 @@ class CodexHarness:
         """``CODEX_HOME`` inside the sandbox (per sandbox, as HOME is)."""
         return f"{self.home}/.codex"
 
+    @property
+    def skills_home(self) -> str:
+        """Codex's user skills (``$CODEX_HOME/skills``), where Harbor puts a task's."""
+        return f"{self.codex_home}/skills"
+
     def install_command(self) -> str:
         """The global npm install of the pinned version (sandboxes see /usr read-only)."""
         return f"npm install -g {PACKAGE}@{VERSION}"

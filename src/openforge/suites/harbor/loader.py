@@ -9,7 +9,9 @@ Every known ``task.toml`` field is either honoured or refused with a :class:`Tas
 it; a key this loader does not know is a :class:`TaskWarning` naming it (and the closest known
 one), never a refusal: the published files are the truth. Refused: agent/verifier ``user``
 other than root, ``allowlist`` networks, a separate verifier environment, GPUs, non-Linux,
-``mcp_servers`` and ``skills_dir``. ``artifacts`` are accepted and noted (not collected).
+``mcp_servers``. ``skills_dir`` (a directory of the image) is copied into the harness's own
+skills directory, as Harbor does; per-step ``healthcheck`` gates each step.
+``artifacts`` are accepted and noted (not collected).
 
 Terminal-Bench 1: ``task.yaml`` (``instruction``, ``parser_name: pytest``, timeouts),
 ``Dockerfile`` (or the ``client`` service of ``docker-compose.yaml``), ``run-tests.sh`` and
@@ -136,8 +138,6 @@ def _refuse_unsupported(
         raise TaskError(file, "environment.os", f"only linux is supported, got {env['os']!r}")
     if env.get("mcp_servers"):
         raise TaskError(file, "environment.mcp_servers", "task MCP servers are not supported yet")
-    if env.get("skills_dir") is not None:
-        raise TaskError(file, "environment.skills_dir", "task skills are not supported yet")
     for where, table in (("environment", env), ("verifier", verifier), ("agent", agent)):
         if table.get("network_mode") == "allowlist" or table.get("allowed_hosts"):
             raise TaskError(file, f"{where}.allowed_hosts", "allowlist networks are not supported")
@@ -221,6 +221,9 @@ def _environment(
         _no_sidecars(context / compose[0])
     if not has_build and image is None:
         raise TaskError(root, "environment/Dockerfile", "missing (or set environment.docker_image)")
+    skills = env.get("skills_dir")
+    if skills is not None and (not isinstance(skills, str) or not skills.startswith("/")):
+        raise TaskError(file, "environment.skills_dir", f"must be an absolute path, got {skills!r}")
     return TaskEnvironment(
         context=context if has_build else None,
         dockerfile=dockerfile if has_build else None,
@@ -229,6 +232,7 @@ def _environment(
         workdir=workdir,
         env=_env(file, env.get("env"), "environment.env"),
         healthcheck=_healthcheck(file, env.get("healthcheck"), "environment.healthcheck", warns),
+        skills_dir=skills,
     )
 
 
