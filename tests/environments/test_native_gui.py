@@ -26,7 +26,11 @@ from openforge.rollouts.reach import EvidenceReachable, refuse_reachable_evidenc
 from openforge.suites import load_tasks
 from openforge.tasks import Task
 
-SAMPLE = Path(__file__).parent / "samples" / "newsletter-signup"
+from .conftest import ScriptedGateway
+
+SAMPLES = Path(__file__).parent / "samples"
+SAMPLE = SAMPLES / "newsletter-signup"
+DESKTOP_SAMPLE = SAMPLES / "desktop-notes"
 DOCS = Path(__file__).parents[2] / "docs" / "environments.md"
 FORGED = 'data:text/html,<body data-subscribed="ada@example.org">'
 
@@ -55,9 +59,14 @@ def test_the_docs_example_is_the_shipped_sample() -> None:
     """What a user copies from the docs is what the tests run."""
     text = DOCS.read_text(encoding="utf-8")
     blocks = dict(re.findall(r"<!-- example: ([\w./-]+) -->\n```\w*\n(.*?)```", text, re.S))
-    assert set(blocks) == {"task.toml", "reward.js", "site/index.html"}
+    assert set(blocks) == {
+        "newsletter-signup/task.toml",
+        "newsletter-signup/reward.js",
+        "newsletter-signup/site/index.html",
+        "desktop-notes/task.toml",
+    }
     for rel, body in blocks.items():
-        assert (SAMPLE / rel).read_text(encoding="utf-8") == body, rel
+        assert (SAMPLES / rel).read_text(encoding="utf-8") == body, rel
 
 
 def test_the_example_loads_as_a_browser_task() -> None:
@@ -292,3 +301,41 @@ def test_a_desktop_task_loads_its_setup_and_check(tmp_path: Path) -> None:
     d = _task_dir(tmp_path, "[desktop]\n", {"verify/verify.py": "print(1)"})
     (task,) = load_tasks(d).tasks
     assert isinstance(task.gui, DesktopEnvironment) and task.verify_command.endswith("verify.py")
+
+
+def _call(name: str, **arguments: object) -> dict[str, object]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+async def test_the_desktop_example_runs_from_its_file_with_the_computer_agent(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    loaded = load_tasks(DESKTOP_SAMPLE)
+    assert loaded.errors == [], loaded.errors
+    (task,) = loaded.tasks
+    notes = "/workspace/notes.txt"
+    for name, replies, reward in (
+        (
+            "done",
+            [
+                _call(
+                    "str_replace_editor", command="create", path=notes, file_text="hello desktop"
+                ),
+                _call("computer", code="DONE"),
+            ],
+            1.0,
+        ),
+        ("noop", [_call("computer", code="DONE")], 0.0),
+    ):
+        config = RolloutConfig(
+            tasks=[task],
+            harness="computer-agent",
+            harness_options={"max_steps": 3},
+            gateway_url=scripted_gateway(replies),
+            out_dir=tmp_path / name / "run",
+            n=1,
+            retry_backoff_s=0.0,
+            backend_options={"root": tmp_path / name / "sandboxes"},
+        )
+        (res,) = await run_rollouts(config)
+        assert (res.status, res.reward, res.error) == ("completed", reward, None), res
