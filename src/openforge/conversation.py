@@ -26,6 +26,7 @@ __all__ = [
     "ResponseFormat",
     "Role",
     "SamplingParams",
+    "Summary",
     "TextDelta",
     "TextPart",
     "ToolCall",
@@ -148,6 +149,14 @@ class SamplingParams:
 
 
 @dataclass(slots=True)
+class Summary:
+    """A message standing in a conversation for the turns a compaction replaced."""
+
+    message: int  # its index in ``Conversation.messages``
+    source: str  # the response whose answer the summary is (the compaction call's)
+
+
+@dataclass(slots=True)
 class Conversation:
     messages: list[Message]
     # A tuple from the dialects' parsers: the same one for every call that sent the same
@@ -163,6 +172,12 @@ class Conversation:
     # Tool declarations a harness sent that are not functions (web_search, ...): kept, not served.
     ignored_tools: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Compaction (docs/dialects.md): how the client asked the model to compact this
+    # conversation (its last message is then the instruction to summarise it, and the
+    # answer's text is the summary), None for any other call; and the summaries of
+    # earlier compactions it carries in place of the turns they replaced.
+    compact: str | None = None
+    summaries: list[Summary] = field(default_factory=list)
 
 
 @dataclass(slots=True)

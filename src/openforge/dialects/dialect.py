@@ -3,7 +3,8 @@
 The gateway serves every :class:`Dialect` in :data:`openforge.dialects.catalog.DIALECTS`
 the same way and names none of them: the route path, request parser, response renderer,
 stream encoder, error envelope, id prefixes, extra endpoints (token counting) and any state
-the API keeps between calls (Responses' stored responses) all come from here.
+the API keeps between calls (Responses' stored responses) and further routes of the same
+format (Responses' compaction endpoint) all come from here.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ class RequestParser(Protocol):
     def __call__(self, body: bytes, memo: BodyMemo | None = None) -> Conversation: ...
 
 
-# (rollout id, response id) -> that rollout's answered conversation, answer included, from
-# durable storage; None when the rollout has no such answer. Provided by the gateway.
+# (rollout id, response id) -> that rollout's answered conversation, answer included (last,
+# with the request's ``compact`` and ``summaries``), from durable storage; None when the
+# rollout has no such answer. Provided by the gateway.
 StoredAnswer = Callable[[str, str], Awaitable[Conversation | None]]
 
 
@@ -107,3 +109,7 @@ class Dialect:
     tool_prefix: str  # "call_" (OpenAI), "toolu_" (Anthropic)
     new_state: Callable[[StoredAnswer], ConversationState] = Stateless
     token_counting: TokenCounting | None = None
+    # More model routes of the same wire format, each parsed and answered in its own
+    # shape but served like the main route and sharing its state (Responses'
+    # ``POST /v1/responses/compact``); their own ``new_state`` and ``variants`` are unused.
+    variants: tuple[Dialect, ...] = ()

@@ -136,6 +136,10 @@ class Parsed:
     # False when a later element may still change what this one made (a Responses
     # function call joins the assistant message before it): a body is never split there.
     closed: bool = True
+    # What the element was, when its messages alone do not say (Responses marks the
+    # summary a compaction item became with the response it came from): kept with the
+    # element when a resent body's leading elements are taken from the memo.
+    note: str | None = None
 
 
 def messages_of(items: list[Parsed]) -> list[Message]:

@@ -41,6 +41,18 @@ class Rendered:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def _compaction_reason(conversation: Conversation, reason: str) -> str:
+    """A fork's reason, led by the compaction that explains it when the prompt carries
+    a summary in place of compacted turns (never a silent new branch)."""
+    if not conversation.summaries:
+        return reason
+    last = conversation.summaries[-1]
+    return (
+        f"compacted: message {last.message} is the summary of compaction {last.source}, "
+        f"standing for the turns it replaced ({reason})"
+    )
+
+
 class CallParser:
     """Engine ids → deltas (as they become certain) → the final :class:`Completion`."""
 
@@ -120,7 +132,13 @@ class Prompting:
             raise ApiError("invalid_request", f"Cannot render the conversation: {exc}") from None
         info: dict[str, Any] = {"reused_tokens": prompt.reused_tokens}
         if prompt.fork_reason:
-            info["fork_reason"] = prompt.fork_reason
+            info["fork_reason"] = _compaction_reason(conversation, prompt.fork_reason)
+        if conversation.compact is not None:  # this call's answer is the summary
+            info["compaction"] = conversation.compact
+        if conversation.summaries:
+            info["compacted"] = [
+                {"message": s.message, "source": s.source} for s in conversation.summaries
+            ]
         if prompt.drift:
             info["drift"] = [
                 {"message": d.message_index, "position": d.position} for d in prompt.drift

@@ -23,6 +23,7 @@ from openforge.conversation import (
     Message,
     ResponseFormat,
     SamplingParams,
+    Summary,
     TextPart,
     ToolCall,
     ToolChoice,
@@ -140,6 +141,12 @@ def conversation_from_json(d: dict[str, Any]) -> Conversation:
         reasoning=bool(d.get("reasoning", False)),
         ignored_tools=list(d.get("ignored_tools") or []),
         metadata=dict(d.get("metadata") or {}),
+        compact=d.get("compact"),
+        summaries=[
+            Summary(int(x.get("message", -1)), str(x.get("source", "")))
+            for x in d.get("summaries") or []
+            if isinstance(x, dict)
+        ],
     )
 
 

@@ -81,7 +81,13 @@ class CallService:
         self.served_model = info.model
         self.context_length = info.context_length
         # Every wire format, each with the state it keeps between calls.
-        self.dialects = tuple(ServedDialect(d, d.new_state(self._stored_answer)) for d in DIALECTS)
+        # A dialect's further routes share its state (a compaction resolves the same
+        # previous_response_id as a response).
+        served: list[ServedDialect] = []
+        for d in DIALECTS:
+            memory = d.new_state(self._stored_answer)
+            served += [ServedDialect(v, memory) for v in (d, *d.variants)]
+        self.dialects = tuple(served)
         self.recorder = Recorder(
             store, prompting, control, self.engine_kind, self.served_model, self.record_role
         )
@@ -272,7 +278,11 @@ class CallService:
         conversation = conversation_from_json(call.conversation)
         if conversation.metadata.get("store", True) is False:
             return None
-        return Conversation(messages=[*conversation.messages, answer_message(call.completion)])
+        return Conversation(
+            messages=[*conversation.messages, answer_message(call.completion)],
+            compact=conversation.compact,  # a compaction's answer is a summary, not a turn
+            summaries=conversation.summaries,
+        )
 
     def _context(self, call: Call, conversation: Conversation) -> ResponseContext:
         ctx = ResponseContext.for_request(

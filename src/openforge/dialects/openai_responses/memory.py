@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 
-from openforge.conversation import Completion, Conversation
+from openforge.conversation import Completion, Conversation, Summary
 from openforge.dialects.dialect import StoredAnswer
 from openforge.dialects.errors import ApiError
+from openforge.dialects.openai_responses.compaction import compacted_history
 from openforge.dialects.openai_responses.parse import TOOL_ID_WORDS
 from openforge.dialects.toolids import SCOPE_CONVERSATION, check_tool_ids
 
@@ -37,6 +38,10 @@ class StoredResponses:
         prior = self._recent.get((rollout_id, previous))
         if prior is None:
             prior = await self._stored(rollout_id, previous)
+        if prior is not None and prior.compact is not None:  # from the store, answer last
+            answer = prior.messages[-1].text
+            asked = dataclasses.replace(prior, messages=prior.messages[:-1])
+            prior = compacted_history(asked, answer, previous)
         if prior is None:
             raise ApiError(
                 "not_found",
@@ -46,15 +51,24 @@ class StoredResponses:
         messages = [*prior.messages, *conversation.messages]
         # Its outputs may answer the stored calls: paired now that both are known.
         check_tool_ids(((None, m) for m in messages), TOOL_ID_WORDS, SCOPE_CONVERSATION)
-        return dataclasses.replace(conversation, messages=messages)
+        shift = len(prior.messages)  # the summaries it carries moved by the stored turns
+        summaries = [
+            *prior.summaries,
+            *(Summary(s.message + shift, s.source) for s in conversation.summaries),
+        ]
+        return dataclasses.replace(conversation, messages=messages, summaries=summaries)
 
     def remember(
         self, rollout_id: str, response_id: str, conversation: Conversation, completion: Completion
     ) -> None:
-        """Keep the answered conversation unless the request said ``store: false``."""
+        """Keep the answered conversation unless the request said ``store: false``; a
+        compaction's is the history it leaves (continuing it continues the summary)."""
         if conversation.metadata.get("store", True) is False:
             return
-        answered = Conversation(messages=[*conversation.messages, completion.message()])
+        if conversation.compact is not None:
+            answered = compacted_history(conversation, completion.text, response_id)
+        else:
+            answered = Conversation(messages=[*conversation.messages, completion.message()])
         self._recent[(rollout_id, response_id)] = answered
         if len(self._recent) > self._capacity:
             self._recent.popitem(last=False)

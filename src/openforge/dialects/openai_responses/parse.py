@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from openforge.conversation import (
     ContentPart,
     Conversation,
     Message,
     ResponseFormat,
     SamplingParams,
+    Summary,
     TextPart,
     ToolCall,
     ToolChoice,
     ToolSpec,
 )
-from openforge.dialects.errors import ApiError
+from openforge.dialects.errors import ApiError, load_body
 from openforge.dialects.images import image_from_url
+from openforge.dialects.openai_responses.compaction import (
+    ENDPOINT,
+    TRIGGER,
+    input_message,
+    instruction_message,
+)
 from openforge.dialects.openai_responses.computer import (
     COMPUTER,
     METADATA_KEY,
@@ -25,6 +34,8 @@ from openforge.dialects.openai_responses.computer import (
 )
 from openforge.dialects.openai_responses.protocol import (
     VENDOR_ITEM_TYPES,
+    CompactionItem,
+    CompactionTriggerItem,
     ComputerCallItem,
     ComputerCallOutputItem,
     ComputerTool,
@@ -55,13 +66,20 @@ from openforge.dialects.prefix import (
 )
 from openforge.dialects.toolids import SCOPE_CONVERSATION, ToolIdWords, check_tool_ids
 
-__all__ = ["LOGPROBS_INCLUDE", "TOOL_ID_WORDS", "flat_tool_name", "parse_request"]
+__all__ = [
+    "LOGPROBS_INCLUDE",
+    "TOOL_ID_WORDS",
+    "flat_tool_name",
+    "parse_compact_request",
+    "parse_request",
+]
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _TAGS = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "other", "namespace"}
     | {"input_text", "output_text", "input_image", "refusal", "function"}
     | {"computer_call", "computer_call_output", "computer_use_preview", "computer"}
+    | {"compaction", "compaction_trigger"}
 )
 _EXTRAS = ("previous_response_id", "store", "include", "instructions", "client_metadata")
 _MORE_EXTRAS = ("prompt_cache_key", "metadata", "user")
@@ -103,6 +121,7 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         messages.append(Message("system", [TextPart(req.instructions)]))
     if isinstance(req.input, str):
         messages.append(Message("user", [TextPart(req.input)]))
+    summaries = _summaries(items, len(messages))
     messages += messages_of(items)
     ignored_items = sum(n for item in items for _, n in item.counts)
     metadata: dict[str, Any] = {
@@ -137,7 +156,52 @@ def parse_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
         reasoning=req.reasoning is not None and req.reasoning.effort not in ("none", "minimal"),
         ignored_tools=list(ignored),
         metadata=metadata,
+        compact=TRIGGER if items and items[-1].note == TRIGGER else None,
+        summaries=summaries,
     )
+
+
+def _summaries(items: list[Parsed], first: int) -> list[Summary]:
+    """The summaries ``items`` carry (their messages' indices counted from ``first``); a
+    400 for a ``compaction_trigger`` that is not the final item."""
+    out: list[Summary] = []
+    at = first
+    for i, item in enumerate(items):
+        if item.note == TRIGGER and i != len(items) - 1:
+            raise ApiError(
+                "invalid_request",
+                f"Invalid value for 'input[{i}]': a compaction_trigger must be the final "
+                "input item.",
+                f"input[{i}]",
+            )
+        if item.note is not None and item.note != TRIGGER:
+            out.append(Summary(at, item.note))
+        at += len(item.messages)
+    return out
+
+
+def parse_compact_request(body: bytes, memo: BodyMemo | None = None) -> Conversation:
+    """Parse a ``POST /v1/responses/compact`` body as a Responses request (``model``,
+    ``input``, ``instructions``, ``previous_response_id``; Codex also sends ``tools``,
+    ``parallel_tool_calls``, ``reasoning`` and ``text``, which keep the prompt's tool list
+    the rollout's) whose input ends with a ``compaction_trigger``; never streamed. The
+    rollout's body memo is left alone: a compaction's body is parsed whole."""
+    del memo  # not a resent response body
+    data = load_body(body)
+    given = data.get("input")
+    if given == "" or (given is None and not data.get("previous_response_id")):
+        raise ApiError("invalid_request", "Invalid value for 'input': it is empty.", "input")
+    items: Any = given
+    if isinstance(given, str):
+        items = [{"type": "message", "role": "user", "content": given}]
+    elif given is None:
+        items = []
+    if isinstance(items, list):  # anything else is refused by the parse, naming 'input'
+        data["input"] = [*items, {"type": TRIGGER}]
+    data.pop("stream", None)
+    conversation = parse_request(orjson.dumps(data))
+    conversation.compact = ENDPOINT
+    return conversation
 
 
 def _response_format(text: TextConfig | None) -> ResponseFormat | None:
@@ -327,6 +391,15 @@ def _items(items: list[InputItem], kept: list[Parsed]) -> list[Parsed]:
     out = list(kept)
     messages = messages_of(kept)
     for i, item in enumerate(items, start=len(kept)):
+        if isinstance(item, CompactionItem | CompactionTriggerItem):
+            made, note = (
+                input_message(item, f"input[{i}]")
+                if isinstance(item, CompactionItem)
+                else (instruction_message(), TRIGGER)
+            )
+            messages.append(made)
+            out.append(Parsed((made,), note=note))
+            continue
         before = len(messages)
         added = _add_item(messages, item, i)
         out.append(

@@ -123,6 +123,24 @@ class ReasoningItem(WireIn):
     encrypted_content: str | None = None
 
 
+class CompactionItem(WireIn):
+    """The summary of an earlier compaction (``POST /v1/responses/compact``, or a
+    ``compaction_trigger``), carried in place of the turns it replaced; its content is
+    opaque to the client (``compaction.py`` says what this gateway puts there)."""
+
+    type: Literal["compaction"]
+    encrypted_content: str
+    id: str | None = None
+    created_by: str | None = None
+
+
+class CompactionTriggerItem(WireIn):
+    """Asks for the context to be compacted; must be the final input item."""
+
+    type: Literal["compaction_trigger"]
+    id: str | None = None
+
+
 class OtherItem(WireIn):
     """An item we do not render (web_search_call, local_shell_call, …): refused with its
     name, or, when its type is none of the API's, refused as unknown."""
@@ -159,6 +177,7 @@ VENDOR_ITEM_TYPES = frozenset(
         "custom_tool_call_output",
         "item_reference",
         "compaction",
+        "compaction_trigger",
     }
 )
 
@@ -171,6 +190,8 @@ _ITEM_TAGS = frozenset(
         "reasoning",
         "computer_call",
         "computer_call_output",
+        "compaction",
+        "compaction_trigger",
     }
 )
 
@@ -187,6 +208,8 @@ InputItem = Annotated[
     | Annotated[ReasoningItem, Tag("reasoning")]
     | Annotated[ComputerCallItem, Tag("computer_call")]
     | Annotated[ComputerCallOutputItem, Tag("computer_call_output")]
+    | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[CompactionTriggerItem, Tag("compaction_trigger")]
     | Annotated[OtherItem, Tag("other")],
     Discriminator(_item_tag),
 ]
@@ -391,7 +414,23 @@ class ComputerCallOut(TypedDict):
     status: str
 
 
-OutputItem = ReasoningOut | MessageOut | FunctionCallOut | ComputerCallOut
+class CompactionOut(TypedDict):
+    id: str
+    type: Literal["compaction"]
+    encrypted_content: str
+
+
+class InputMessageOut(TypedDict):
+    """A user message the compaction endpoint hands back with the compaction item."""
+
+    id: str
+    type: Literal["message"]
+    status: str
+    role: Literal["user"]
+    content: list[dict[str, Any]]
+
+
+OutputItem = ReasoningOut | MessageOut | FunctionCallOut | ComputerCallOut | CompactionOut
 
 
 class UsageOut(TypedDict):
@@ -426,6 +465,16 @@ class ResponseOut(TypedDict):
     usage: UsageOut | None
     user: str | None
     metadata: dict[str, Any]
+
+
+class CompactedResponseOut(TypedDict):
+    """``POST /v1/responses/compact``'s answer (openai-python ``CompactedResponse``)."""
+
+    id: str
+    object: Literal["response.compaction"]
+    created_at: int
+    output: list[InputMessageOut | CompactionOut]
+    usage: UsageOut
 
 
 class StreamEvent(TypedDict, total=False):

@@ -11,6 +11,7 @@ from openforge.conversation import Completion, CompletionDelta, ToolCall, Usage
 from openforge.dialects.context import ResponseContext
 from openforge.dialects.errors import ApiError
 from openforge.dialects.openai_chat.errors import STATUS, error_object
+from openforge.dialects.openai_responses.compaction import compaction_item
 from openforge.dialects.openai_responses.computer import (
     COMPUTER,
     METADATA_KEY,
@@ -18,6 +19,7 @@ from openforge.dialects.openai_responses.computer import (
     is_batch,
 )
 from openforge.dialects.openai_responses.protocol import (
+    CompactionOut,
     ComputerCallOut,
     FunctionCallOut,
     LogprobOut,
@@ -196,9 +198,18 @@ def _status(completion: Completion) -> str:
     return "incomplete" if completion.finish_reason == "length" else "completed"
 
 
+def _compacting(ctx: ResponseContext) -> bool:
+    """Whether the request asked for a compaction (answered with one ``compaction``
+    item: the summary's text, reasoning and any tool call stay on the call's record)."""
+    return ctx.conversation is not None and ctx.conversation.compact is not None
+
+
 def render_response(completion: Completion, ctx: ResponseContext) -> bytes:
     """The JSON body of a non-streaming response object."""
     output: list[OutputItem] = []
+    if _compacting(ctx):
+        output.append(compaction_item(ctx, 0, completion.text))
+        return orjson.dumps(_response(ctx, _status(completion), output, completion.usage))
     if completion.reasoning:
         output.append(_reasoning_item(ctx, len(output), completion.reasoning, "completed"))
     if completion.text:
@@ -223,7 +234,8 @@ class ResponsesStreamEncoder:
     ctx: ResponseContext
     _seq: int = 0
     _output: list[OutputItem] = field(default_factory=list)
-    _open: str | None = None  # "reasoning" | "message" | "function_call" | "computer_call"
+    # "reasoning" | "message" | "function_call" | "computer_call" | "compaction"
+    _open: str | None = None
     _buf: list[str] = field(default_factory=list)
     _call: ToolCall | None = None
 
@@ -290,9 +302,38 @@ class ResponsesStreamEncoder:
             event["logprobs"] = []
         return self._emit(event)
 
+    def _compaction_delta(self, d: CompletionDelta) -> bytes:
+        """A compaction streams no content: its item is announced with the first text of
+        the summary, and each later piece is a ``response.compaction.compacting`` event."""
+        if d.type != "text" or not d.text:
+            return b""
+        out = b""
+        item_id = _item_id(self.ctx, "cmp", 0)
+        if self._open != "compaction":
+            self._open = "compaction"
+            added: CompactionOut = {"id": item_id, "type": "compaction", "encrypted_content": ""}
+            out = self._emit(self._added(added))
+        event: StreamEvent = {
+            "type": "response.compaction.compacting",
+            "item_id": item_id,
+            "output_index": 0,
+        }
+        return out + self._emit(event)
+
+    def _compaction_done(self, completion: Completion) -> bytes:
+        item = compaction_item(self.ctx, 0, completion.text)
+        out = b"" if self._open == "compaction" else self._emit(self._added(item))
+        self._open = None
+        self._output.append(item)
+        return out + self._emit(
+            {"type": "response.output_item.done", "output_index": 0, "item": item}
+        )
+
     def delta(self, d: CompletionDelta) -> bytes:
         """The events for ``d``, opening and closing output items as needed."""
         ctx = self.ctx
+        if _compacting(ctx):
+            return self._compaction_delta(d)
         if d.type == "reasoning":
             if not d.text:
                 return b""
@@ -399,7 +440,8 @@ class ResponsesStreamEncoder:
     def finish(self, completion: Completion) -> bytes:
         """Close the open item, then ``response.completed`` (or ``.incomplete``) with usage."""
         logprobs = _logprobs(completion, self.ctx)
-        out = self._close(logprobs)
+        compacting = _compacting(self.ctx)
+        out = self._compaction_done(completion) if compacting else self._close(logprobs)
         for item in self._output:
             if item["type"] == "message" and logprobs:
                 item["content"][0]["logprobs"] = logprobs
