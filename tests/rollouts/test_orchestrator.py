@@ -83,6 +83,18 @@ async def test_harness_that_calls_the_gateway_and_writes_the_file_scores_1(
     assert rec["group_id"] == res.group_id and rec["task_id"] == "hello-file"
     # The store keeps the run and the task's split, so readers keep held-out data apart.
     assert rec["split"] == "train" and str(res.group_id).startswith(f"{rec['run_id']}/")
+    listed = httpx.get(
+        f"{gateway}/admin/rollouts",
+        params={"run_id": str(rec["run_id"]), "split": "train"},
+        headers=admin_headers(),
+    ).json()["rollouts"]
+    assert [r["id"] for r in listed] == [res.rollout_id]
+    none = httpx.get(
+        f"{gateway}/admin/rollouts",
+        params={"run_id": str(rec["run_id"]), "split": "test"},
+        headers=admin_headers(),
+    ).json()["rollouts"]
+    assert none == []
     assert len(rec["calls"]) == 1  # type: ignore[arg-type]
     lines = (tmp_path / "run" / "results.jsonl").read_bytes().splitlines()
     assert orjson.loads(lines[0])["rollout_id"] == res.rollout_id

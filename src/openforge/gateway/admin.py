@@ -65,6 +65,7 @@ from openforge.store.schemas import (
     CallRole,
     Flag,
     Rollout,
+    RolloutSelection,
     RolloutStatus,
 )
 
@@ -300,8 +301,14 @@ class AdminApi:
                 statuses.append(RolloutStatus(s))
             except ValueError:
                 raise _AdminError(400, "invalid_request", f"unknown status {s!r}") from None
+        q = request.query_params
+        selection = RolloutSelection(
+            runs=tuple(q.getlist("run_id")),
+            splits=tuple(q.getlist("split")),
+            tasks=tuple(q.getlist("task_id")),
+        )
         rollouts = await self.store.rollouts(
-            statuses or None, group_id=request.query_params.get("group_id")
+            statuses or None, group_id=q.get("group_id"), selection=selection
         )
         return _json({"rollouts": [rollout_json(r) for r in rollouts]})
 
