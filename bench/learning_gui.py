@@ -40,6 +40,7 @@ from typing import Any
 from intervals import ci95  # bench/intervals.py, beside this file
 from openforge.environments.base import server_python
 from openforge.environments.browser import BrowserEnvironment, chromium_path
+from openforge.guest import bundle, command
 from openforge.models.registry import resolve_model
 from openforge.suites.miniwob.loader import SUITE_TASKS
 from openforge.tasks.model import Task
@@ -48,8 +49,6 @@ from openforge.training.loop import LoopEnv, evaluate, run_loop
 from openforge.training.reach import eval_rewards, reach_report
 from openforge.training.session import open_session
 from openforge.training.teacher import sft_warmup, teacher_samples
-
-_SERVER = Path(__file__).parents[1] / "src" / "openforge" / "guest" / "browser_server.py"
 
 
 def observe(task: Task) -> dict[str, Any]:
@@ -62,7 +61,8 @@ def observe(task: Task) -> dict[str, Any]:
             (Path(tmp) / rel).write_bytes(data)
         config = {**dataclasses.asdict(task.gui), "chromium": chromium_path()}
         (Path(tmp) / "env.json").write_text(json.dumps(config))
-        argv = [server_python("playwright", "teacher"), str(_SERVER), "--config", "env.json"]
+        (Path(tmp) / "server.pyz").write_bytes(bundle("browser_server"))
+        argv = command(server_python("playwright", "teacher"), "server.pyz", "--config", "env.json")
         argv += ["--port-file", "port", "--result", "result.json"]
         proc = subprocess.Popen(argv, cwd=tmp, stderr=subprocess.DEVNULL)
         try:

@@ -14,7 +14,7 @@ import pytest
 
 from openforge.environments import browser
 from openforge.environments.base import server_python
-from openforge.guest import source
+from openforge.guest import bundle, command
 from openforge.sandboxes.base import Sandbox, SandboxSpec
 from openforge.sandboxes.local import LocalBackend
 from openforge.sandboxes.runtime import SANDBOX_HOME
@@ -261,9 +261,9 @@ def test_the_server_stops_on_sigterm_mid_episode(tmp_path: Path) -> None:
         (tmp_path / rel).write_bytes(data)
     config = {**dataclasses.asdict(task.gui), "chromium": browser.chromium_path()}
     (tmp_path / "env.json").write_text(json.dumps({**config, "poll_s": 0.001}))
-    server = source("browser_server")
+    (tmp_path / "server.pyz").write_bytes(bundle("browser_server"))
     python = server_python("playwright", "test")
-    argv = [python, str(server), "--config", "env.json", "--port-file", "port"]
+    argv = command(python, "server.pyz", "--config", "env.json", "--port-file", "port")
     for delay in (0.2, 0.45, 0.7, 0.95):
         for name in ("port", "result.json"):
             (tmp_path / name).unlink(missing_ok=True)

@@ -290,7 +290,7 @@ def test_shell_harnesses_are_refused_on_tasks_whose_evidence_is_in_the_sandbox(
 
 
 def test_the_desktop_evaluator_reads_the_agents_home() -> None:
-    assert osworld_eval.AGENT_HOME == SANDBOX_HOME
+    assert Path(SANDBOX_HOME, DESKTOP_RESULT_FILE) == osworld_eval.RESULT
     assert osworld_eval.agent_path("~/notes.txt") == Path(SANDBOX_HOME, "notes.txt")
     assert osworld_eval.agent_path("/etc/hosts") == Path("/etc/hosts")
 

@@ -295,7 +295,8 @@ def test_a_desktop_task_loads_its_setup_and_check(tmp_path: Path) -> None:
     assert isinstance(task.gui, DesktopEnvironment) and task.gui.screen == (1024, 768)
     assert [s.type for s in task.gui.steps] == ["launch", "sleep"]
     assert task.gui.steps[0].command == ("mousepad", "/workspace/notes.txt")
-    assert set(task.verify) == {"osworld_eval.py", "files/notes.txt"}
+    assert set(task.verify) == {"files/notes.txt"}
+    assert set(task.verify_extra) == {"osworld_eval.pyz", "task.json"}
     assert json.loads(task.verify_extra["task.json"])["evaluator"]["func"] == "compare_text_file"
     # Without a check, the task's own verify/ scores it.
     d = _task_dir(tmp_path, "[desktop]\n", {"verify/verify.py": "print(1)"})

@@ -340,12 +340,12 @@ async def test_the_judge_reads_browser_uses_done_text(
         assert [c["role"] for c in rec.json()["calls"]] == ["policy"]  # its judge is off
 
 
-# Inside the sandbox: kill the browser environment's server (the process whose script is
-# browser_server.py), so that nothing writes its result again, then put a forged answer
-# where the environment and the harnesses write theirs.
+# Inside the sandbox: kill the browser environment's server (the process running
+# browser_server.pyz after "python -I"), so that nothing writes its result again, then put
+# a forged answer where the environment and the harnesses write theirs.
 _FORGE = """for p in /proc/[0-9]*; do
-  case "$(tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | sed -n 2p)" in
-    */browser_server.py) kill -9 "${{p#/proc/}}" ;;
+  case "$(tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | sed -n 3p)" in
+    */browser_server.pyz) kill -9 "${{p#/proc/}}" ;;
   esac
 done
 sleep 1

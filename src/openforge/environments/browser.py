@@ -28,7 +28,8 @@ from openforge.environments.base import (
     python_host_paths,
     select_python,
 )
-from openforge.guest import source
+from openforge.guest import bundle
+from openforge.guest.common import GUI_DIR
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 
@@ -50,21 +51,17 @@ BROWSER_URL_ENV = "OPENFORGE_BROWSER_URL"
 # Chromium's DevTools endpoint, for harnesses that drive the browser themselves.
 CDP_URL_ENV = "OPENFORGE_BROWSER_CDP_URL"
 # Under the sandbox's HOME (never the workspace the agent's files live in).
-_DIR = ".openforge/gui"
-RESULT_FILE = f"{_DIR}/result.json"
+RESULT_FILE = f"{GUI_DIR}/result.json"
 # The bundled web apps' SQLite database (their server state, read by their verifiers).
-APP_DB = f"{_DIR}/app.db"
+APP_DB = f"{GUI_DIR}/app.db"
 # The last screenshots, when a task keeps them (``NNNN.png``, in order).
-SHOTS_DIR = f"{_DIR}/shots"
-_APP_SERVER = f"{_DIR}/webapps_server.py"
-_SERVER = f"{_DIR}/browser_server.py"
-_CONFIG = f"{_DIR}/browser.json"
-_PORT = f"{_DIR}/port"
-_LOG = f"{_DIR}/server.log"
+SHOTS_DIR = f"{GUI_DIR}/shots"
+_APP_SERVER = f"{GUI_DIR}/webapps_server.pyz"
+_SERVER = f"{GUI_DIR}/browser_server.pyz"
+_CONFIG = f"{GUI_DIR}/browser.json"
+_PORT = f"{GUI_DIR}/port"
+_LOG = f"{GUI_DIR}/server.log"
 VERIFY_SCRIPT = "gui_result.py"
-# Read, not imported: it needs Playwright, which only the sandbox's Python must have.
-_SERVER_SRC = source("browser_server")
-_APP_SERVER_SRC = source("webapps_server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +137,12 @@ def chromium_path() -> str:
 async def prepare(box: Sandbox, env: BrowserEnvironment, home: str) -> None:
     """Copy the server and its config into ``box`` (under ``home``)."""
     config = asdict(env)
-    files = {f"{home}/{_SERVER}": _SERVER_SRC.read_bytes()}
+    # Bundled, not imported: it needs Playwright, which only the sandbox's Python must have.
+    files = {f"{home}/{_SERVER}": bundle("browser_server")}
     if env.app:
         config["app_server"] = f"{home}/{_APP_SERVER}"
         config["app_db"] = f"{home}/{APP_DB}"
-        files[config["app_server"]] = _APP_SERVER_SRC.read_bytes()
+        files[config["app_server"]] = bundle("webapps_server")
     files[f"{home}/{_CONFIG}"] = orjson.dumps(config)
     await box.put(files)
 
@@ -162,11 +160,11 @@ def wrap_argv(argv: list[str], home: str, python: str | None = None) -> list[str
         pick = f"py={shlex.quote(python)}"
     else:
         pick = select_python("playwright", "browser environment")
-    d = shlex.quote(f"{home}/{_DIR}")
+    d = shlex.quote(f"{home}/{GUI_DIR}")
     script = f"""d={d}
 {pick}
 rm -rf "$d/port" "$d/cdp" "$d/result.json" "$d/shots"
-"$py" "$d/browser_server.py" --config "$d/browser.json" --port-file "$d/port" \\
+"$py" -I "$d/browser_server.pyz" --config "$d/browser.json" --port-file "$d/port" \\
   --cdp-port-file "$d/cdp" --result "$d/result.json" >"$d/server.log" 2>&1 &
 srv=$!
 while [ ! -s "$d/port" ]; do

@@ -20,16 +20,15 @@ from dataclasses import dataclass
 import orjson
 
 from openforge.environments.base import UNAVAILABLE_STATUS, python_host_paths, select_python
-from openforge.guest import source
+from openforge.guest import bundle
+from openforge.guest.common import GUI_DIR
 from openforge.sandboxes.base import Sandbox
 
 __all__ = ["DESKTOP_RESULT_FILE", "DESKTOP_URL_ENV", "ConfigStep", "DesktopEnvironment"]
 
 DESKTOP_URL_ENV = "OPENFORGE_DESKTOP_URL"
-_DIR = ".openforge/gui"
 # The agent's DONE/FAIL and step count, under the sandbox's HOME: the evaluator reads it.
-DESKTOP_RESULT_FILE = f"{_DIR}/desktop-result.json"
-_SERVER_SRC = source("desktop_server")
+DESKTOP_RESULT_FILE = f"{GUI_DIR}/desktop-result.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +68,8 @@ class DesktopEnvironment:
         ]
         await box.put(
             {
-                f"{home}/{_DIR}/desktop_server.py": _SERVER_SRC.read_bytes(),
-                f"{home}/{_DIR}/desktop.json": orjson.dumps({"steps": steps}),
+                f"{home}/{GUI_DIR}/desktop_server.pyz": bundle("desktop_server"),
+                f"{home}/{GUI_DIR}/desktop.json": orjson.dumps({"steps": steps}),
             }
         )
 
@@ -88,7 +87,7 @@ class DesktopEnvironment:
         display or the server did not come up (the orchestrator's ``infra_error``; the server
         writes its result file before it is ready).
         """
-        d = shlex.quote(f"{home}/{_DIR}")
+        d = shlex.quote(f"{home}/{GUI_DIR}")
         w, h = self.screen
         script = f"""d={d}
 for b in Xvfb openbox; do
@@ -111,7 +110,7 @@ export XAUTHORITY="$d/Xauthority"
 : >"$XAUTHORITY"
 openbox >"$d/openbox.log" 2>&1 &
 wm=$!
-"$py" "$d/desktop_server.py" --config "$d/desktop.json" --port-file "$d/dport" \\
+"$py" -I "$d/desktop_server.pyz" --config "$d/desktop.json" --port-file "$d/dport" \\
   --result "$d/desktop-result.json" >"$d/desktop-server.log" 2>&1 &
 srv=$!
 while [ ! -s "$d/dport" ]; do

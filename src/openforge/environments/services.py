@@ -3,7 +3,7 @@
 :class:`TaskServices` is a :class:`openforge.tasks.model.TaskEnvironment`: ``prepare`` copies
 the service code and fixtures (named by the task, read from the user's checkout), the
 supervisor and the bridge into the sandbox under :data:`ROOT`; ``wrap`` turns the harness's
-launch into ``supervisor.py SPEC -- launch…`` so that the services run, health-checked,
+launch into ``supervisor.pyz SPEC -- launch…`` so that the services run, health-checked,
 in the harness's own process tree and network namespace, and their audits are saved when it
 exits. The sandbox side runs on the environments Python that
 ``scripts/install-environments.sh`` installs (the ``mcp`` SDK, FastAPI, uvicorn).
@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from openforge.guest import source
+from openforge.guest import bundle
 from openforge.sandboxes.base import Sandbox
 
 __all__ = [
@@ -57,8 +57,8 @@ _AUDIT_KEY = f"{ROOT}/audit.key"
 # sandbox never graded must not hold memory for the run's life).
 _KEYS: dict[str, bytes] = {}
 _MAX_KEYS = 4096
-_BRIDGE = f"{ROOT}/mcp_bridge.py"
-_SUPERVISOR = f"{ROOT}/supervisor.py"
+_BRIDGE = f"{ROOT}/mcp_bridge.pyz"
+_SUPERVISOR = f"{ROOT}/supervisor.pyz"
 _TOOLS_SPEC = f"{ROOT}/tools.json"
 _SERVICES_SPEC = f"{ROOT}/services.json"
 _CHECKOUT = f"{ROOT}/checkout"
@@ -100,11 +100,11 @@ class TaskServices:
 
     def bridge_command(self) -> tuple[str, ...]:
         """The stdio MCP server, as a harness starts it."""
-        return (self.python, _BRIDGE, "serve", _TOOLS_SPEC)
+        return (self.python, "-I", _BRIDGE, "serve", _TOOLS_SPEC)
 
     def bridge_call(self) -> tuple[str, ...]:
         """One call (tool name appended, arguments as JSON on stdin), as the claw agent runs it."""
-        return (self.python, _BRIDGE, "call", _TOOLS_SPEC)
+        return (self.python, "-I", _BRIDGE, "call", _TOOLS_SPEC)
 
     async def prepare(self, sandbox: Sandbox) -> None:
         """Copy the service code and fixtures, the bridge, the supervisor and their specs in."""
@@ -141,8 +141,8 @@ class TaskServices:
             ],
         }
         files = {f"{_CHECKOUT}/{rel}": p.read_bytes() for rel, p in self.files.items()}
-        files[_BRIDGE] = source("mcp_bridge").read_bytes()
-        files[_SUPERVISOR] = source("supervisor").read_bytes()
+        files[_BRIDGE] = bundle("mcp_bridge")
+        files[_SUPERVISOR] = bundle("supervisor")
         files[_TOOLS_SPEC] = orjson.dumps(tools)
         files[_SERVICES_SPEC] = orjson.dumps(services)
         files[DISPATCH_LOG] = b""
@@ -155,7 +155,7 @@ class TaskServices:
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run by the supervisor, with the services up around it."""
-        return [self.python, _SUPERVISOR, _SERVICES_SPEC, "--", *argv]
+        return [self.python, "-I", _SUPERVISOR, _SERVICES_SPEC, "--", *argv]
 
 
 def verified_audit(sandbox_id: str, audit: bytes | None, mac: bytes | None) -> bytes | None:

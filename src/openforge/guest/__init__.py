@@ -8,7 +8,9 @@ so this package depends on nothing above it). The convention:
    program's ``main``; empty ``__init__.py`` stubs for the program's packages;
    ``openforge/guest/common.py``; and the program at its dotted path. ``python3 -I x.pyz``
    puts the archive on ``sys.path[0]``, so ``from openforge.guest.common import …`` resolves
-   inside the sandbox as it does on the host, in mypy and in tests.
+   inside the sandbox as it does on the host, in mypy and in tests. Callers put it in the
+   sandbox as ``<name>.pyz`` (a harness's agent, an environment's server, a task's
+   ``osworld_eval``); the task's own verifiers are never rewritten.
 2. **Entry point**: ``main(argv) -> int`` and ``sys.exit(main(...))``; always run with ``-I``
    (:func:`command`), so nothing of the sandbox's ``PYTHON*`` environment or working
    directory reaches it. Sources parse on Python 3.8 (ruff checks that target for guest/).
@@ -16,7 +18,10 @@ so this package depends on nothing above it). The convention:
    environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENFORGE_MODEL``); request/response
    programs read one JSON request on stdin.
 4. **Where it writes**: only to paths given as arguments (``--transcript``, ``--result``,
-   ``--port-file``); stdout carries at most one JSON result line, stderr ``"<prog>: …"``.
+   ``--port-file``), each written whole (``common.write_text``); stdout carries at most one
+   JSON result line, stderr ``"<prog>: …"``. Exit codes are named in :mod:`.common` (agents:
+   2 out of steps, 3 model API, 4 environment gone; graders' children: 3 needs a judge,
+   4 judge failed).
 5. **Imports**: the standard library, :mod:`openforge.guest.common` and the program's own
    declared third-party packages (:data:`THIRD_PARTY`); ``tests/guest`` checks this.
 
@@ -36,7 +41,16 @@ import io
 import zipfile
 from pathlib import Path
 
-__all__ = ["LIBRARIES", "PLAIN", "PROGRAMS", "THIRD_PARTY", "bundle", "command", "source"]
+__all__ = [
+    "HOST_CHILDREN",
+    "LIBRARIES",
+    "PLAIN",
+    "PROGRAMS",
+    "THIRD_PARTY",
+    "bundle",
+    "command",
+    "source",
+]
 
 _SRC = Path(__file__).resolve().parents[1]  # src/openforge
 
@@ -58,6 +72,13 @@ PROGRAMS: dict[str, str] = {
 }
 # Imported by task verifiers, never run on their own.
 LIBRARIES: dict[str, str] = {"openforge_verify": "guest/openforge_verify.py"}
+# Run on the host, not in a sandbox, by a suite's grader (with the user's checkout on
+# PYTHONPATH): the same I/O convention (one JSON request on stdin, one JSON line out), and
+# the same imports rule, common included, which the host's installed openforge provides.
+HOST_CHILDREN: dict[str, str] = {
+    "claweval_grade": "suites/claweval/grade_child.py",
+    "qwenclawbench_grade": "suites/qwenclawbench/grade_child.py",
+}
 # Shipped as the plain file, importing nothing of OpenForge (the docstring's exceptions).
 PLAIN = frozenset({"gateway_forwarder", "openforge_verify", "verifier_python"})
 # The third-party packages each program may import besides the standard library.
@@ -66,6 +87,8 @@ THIRD_PARTY: dict[str, frozenset[str]] = {
     "desktop_server": frozenset({"pyautogui", "PIL", "Xlib"}),
     "mcp_bridge": frozenset({"mcp", "anyio"}),
     "browser_use_runner": frozenset({"browser_use"}),
+    "claweval_grade": frozenset({"claw_eval"}),
+    "qwenclawbench_grade": frozenset({"lib_grading", "lib_tasks"}),
 }
 
 # Every entry's timestamp: the bundle's bytes depend on its sources only.
@@ -73,8 +96,9 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def source(name: str) -> Path:
-    """The source file of program or library ``name`` (path arithmetic, never an import)."""
-    rel = PROGRAMS.get(name) or LIBRARIES.get(name)
+    """The source file of program, library or host child ``name`` (path arithmetic, never an
+    import)."""
+    rel = PROGRAMS.get(name) or LIBRARIES.get(name) or HOST_CHILDREN.get(name)
     if rel is None:
         raise KeyError(f"no guest program named {name!r}")
     return _SRC / rel

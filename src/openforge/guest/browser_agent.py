@@ -20,21 +20,19 @@ exactly the actions its prompt lists: a verb the prompt does not teach (the serv
 ``goto``, ``tab``) is not understood, so a policy cannot find a hidden action the task
 never offered.
 
-Standard library only. Exit codes: 0 when the task ended (the page said so, or the agent
-answered), 2 out of steps, 3 the model API failed, 4 the browser environment is missing.
+Standard library and :mod:`openforge.guest.common` only (shipped with it as one zipapp).
+Exit codes: 0 when the task ended (the page said so, or the agent answered), 2 out of steps,
+3 the model API failed, 4 the browser environment is missing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
+
+from openforge.guest.common import add_agent_args, ask, environment, parse_agent_args, run_steps
 
 # Bumped whenever the prompt or request shape changes (the fingerprint notices too).
 VERSION = "1.2"
@@ -56,14 +54,6 @@ _ACTION = re.compile(
     rf"({'|'.join(VERBS)})\b\s*(?:\[(\d+)\])?\s*;?\s*(.*)",
     re.IGNORECASE,
 )
-
-
-class ModelError(Exception):
-    """The model API refused or could not be reached."""
-
-
-class EnvironmentGone(Exception):
-    """The browser environment did not answer."""
 
 
 def parse_action(reply: str) -> dict[str, Any] | None:
@@ -92,41 +82,8 @@ def parse_action(reply: str) -> dict[str, Any] | None:
     return None
 
 
-def _http(url: str, body: dict[str, Any] | None, headers: dict[str, str], timeout: float) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json", **headers}
-    )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
-def _chat(args: argparse.Namespace, messages: list[dict[str, Any]]) -> str:
-    body = {
-        "model": args.model,
-        "messages": messages,
-        "max_tokens": args.max_tokens,
-        "temperature": args.temperature,
-    }
-    try:
-        got = _http(
-            args.base_url.rstrip("/") + "/chat/completions",
-            body,
-            {"Authorization": f"Bearer {args.api_key}"},
-            args.request_timeout,
-        )
-        return str(got["choices"][0]["message"].get("content") or "")
-    except urllib.error.HTTPError as exc:
-        raise ModelError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:2000]}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError, KeyError, IndexError, ValueError) as exc:
-        raise ModelError(f"model API failed: {exc}") from exc
-
-
 def _env(args: argparse.Namespace, path: str, body: dict[str, Any] | None = None) -> Any:
-    try:
-        return _http(args.browser_url.rstrip("/") + path, body, {}, 120.0)
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
-        raise EnvironmentGone(f"browser environment at {args.browser_url}: {exc}") from exc
+    return environment(args.browser_url, path, body, "browser environment")
 
 
 def user_turn(
@@ -148,25 +105,18 @@ def run_agent(args: argparse.Namespace) -> int:
     """The observe → ask → act loop; returns the process exit code."""
     steps: list[dict[str, Any]] = []
     history: list[str] = []
-    transcript = Path(args.transcript)
-    transcript.parent.mkdir(parents=True, exist_ok=True)
 
-    def save(outcome: str, error: str | None = None) -> None:
-        record = {"outcome": outcome, "error": error, "mode": args.mode, "steps": steps}
-        transcript.write_text(json.dumps(record, indent=1))
-
-    try:
+    def loop() -> str | None:
         for _ in range(args.max_steps):
             obs = _env(args, f"/observation?mode={args.mode}")
             if obs.get("done"):
-                save("done")
-                return 0
+                return "done"
             goal = obs.get("goal") or args.instruction
             messages: list[dict[str, Any]] = [
                 {"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": user_turn(goal, history, obs, args.mode)},
             ]
-            reply = _chat(args, messages)
+            reply = str(ask(args, messages).get("content") or "")
             act = parse_action(reply)
             step: dict[str, Any] = {"url": obs.get("url"), "reply": reply, "action": act}
             steps.append(step)
@@ -178,42 +128,18 @@ def run_agent(args: argparse.Namespace) -> int:
             note = f" -> error: {result['error']}" if result.get("error") else ""
             history.append(reply.strip().splitlines()[-1][:120] + note)
             if result.get("done") or act["action"] == "answer":
-                save("done")
-                return 0
-    except ModelError as exc:
-        print(f"browser agent: {exc}", file=sys.stderr)
-        save("model_error", str(exc))
-        return 3
-    except EnvironmentGone as exc:
-        print(f"browser agent: {exc}", file=sys.stderr)
-        save("environment_error", str(exc))
-        return 4
-    save("max_steps")
-    return 2
+                return "done"
+        return None
+
+    return run_steps("browser agent", args.transcript, loop, mode=args.mode, steps=steps)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments (falling back to the environment) and run the agent."""
-    env = os.environ
     ap = argparse.ArgumentParser(prog="browser-agent", description=__doc__)
-    ap.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
-    ap.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
-    ap.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
-    ap.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
-    ap.add_argument("--browser-url", default=env.get("OPENFORGE_BROWSER_URL", ""))
+    add_agent_args(ap, "browser", ".browser-agent/run.json", max_steps=8, max_tokens=64)
     ap.add_argument("--mode", choices=("axtree", "som"), default="axtree")
-    ap.add_argument("--transcript", default=str(Path.home() / ".browser-agent" / "run.json"))
-    ap.add_argument("--max-steps", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--request-timeout", type=float, default=600.0)
-    args = ap.parse_args(argv)
-    if not args.base_url:
-        ap.error("no model API: pass --base-url or set OPENAI_BASE_URL")
-    if not args.browser_url:
-        print("browser agent: no browser environment ($OPENFORGE_BROWSER_URL)", file=sys.stderr)
-        return 4
-    return run_agent(args)
+    return run_agent(parse_agent_args(ap, argv, "browser"))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """The in-sandbox browser environment server: headless Chromium under Playwright, over HTTP.
 
-Copied into the sandbox and run there with a Python that has ``playwright`` (the sandbox's
-own, or the host's made visible read-only by the local backend). Standard library plus
-Playwright only: no OpenForge install inside the sandbox. It listens on 127.0.0.1 inside
-the sandbox, writes its port to ``--port-file`` and serves, one request at a time (the
-Playwright sync API is single-threaded):
+Shipped into the sandbox as a zipapp and run there with a Python that has ``playwright`` (the
+sandbox's own, or the host's made visible read-only by the local backend). Standard library,
+:mod:`openforge.guest.common` and Playwright only: no OpenForge install inside the sandbox.
+It listens on 127.0.0.1 inside the sandbox, writes its port to ``--port-file`` and serves,
+one request at a time (the Playwright sync API is single-threaded):
 
     GET  /observation?mode=axtree|som|screenshot   page state; ``som`` and ``screenshot``
                                                   carry a base64 PNG
@@ -34,24 +34,19 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from http.server import (
-    BaseHTTPRequestHandler,
-    HTTPServer,
-    SimpleHTTPRequestHandler,
-    ThreadingHTTPServer,
-)
+from http.server import HTTPServer, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Route, sync_playwright
+
+from openforge.guest.common import JsonHandler, serve_until_term, write_text
 
 # Marks every visible element that is interactive or carries its own text with a
 # ``data-of-id`` and returns them in document order with role, name, box and depth.
@@ -252,7 +247,7 @@ class BrowserEnv:
             os.remove(port_file)
         with open(os.path.join(d, "app.log"), "wb") as log:
             self.app = subprocess.Popen(
-                [sys.executable, config["app_server"], "--db", config["app_db"],
+                [sys.executable, "-I", config["app_server"], "--db", config["app_db"],
                  "--port-file", port_file],
                 stdout=subprocess.DEVNULL, stderr=log,
             )  # fmt: skip
@@ -408,11 +403,11 @@ class BrowserEnv:
             "actions": self.actions,
             "off_task": self.off_task,
         }
-        _write(self.result_path, json.dumps(data))
+        write_text(self.result_path, json.dumps(data))
 
     def write_error(self, error: str) -> None:
         """Write a result that says the environment could not run the task."""
-        _write(self.result_path, json.dumps({"error": error, "done": False, "reward": 0.0}))
+        write_text(self.result_path, json.dumps({"error": error, "done": False, "reward": 0.0}))
 
     def keep_screenshot(self) -> None:
         """Save the page as ``shots/NNNN.png`` beside the result, keeping the last
@@ -570,48 +565,26 @@ class _SiteHandler(SimpleHTTPRequestHandler):
         pass
 
 
-def _handler(env: BrowserEnv) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # the agent's own transcript says what happened
-
-        def _send(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _handler(env: BrowserEnv) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             if parts.path == "/observation":
                 mode = parse_qs(parts.query).get("mode", ["axtree"])[0]
                 try:
-                    self._send(200, env.observe(mode))
+                    self.send_json(200, env.observe(mode))
                 except PlaywrightError as exc:
-                    self._send(503, {"error": f"the page cannot be read: {_first_line(exc)}"})
+                    self.send_json(503, {"error": f"the page cannot be read: {_first_line(exc)}"})
             elif parts.path == "/result":
-                self._send(200, {**env.state(), "answer": env.answer, "steps": env.steps})
+                self.send_json(200, {**env.state(), "answer": env.answer, "steps": env.steps})
             elif parts.path == "/sites":
                 # For harnesses that navigate themselves (Browser-Use's allowed_domains).
-                self._send(200, {"origins": list(env.config.get("allowed_origins", []))})
+                self.send_json(200, {"origins": list(env.config.get("allowed_origins", []))})
             else:
-                self._send(404, {"error": f"no route {parts.path}"})
+                self.send_json(404, {"error": f"no route {parts.path}"})
 
-        def do_POST(self) -> None:
-            if urlsplit(self.path).path != "/action":
-                self._send(404, {"error": f"no route {self.path}"})
-                return
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                act = json.loads(self.rfile.read(length) or b"{}")
-                if not isinstance(act, dict):
-                    raise ValueError("an action is a JSON object")
-            except ValueError as exc:
-                self._send(400, {"error": f"bad action: {exc}"})
-                return
-            self._send(200, env.act(act))
+        def do_action(self, act: dict[str, Any]) -> dict[str, Any]:
+            return env.act(act)
 
     return Handler
 
@@ -643,20 +616,6 @@ def _free_port() -> int:
         return port
 
 
-def _write(path: str, text: str) -> None:
-    # A fresh temporary name each time: a fixed one ("result.json.tmp") is a name anyone
-    # in the sandbox can take first (a directory there made every later write fail).
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".w-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
     """Start the browser, serve until SIGTERM, write the final result."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -675,30 +634,20 @@ def main(argv: list[str] | None = None) -> int:
     # through /action) still has its first "done" and reward kept.
     server.timeout = float(config.get("poll_s", 0.05 if cdp_port else 0.25))
 
-    stopping = threading.Event()
+    def between() -> None:
+        # Playwright's sync API handles its events (the route that lets a request
+        # through, above all) only inside a Playwright call: pump it, or a page that
+        # a harness drives over DevTools stalls on its next request.
+        env.pump()
+        if env.final is None:
+            env.state()
 
-    def stop(signum: int, frame: object) -> None:
-        # A flag, not an exception: raised inside a Playwright call (its greenlet), a
-        # KeyboardInterrupt was swallowed there and the server never stopped.
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     if args.cdp_port_file:
-        _write(args.cdp_port_file, str(cdp_port))
-    _write(args.port_file, str(server.server_address[1]))
+        write_text(args.cdp_port_file, str(cdp_port))
     print(f"browser environment ready in {time.monotonic() - t0:.2f}s", file=sys.stderr)
     try:
-        while not stopping.is_set():
-            server.handle_request()
-            # Playwright's sync API handles its events (the route that lets a request
-            # through, above all) only inside a Playwright call: pump it, or a page that
-            # a harness drives over DevTools stalls on its next request.
-            env.pump()
-            if env.final is None:
-                env.state()
+        serve_until_term(server, args.port_file, between)
     finally:
-        server.server_close()
         env.close()
     return 0
 

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
-import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "false")
@@ -32,6 +30,8 @@ os.environ.setdefault("BROWSER_USE_CLOUD_SYNC", "false")
 os.environ.setdefault("BROWSER_USE_LOGGING_LEVEL", "info")
 
 from browser_use import Agent, Browser, ChatOpenAI, Tools
+
+from openforge.guest.common import add_model_args, http_json
 
 # Browser-Use actions that run the model's own JavaScript in the page: with them a policy
 # could write the page state its reward is read from.
@@ -43,8 +43,7 @@ def task_sites(browser_url: str) -> list[str]:
     the slash keeps port 80 from matching 8000); none when no environment answers."""
     if not browser_url:
         return []
-    with urllib.request.urlopen(browser_url.rstrip("/") + "/sites", timeout=30) as resp:
-        origins = json.loads(resp.read()).get("origins", [])
+    origins = http_json(browser_url.rstrip("/") + "/sites", timeout=30).get("origins", [])
     return [str(o).rstrip("/") + "/" for o in origins if str(o).startswith(("http:", "https:"))]
 
 
@@ -92,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments (falling back to the environment) and run."""
     env = os.environ
     ap = argparse.ArgumentParser(prog="browser-use-runner", description=__doc__)
-    ap.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
-    ap.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
-    ap.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
-    ap.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
+    add_model_args(ap, request_timeout=False)
     ap.add_argument("--cdp-url", default=env.get("OPENFORGE_BROWSER_CDP_URL", ""))
     ap.add_argument("--browser-url", default=env.get("OPENFORGE_BROWSER_URL", ""))
     ap.add_argument("--judge", choices=("off", "separate"), default="off")
@@ -105,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vision", action=argparse.BooleanOptionalAction, default=False)
     ap.add_argument("--max-steps", type=int, default=8)
     ap.add_argument("--max-actions", type=int, default=3)
-    ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--transcript", default=str(Path.home() / ".browser-use-run" / "history.json"))
     args = ap.parse_args(argv)
     if not args.base_url or not args.cdp_url:

@@ -2,8 +2,9 @@
 
 A plain OpenAI Chat Completions tool loop with bash, read, write, edit and submit tools
 and a compact system prompt that fits an 8k-token context, for small models and the
-quickstart. It runs inside the sandbox as a standalone script: standard library only, so
-any Python 3.8+ runs it, with no OpenForge install inside the sandbox.
+quickstart. It runs inside the sandbox as one zipapp with :mod:`openforge.guest.common`:
+standard library only, so any Python 3.8+ runs it, with no OpenForge install inside the
+sandbox.
 
 Configured the way an OpenAI client is: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
 ``OPENFORGE_MODEL``. Exit codes: 0 when the agent submitted or answered, 2 when it ran out
@@ -21,10 +22,10 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from openforge.guest.common import add_model_args, ask, function_tool, parse_agent_args, run_steps
 
 # Bumped whenever the prompt, tools or request shape change (the fingerprint notices too).
 VERSION = "1.0"
@@ -34,66 +35,26 @@ Use the tools to inspect and change files. Call one tool at a time and wait for 
 When the task is done, call submit. Paths are relative to the workspace."""
 
 TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a shell command in the workspace; returns its output.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "read",
-            "description": "Read a text file.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "write",
-            "description": "Write a text file, replacing its content.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                "required": ["path", "content"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "edit",
-            "description": "Replace the first occurrence of old with new in a file.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "old": {"type": "string"},
-                    "new": {"type": "string"},
-                },
-                "required": ["path", "old", "new"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "submit",
-            "description": "Finish the task.",
-            "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}},
-        },
-    },
+    function_tool(
+        "bash",
+        "Run a shell command in the workspace; returns its output.",
+        {"command": {"type": "string"}},
+        ["command"],
+    ),
+    function_tool("read", "Read a text file.", {"path": {"type": "string"}}, ["path"]),
+    function_tool(
+        "write",
+        "Write a text file, replacing its content.",
+        {"path": {"type": "string"}, "content": {"type": "string"}},
+        ["path", "content"],
+    ),
+    function_tool(
+        "edit",
+        "Replace the first occurrence of old with new in a file.",
+        {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+        ["path", "old", "new"],
+    ),
+    function_tool("submit", "Finish the task.", {"answer": {"type": "string"}}),
 ]
 
 # Project instructions (task-specific tools) the workspace may hold; appended to the prompt.
@@ -102,30 +63,6 @@ MAX_AGENTS_CHARS = 4000
 
 # Tool output is cut to this many characters so a long listing cannot overflow 8k tokens.
 MAX_OBSERVATION = 2000
-
-
-class ModelError(Exception):
-    """The model API answered with an error or could not be reached."""
-
-
-def _chat(base_url: str, key: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {key}",
-            "User-Agent": f"openforge-claw/{VERSION}",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-    except urllib.error.HTTPError as exc:
-        raise ModelError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise ModelError(f"model API unreachable: {exc}") from exc
 
 
 def _clip(text: str) -> str:
@@ -233,7 +170,6 @@ def run_agent(args: argparse.Namespace) -> int:
                 messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": "ok"})
     messages.append({"role": "user", "content": args.instruction})
     used = sum(1 for m in messages if m.get("role") == "assistant")
-    transcript.parent.mkdir(parents=True, exist_ok=True)
     task_tools = load_task_tools(args.tools)
     tools = TOOLS + [
         {
@@ -243,75 +179,60 @@ def run_agent(args: argparse.Namespace) -> int:
         for t in task_tools.values()
     ]
 
-    def save(outcome: str, error: str | None = None) -> None:
-        record = {"outcome": outcome, "error": error, "messages": messages}
-        transcript.write_text(json.dumps(record, indent=1))
+    # Sent with every call: the fingerprint of this harness records it.
+    headers = {"User-Agent": f"openforge-claw/{VERSION}"}
 
-    for _ in range(max(0, args.max_turns - used)):
-        body = {
-            "model": args.model,
-            "messages": messages,
-            "tools": tools,
-            "max_tokens": args.max_tokens,
-            "temperature": args.temperature,
-        }
-        try:
-            answer = _chat(args.base_url, args.api_key, body, args.request_timeout)
-            message = answer["choices"][0]["message"]
-        except (ModelError, KeyError, IndexError, ValueError) as exc:
-            print(f"claw: {exc}", file=sys.stderr)
-            save("model_error", str(exc))
-            return 3
-        calls = message.get("tool_calls") or []
-        messages.append(
-            {"role": "assistant", "content": message.get("content"), "tool_calls": calls or None}
-        )
-        if not calls:
-            save("answered")
-            return 0
-        for call in calls:
-            function = call.get("function", {})
-            name = function.get("name", "")
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-                if not isinstance(arguments, dict):
-                    raise ValueError("arguments must be a JSON object")
-            except ValueError as exc:
-                observation = f"error: invalid arguments: {exc}"
-            else:
-                if name == "submit":
-                    save("submitted")
-                    return 0
-                observation = run_tool(name, arguments, workspace, args.tool_timeout, task_tools)
+    def loop() -> str | None:
+        for _ in range(max(0, args.max_turns - used)):
+            message = ask(args, messages, tools, headers)
+            calls = message.get("tool_calls") or []
             messages.append(
-                {"role": "tool", "tool_call_id": call.get("id"), "content": observation}
+                {
+                    "role": "assistant",
+                    "content": message.get("content"),
+                    "tool_calls": calls or None,
+                }
             )
-    save("max_turns")
-    return 2
+            if not calls:
+                return "answered"
+            for call in calls:
+                function = call.get("function", {})
+                name = function.get("name", "")
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                    if not isinstance(arguments, dict):
+                        raise ValueError("arguments must be a JSON object")
+                except ValueError as exc:
+                    observation = f"error: invalid arguments: {exc}"
+                else:
+                    if name == "submit":
+                        return "submitted"
+                    observation = run_tool(
+                        name, arguments, workspace, args.tool_timeout, task_tools
+                    )
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.get("id"), "content": observation}
+                )
+        return None
+
+    return run_steps("claw", args.transcript, loop, "max_turns", messages=messages)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments (falling back to the environment) and run the agent."""
     env = os.environ
     parser = argparse.ArgumentParser(prog="claw", description="OpenForge's minimal ReAct agent")
-    parser.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
-    parser.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
-    parser.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
-    parser.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
+    add_model_args(parser)
     parser.add_argument("--workspace", default=os.getcwd())
     parser.add_argument("--transcript", default=str(Path.home() / ".claw" / "transcript.json"))
     parser.add_argument("--max-turns", type=int, default=int(env.get("CLAW_MAX_TURNS", "8")))
     parser.add_argument("--max-tokens", type=int, default=int(env.get("CLAW_MAX_TOKENS", "256")))
-    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--tool-timeout", type=float, default=30.0)
     parser.add_argument("--tools", default="", help="a JSON file of the task's own tools")
-    parser.add_argument("--request-timeout", type=float, default=600.0)
     parser.add_argument(
         "--resume", action="store_true", help="continue the transcript's conversation"
     )
-    args = parser.parse_args(argv)
-    if not args.base_url:
-        parser.error("no model API: pass --base-url or set OPENAI_BASE_URL")
+    args = parse_agent_args(parser, argv)
     if not args.instruction:
         parser.error("no instruction: pass it or set OPENFORGE_INSTRUCTION")
     return run_agent(args)

@@ -13,21 +13,28 @@ harness has:
 The conversation grows call by call (the model sees its own earlier calls and their
 results); after each step a user turn carries the new screenshot, and only the last
 ``--keep-screenshots`` screenshots stay in the history (older turns keep only their text,
-as computer-use harnesses do to bound the prompt). Standard library only. Exit codes: 0 the
-agent said DONE or FAIL, 2 out of steps, 3 the model API failed, 4 the desktop is missing.
+as computer-use harnesses do to bound the prompt). Standard library and
+:mod:`openforge.guest.common` only. Exit codes: 0 the agent said DONE or FAIL, 2 out of steps,
+3 the model API failed, 4 the desktop is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from openforge.guest.common import (
+    add_agent_args,
+    ask,
+    environment,
+    function_tool,
+    parse_agent_args,
+    run_steps,
+)
 
 VERSION = "1.0"
 
@@ -39,98 +46,37 @@ when it cannot be done, WAIT to wait; `bash` runs a shell command; `str_replace_
 views and edits files. Call one tool per step."""
 
 TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "computer",
-            "description": "Run PyAutoGUI code on the screen, or DONE / FAIL / WAIT.",
-            "parameters": {
-                "type": "object",
-                "properties": {"code": {"type": "string", "description": "PyAutoGUI code"}},
-                "required": ["code"],
-            },
+    function_tool(
+        "computer",
+        "Run PyAutoGUI code on the screen, or DONE / FAIL / WAIT.",
+        {"code": {"type": "string", "description": "PyAutoGUI code"}},
+        ["code"],
+    ),
+    function_tool(
+        "bash",
+        "Run a bash command in the sandbox; returns its output.",
+        {"command": {"type": "string"}},
+        ["command"],
+    ),
+    function_tool(
+        "str_replace_editor",
+        "View, create or edit a file: view, create, str_replace, insert.",
+        {
+            "command": {"enum": ["view", "create", "str_replace", "insert"]},
+            "path": {"type": "string"},
+            "file_text": {"type": "string"},
+            "old_str": {"type": "string"},
+            "new_str": {"type": "string"},
+            "insert_line": {"type": "integer"},
         },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a bash command in the sandbox; returns its output.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "str_replace_editor",
-            "description": "View, create or edit a file: view, create, str_replace, insert.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "command": {"enum": ["view", "create", "str_replace", "insert"]},
-                    "path": {"type": "string"},
-                    "file_text": {"type": "string"},
-                    "old_str": {"type": "string"},
-                    "new_str": {"type": "string"},
-                    "insert_line": {"type": "integer"},
-                },
-                "required": ["command", "path"],
-            },
-        },
-    },
+        ["command", "path"],
+    ),
 ]
 MAX_OUTPUT = 8000
 
 
-class ModelError(Exception):
-    """The model API refused or could not be reached."""
-
-
-class EnvironmentGone(Exception):
-    """The desktop environment did not answer."""
-
-
-def _http(url: str, body: dict[str, Any] | None, headers: dict[str, str], timeout: float) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json", **headers}
-    )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
-def _chat(args: argparse.Namespace, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    body = {
-        "model": args.model,
-        "messages": messages,
-        "tools": TOOLS,
-        "max_tokens": args.max_tokens,
-        "temperature": args.temperature,
-    }
-    try:
-        got = _http(
-            args.base_url.rstrip("/") + "/chat/completions",
-            body,
-            {"Authorization": f"Bearer {args.api_key}"},
-            args.request_timeout,
-        )
-        message: dict[str, Any] = got["choices"][0]["message"]
-        return message
-    except urllib.error.HTTPError as exc:
-        raise ModelError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:2000]}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError, KeyError, IndexError, ValueError) as exc:
-        raise ModelError(f"model API failed: {exc}") from exc
-
-
 def _desktop(args: argparse.Namespace, path: str, body: dict[str, Any] | None = None) -> Any:
-    try:
-        return _http(args.desktop_url.rstrip("/") + path, body, {}, 120.0)
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
-        raise EnvironmentGone(f"desktop environment at {args.desktop_url}: {exc}") from exc
+    return environment(args.desktop_url, path, body, "desktop environment")
 
 
 def _cut(text: str) -> str:
@@ -218,23 +164,17 @@ def _do(args: argparse.Namespace, name: str, params: dict[str, Any]) -> tuple[st
 
 def run_agent(args: argparse.Namespace) -> int:
     """The screenshot → tool call → result loop; returns the process exit code."""
-    transcript = Path(args.transcript)
-    transcript.parent.mkdir(parents=True, exist_ok=True)
     steps: list[dict[str, Any]] = []
-
-    def save(outcome: str, error: str | None = None) -> None:
-        record = {"outcome": outcome, "error": error, "steps": steps}
-        transcript.write_text(json.dumps(record, indent=1))
-
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": args.instruction},
     ]
-    try:
+
+    def loop() -> str | None:
         messages.append(_screen_turn(_desktop(args, "/observation"), "The screen now."))
         for n in range(1, args.max_steps + 1):
             _prune(messages, args.keep_screenshots)
-            reply = _chat(args, messages)
+            reply = ask(args, messages, TOOLS)
             calls = reply.get("tool_calls") or []
             messages.append(
                 {"role": "assistant", "content": reply.get("content"), "tool_calls": calls}
@@ -260,44 +200,20 @@ def run_agent(args: argparse.Namespace) -> int:
                 steps.append({"tool": fn.get("name"), "arguments": params, "result": result})
                 messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": result})
             if status is not None:
-                save(status)
-                return 0
+                return status
             obs = _desktop(args, "/observation")
             messages.append(_screen_turn(obs, f"The screen after step {n}."))
-    except ModelError as exc:
-        print(f"computer agent: {exc}", file=sys.stderr)
-        save("model_error", str(exc))
-        return 3
-    except EnvironmentGone as exc:
-        print(f"computer agent: {exc}", file=sys.stderr)
-        save("environment_error", str(exc))
-        return 4
-    save("max_steps")
-    return 2
+        return None
+
+    return run_steps("computer agent", args.transcript, loop, steps=steps)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments (falling back to the environment) and run the agent."""
-    env = os.environ
     ap = argparse.ArgumentParser(prog="computer-agent", description=__doc__)
-    ap.add_argument("instruction", nargs="?", default=env.get("OPENFORGE_INSTRUCTION", ""))
-    ap.add_argument("--base-url", default=env.get("OPENAI_BASE_URL", ""))
-    ap.add_argument("--api-key", default=env.get("OPENAI_API_KEY", "none"))
-    ap.add_argument("--model", default=env.get("OPENFORGE_MODEL", "default"))
-    ap.add_argument("--desktop-url", default=env.get("OPENFORGE_DESKTOP_URL", ""))
-    ap.add_argument("--transcript", default=str(Path.home() / ".computer-agent" / "run.json"))
-    ap.add_argument("--max-steps", type=int, default=15)
-    ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--temperature", type=float, default=1.0)
+    add_agent_args(ap, "desktop", ".computer-agent/run.json", max_steps=15, max_tokens=256)
     ap.add_argument("--keep-screenshots", type=int, default=3)
-    ap.add_argument("--request-timeout", type=float, default=600.0)
-    args = ap.parse_args(argv)
-    if not args.base_url:
-        ap.error("no model API: pass --base-url or set OPENAI_BASE_URL")
-    if not args.desktop_url:
-        print("computer agent: no desktop environment ($OPENFORGE_DESKTOP_URL)", file=sys.stderr)
-        return 4
-    return run_agent(args)
+    return run_agent(parse_agent_args(ap, argv, "desktop"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The in-sandbox desktop environment server: an X display driven by PyAutoGUI, over HTTP.
 
-Copied into the sandbox and run there (with a Python that has ``pyautogui``) after the
+Shipped into the sandbox as a zipapp and run there (with a Python that has ``pyautogui``) after the
 launch has started Xvfb and a window manager on ``$DISPLAY``. It first runs the task's
 OSWorld-style ``config`` steps (``launch``, ``execute``/``command``, ``sleep``), then serves
 on 127.0.0.1, one request at a time:
@@ -34,17 +34,18 @@ import base64
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from typing import Any
 
 import pyautogui
 from PIL import ImageGrab
 from Xlib import X
 from Xlib import display as xdisplay
+
+from openforge.guest.common import JsonHandler, serve_until_term, write_text
 
 pyautogui.FAILSAFE = False  # a corner of a virtual screen is not an emergency
 pyautogui.PAUSE = 0.05
@@ -404,9 +405,7 @@ class Desktop:
 
     def write_result(self) -> None:
         """The agent's status and step count, for the evaluator (atomically)."""
-        with open(self.result_path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({"status": self.status, "steps": self.steps}, f)
-        os.replace(self.result_path + ".tmp", self.result_path)
+        write_text(self.result_path, json.dumps({"status": self.status, "steps": self.steps}))
 
     def observe(self) -> dict[str, Any]:
         """A screenshot of the whole display."""
@@ -455,37 +454,16 @@ class Desktop:
         return {"status": self.status, "steps": self.steps, "error": error, **seen}
 
 
-def _handler(desk: Desktop) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _handler(desk: Desktop) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/observation":
-                self._send(200, desk.observe())
+                self.send_json(200, desk.observe())
             else:
-                self._send(404, {"error": f"no route {self.path}"})
+                self.send_json(404, {"error": f"no route {self.path}"})
 
-        def do_POST(self) -> None:
-            if self.path != "/action":
-                self._send(404, {"error": f"no route {self.path}"})
-                return
-            try:
-                act = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                if not isinstance(act, dict):
-                    raise ValueError("an action is a JSON object")
-            except ValueError as exc:
-                self._send(400, {"error": f"bad action: {exc}"})
-                return
-            self._send(200, desk.act(act))
+        def do_action(self, act: dict[str, Any]) -> dict[str, Any]:
+            return desk.act(act)
 
     return Handler
 
@@ -502,21 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     run_config(config.get("steps") or [], procs)
     desk = Desktop(args.result)
-    server = HTTPServer(("127.0.0.1", 0), _handler(desk))
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(server.server_address[1]))
-    os.replace(args.port_file + ".tmp", args.port_file)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_term(HTTPServer(("127.0.0.1", 0), _handler(desk)), args.port_file)
     finally:
-        server.server_close()
         desk.write_result()
         for proc in procs:
             proc.terminate()

@@ -1,11 +1,11 @@
 """The MCP bridge: a task's HTTP tools offered to any harness, every dispatch logged.
 
-Copied into the sandbox and run there with the environments Python
+Shipped into the sandbox as a zipapp and run there with the environments Python
 (``scripts/install-environments.sh``). Two front doors onto one dispatch:
 
-- ``mcp_bridge.py serve SPEC``: a stdio MCP server (the official ``mcp`` SDK) listing the
+- ``mcp_bridge.pyz serve SPEC``: a stdio MCP server (the official ``mcp`` SDK) listing the
   task's tools; Claude Code, Codex and OpenClaw start it from their own MCP configuration.
-- ``mcp_bridge.py call SPEC NAME`` (arguments as JSON on stdin): one call, its result on
+- ``mcp_bridge.pyz call SPEC NAME`` (arguments as JSON on stdin): one call, its result on
   stdout; the built-in claw agent calls tools this way (standard library only).
 
 ``SPEC`` is JSON ``{"log": PATH, "tools": [{name, description, input_schema, url,
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
         _, text = dispatch(_load(argv[1]), argv[2], args if isinstance(args, dict) else {})
         print(text)
         return 0
-    print("usage: mcp_bridge.py serve SPEC | call SPEC NAME", file=sys.stderr)
+    print("usage: mcp_bridge.pyz serve SPEC | call SPEC NAME", file=sys.stderr)
     return 2
 
 

@@ -1,9 +1,9 @@
 """Runs a task's services around the harness, inside the sandbox, in one process tree.
 
-Copied into the sandbox and run as ``python supervisor.py SPEC -- HARNESS ARGV…`` with the
-environments Python. The services, the harness and the MCP bridge the harness starts must
-share one network namespace (each sandbox exec may get its own), so the harness launch is
-wrapped rather than the services started by a separate exec.
+Shipped into the sandbox as a zipapp and run as ``python -I supervisor.pyz SPEC -- HARNESS
+ARGV…`` with the environments Python. The services, the harness and the MCP bridge the
+harness starts must share one network namespace (each sandbox exec may get its own), so the
+harness launch is wrapped rather than the services started by a separate exec.
 
 ``SPEC`` is JSON ``{"cwd", "status", "audit", "services": [{name, command, env, health_check,
 health_check_method, ready_timeout, reset_endpoint}]}``. As ClawEval's ``ServiceManager``:

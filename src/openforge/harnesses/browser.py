@@ -1,16 +1,14 @@
 """The ``browser-agent`` harness: OpenForge's own web agent (:mod:`openforge.guest.browser_agent`).
 
-A single-script agent (:mod:`.script_agent`): its script is copied into the sandbox at
-``$HOME/.openforge/browser_agent.py`` with an env file holding the rollout's URL and key,
-and runs with the sandbox's ``python3``. It drives the browser environment the task
+A single-script agent (:mod:`.script_agent`): its zipapp is copied into the sandbox at
+``$HOME/.openforge/browser_agent.pyz`` with an env file holding the rollout's URL and key,
+and runs with the sandbox's ``python3 -I``. It drives the browser environment the task
 declares (the orchestrator starts it and exports ``$OPENFORGE_BROWSER_URL``) in ``axtree``
 (text-only) or ``som`` (set-of-marks screenshot) mode, and writes its transcript to
 ``$HOME/.browser-agent/run.json``.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from openforge.conversation import Completion
 from openforge.guest import browser_agent
@@ -28,7 +26,7 @@ class BrowserAgentHarness(ScriptAgent):
 
     name = "browser-agent"
     version = browser_agent.VERSION
-    script = Path(browser_agent.__file__)
+    program = "browser_agent"
     # Its model acts only through the browser environment's actions (ConfinedToGui).
     gui_only = True
 

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from openforge.conversation import Completion
-from openforge.guest import source
+from openforge.guest import bundle
 from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
 from openforge.sandboxes.base import Sandbox
@@ -31,9 +31,8 @@ __all__ = ["BrowserUseHarness"]
 VERSION = "0.13.14"
 PREFIX = "/opt/openforge/browser-use"
 PINS = (f"browser-use=={VERSION}",)
-# Read, not imported: it imports browser_use, which only the sandbox's venv has.
-_RUNNER = source("browser_use_runner")
-_RUNNER_FILE = f"{ENV_DIR}/browser_use_runner.py"
+# Bundled, not imported: it imports browser_use, which only the sandbox's venv has.
+_RUNNER_FILE = f"{ENV_DIR}/browser_use_runner.pyz"
 _ENV_FILE = f"{ENV_DIR}/browser-use-env.sh"
 _TRANSCRIPT = ".browser-use-run/history.json"
 _VERSION_PROBE = "from importlib.metadata import version; print(version('browser-use'))"
@@ -98,7 +97,7 @@ class BrowserUseHarness:
             }
         await sandbox.put(
             {
-                f"{self.home}/{_RUNNER_FILE}": _RUNNER.read_bytes(),
+                f"{self.home}/{_RUNNER_FILE}": bundle("browser_use_runner"),
                 f"{self.home}/{_ENV_FILE}": env_script(env),
             }
         )
@@ -108,7 +107,7 @@ class BrowserUseHarness:
         vision = "--vision" if self.vision else "--no-vision"
         script = (
             f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
-            f'exec {self.python} "{self.home}/{_RUNNER_FILE}" "$OPENFORGE_INSTRUCTION" '
+            f'exec {self.python} -I "{self.home}/{_RUNNER_FILE}" "$OPENFORGE_INSTRUCTION" '
             f"--max-steps {self.max_steps} {vision} --judge {self.judge} "
             f'--transcript "{self.home}/{_TRANSCRIPT}"\n'
         )

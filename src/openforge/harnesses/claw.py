@@ -1,8 +1,9 @@
 """The ``claw`` harness: OpenForge's own ReAct agent (:mod:`openforge.guest.claw_agent`).
 
-The agent is one standard-library script; ``configure`` copies it into the sandbox at
-``$HOME/.openforge/claw_agent.py`` together with an env file holding the rollout's URL and
-key, and the launch runs it with the sandbox's own ``python3``. Nothing is installed.
+The agent is one standard-library program, shipped as a zipapp (:func:`openforge.guest.bundle`);
+``configure`` copies it into the sandbox at ``$HOME/.openforge/claw_agent.pyz`` together with
+an env file holding the rollout's URL and key, and the launch runs it with the sandbox's own
+``python3 -I``. Nothing is installed.
 It speaks OpenAI Chat Completions (non-streaming) and writes its transcript to
 ``$HOME/.claw/transcript.json``. Task tools go to ``AGENTS.md``, which the agent appends
 to its system prompt.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from openforge.guest import claw_agent
+from openforge.guest import bundle, claw_agent
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
 from openforge.harnesses.decoding import chat_turns, transcribed_error
 from openforge.harnesses.launching import (
@@ -32,9 +33,8 @@ from openforge.tasks.transcript import Transcript
 
 __all__ = ["ClawHarness"]
 
-_SCRIPT = Path(claw_agent.__file__)
 _ENV_FILE = f"{ENV_DIR}/claw-env.sh"
-_AGENT_FILE = f"{ENV_DIR}/claw_agent.py"
+_AGENT_FILE = f"{ENV_DIR}/claw_agent.pyz"
 _TRANSCRIPT = ".claw/transcript.json"
 _TOOLS_FILE = f"{ENV_DIR}/claw-tools.json"
 
@@ -60,11 +60,12 @@ class ClawHarness:
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.python = python
-        # A variant of the agent script (tests, experiments); the default is claw_agent.py.
-        self.script = Path(script) if script is not None else _SCRIPT
+        # A variant of the agent's source (tests, experiments), bundled in place of
+        # guest/claw_agent.py.
+        self.script = Path(script) if script is not None else None
 
     def install_command(self) -> str:
-        """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
+        """Nothing to install beyond Python 3.8+: the adapter copies the agent in."""
         return "apt-get install -y python3"
 
     async def check(self, sandbox: Sandbox) -> None:
@@ -78,7 +79,7 @@ class ClawHarness:
             )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
-        """Copy the agent script in and write its env file."""
+        """Copy the agent in and write its env file."""
         env = {
             "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1",
             "OPENAI_API_KEY": key,
@@ -86,7 +87,9 @@ class ClawHarness:
         }
         await sandbox.put(
             {
-                f"{self.home}/{_AGENT_FILE}": self.script.read_bytes(),
+                f"{self.home}/{_AGENT_FILE}": bundle(
+                    "claw_agent", self.script.read_bytes() if self.script else None
+                ),
                 f"{self.home}/{_ENV_FILE}": env_script(env),
             }
         )
@@ -101,7 +104,7 @@ class ClawHarness:
         turns = self.max_turns if max_turns is None else max_turns
         script = (
             f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
-            f'exec {self.python} "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
+            f'exec {self.python} -I "{self.home}/{_AGENT_FILE}" "$OPENFORGE_INSTRUCTION" '
             f"--max-turns {turns} --max-tokens {self.max_tokens} "
             f"--temperature {self.temperature} "
             f'--transcript "{self.home}/{_TRANSCRIPT}" --tools "{self.home}/{_TOOLS_FILE}"'

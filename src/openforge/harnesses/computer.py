@@ -2,17 +2,15 @@
 
 Its program is :mod:`openforge.guest.computer_agent`.
 
-A single-script agent (:mod:`.script_agent`), like ``browser-agent``: its script is copied
-into the sandbox at ``$HOME/.openforge/computer_agent.py`` with an env file holding the
-rollout's URL and key, and runs with the sandbox's ``python3``. It works on the desktop
+A single-script agent (:mod:`.script_agent`), like ``browser-agent``: its zipapp is copied
+into the sandbox at ``$HOME/.openforge/computer_agent.pyz`` with an env file holding the
+rollout's URL and key, and runs with the sandbox's ``python3 -I``. It works on the desktop
 environment the task declares (the orchestrator starts it and exports
 ``$OPENFORGE_DESKTOP_URL``) with three tools, ``computer`` (PyAutoGUI code), ``bash`` and
 ``str_replace_editor``, and writes its transcript to ``$HOME/.computer-agent/run.json``.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from openforge.guest import computer_agent
 from openforge.harnesses.base import HarnessError
@@ -27,7 +25,7 @@ class ComputerAgentHarness(ScriptAgent):
 
     name = "computer-agent"
     version = computer_agent.VERSION
-    script = Path(computer_agent.__file__)
+    program = "computer_agent"
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from openforge.guest.common import STATE_DIR
 from openforge.harnesses.base import HarnessNotInstalled, Launch
 from openforge.harnesses.portable import HARNESS_BIN
 from openforge.sandboxes.base import Sandbox
@@ -35,8 +36,8 @@ __all__ = [
     "wrapped_launch",
 ]
 
-# Under the sandbox's HOME: the adapters' env files, copied scripts and captured output.
-ENV_DIR = ".openforge"
+# Under the sandbox's HOME: the adapters' env files, copied programs and captured output.
+ENV_DIR = STATE_DIR
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-.][0-9A-Za-z.]+)?")
 
 

@@ -1,17 +1,18 @@
-"""OpenForge's built-in agents that are one standard-library Python script each
-(``browser-agent``, ``computer-agent``).
+"""OpenForge's built-in agents that are one guest program each (``browser-agent``,
+``computer-agent``).
 
-``configure`` copies the script into the sandbox at ``$HOME/.openforge/<script>.py`` with an
-env file holding the rollout's URL and key; the launch sources the env file and runs the
-script with the sandbox's ``python3``; the script writes its transcript to
-``$HOME/.<name>/run.json``. A subclass names its script and adds its own arguments.
+``configure`` copies the program's zipapp (:func:`openforge.guest.bundle`) into the sandbox at
+``$HOME/.openforge/<program>.pyz`` with an env file holding the rollout's URL and key; the
+launch sources the env file and runs it with the sandbox's ``python3 -I``; the program writes
+its transcript to ``$HOME/.<name>/run.json``. A subclass names its program and adds its own
+arguments.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
+from openforge.guest import bundle
 from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
 from openforge.harnesses.decoding import transcribed_error
 from openforge.harnesses.launching import ENV_DIR, env_script, read_json
@@ -22,12 +23,12 @@ __all__ = ["ScriptAgent"]
 
 
 class ScriptAgent:
-    """The adapter of a built-in single-script agent; subclasses set :attr:`name`,
-    :attr:`version` and :attr:`script`, and may add launch arguments in :meth:`agent_args`."""
+    """The adapter of a built-in guest-program agent; subclasses set :attr:`name`,
+    :attr:`version` and :attr:`program`, and may add launch arguments in :meth:`agent_args`."""
 
     name: ClassVar[str]
     version: ClassVar[str]
-    script: ClassVar[Path]
+    program: ClassVar[str]  # its name in openforge.guest.PROGRAMS
     dialect: Dialect = "openai_chat"
 
     def __init__(
@@ -45,7 +46,7 @@ class ScriptAgent:
 
     @property
     def _agent_file(self) -> str:
-        return f"{self.home}/{ENV_DIR}/{self.script.name}"
+        return f"{self.home}/{ENV_DIR}/{self.program}.pyz"
 
     @property
     def _transcript(self) -> str:
@@ -56,7 +57,7 @@ class ScriptAgent:
         return ""
 
     def install_command(self) -> str:
-        """Nothing to install beyond Python 3.8+: the adapter copies the script in."""
+        """Nothing to install beyond Python 3.8+: the adapter copies the program in."""
         return "apt-get install -y python3"
 
     async def check(self, sandbox: Sandbox) -> None:
@@ -70,21 +71,19 @@ class ScriptAgent:
             )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
-        """Copy the agent script in and write its env file."""
+        """Copy the agent in and write its env file."""
         env = {
             "OPENAI_BASE_URL": base_url.rstrip("/") + "/v1",
             "OPENAI_API_KEY": key,
             "OPENFORGE_MODEL": model,
         }
-        await sandbox.put(
-            {self._agent_file: self.script.read_bytes(), self._env_file: env_script(env)}
-        )
+        await sandbox.put({self._agent_file: bundle(self.program), self._env_file: env_script(env)})
 
     def command(self, instruction: str) -> Launch:
         """Source the env file and run the agent on ``instruction``."""
         script = (
             f'. "{self._env_file}" || exit 97\n'
-            f'exec {self.python} "{self._agent_file}" "$OPENFORGE_INSTRUCTION" '
+            f'exec {self.python} -I "{self._agent_file}" "$OPENFORGE_INSTRUCTION" '
             f"{self.agent_args()}--max-steps {self.max_steps} --max-tokens {self.max_tokens} "
             f"--temperature {self.temperature} "
             f'--transcript "{self._transcript}"\n'

@@ -44,7 +44,12 @@ from urllib.parse import urlsplit
 
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
 from openforge.environments.desktop import ConfigStep, DesktopEnvironment
-from openforge.suites.osworld.loader import EVALUATOR, check_evaluator
+from openforge.suites.osworld.loader import (
+    EVALUATOR,
+    EVALUATOR_COMMAND,
+    check_evaluator,
+    evaluator_bundle,
+)
 from openforge.tasks.model import Task, TaskError, check_keys, collect_dir, inside
 from openforge.tasks.native import NativeSection, SectionLoader, load_native
 
@@ -58,7 +63,6 @@ _DESKTOP_KEYS = ("screen", "setup", "check")
 _STEP_KEYS = ("type", "command", "shell", "seconds")
 _STEP_TYPES = ("launch", "execute", "command", "sleep")
 _CHECK_KEYS = ("func", "result", "expected", "options", "conj")
-_EVAL_SCRIPT = "osworld_eval.py"
 
 
 def _string(file: Path, table: dict[str, Any], key: str, where: str, default: str = "") -> str:
@@ -242,9 +246,12 @@ def desktop_section(file: Path, root: Path, table: dict[str, Any]) -> NativeSect
     files = check_evaluator(file, check, root, "desktop.check")
     return NativeSection(
         gui=env,
-        verify={_EVAL_SCRIPT: EVALUATOR, **files},
-        verify_extra={"task.json": json.dumps({"evaluator": check}).encode()},
-        verify_command=f"python3 .openforge-verify/{_EVAL_SCRIPT}",
+        verify=files,
+        verify_extra={
+            EVALUATOR: evaluator_bundle(),
+            "task.json": json.dumps({"evaluator": check}).encode(),
+        },
+        verify_command=EVALUATOR_COMMAND,
         tags=("gui", "desktop"),
     )
 

@@ -2,7 +2,8 @@
 class, or (``"mode": "user"``) ask the task's simulated user for its next message.
 
 Run by :class:`openforge.suites.claweval.grader.ClawEvalGrader` with the checkout's ``src/``
-first on ``PYTHONPATH`` and the checkout as cwd; it imports nothing of OpenForge. Input on
+first on ``PYTHONPATH`` and the checkout as cwd; of OpenForge it imports only
+:mod:`openforge.guest.common` (the request/result lines and the judge guard). Input on
 stdin: ``{checkout, task_yaml, task_dir, trace, env_snapshot, judge}``. Output (last stdout
 line): ``{task_score, passed, scores, judge_calls}``.
 
@@ -25,7 +26,6 @@ minutes and then end the conversation as if the user were satisfied).
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from claw_eval.graders.registry import get_grader
 from claw_eval.models.scoring import compute_task_score, is_pass
 from claw_eval.models.task import TaskDefinition
 from claw_eval.trace.reader import load_trace
+
+from openforge.guest.common import NEEDS_JUDGE, emit, fail_fast, judge_guard, read_request
 
 
 class _NoJudge:
@@ -46,31 +48,13 @@ class _NoJudge:
         raise RuntimeError(f"this grader calls its LLM judge (judge.{name}); none configured")
 
 
-class JudgeFailed(BaseException):
-    """A judge request failed. A BaseException, so the judge's own ``except Exception``
-    retry loop cannot turn it into an unscored rubric item."""
-
-
-def fail_fast(client: Any) -> None:
-    """Make ``client.chat.completions.create`` raise :class:`JudgeFailed` on any error."""
-    create = client.chat.completions.create
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return create(*args, **kwargs)
-        except Exception as exc:
-            raise JudgeFailed(f"{type(exc).__name__}: {exc}") from None
-
-    client.chat.completions.create = guarded
-
-
 def _judge(spec: dict[str, str] | None) -> Any:
     if not spec:
         return _NoJudge()
     from claw_eval.graders.llm_judge import LLMJudge
 
     judge = LLMJudge(model_id=spec["model"], api_key=spec["api_key"], base_url=spec["base_url"])
-    fail_fast(judge.client)
+    fail_fast(judge.client.chat.completions, "create")
     return judge
 
 
@@ -81,19 +65,16 @@ def user_turn(req: dict[str, Any]) -> None:
 
     spec = req["user"]
     agent = UserAgent(model_id=spec["model"], api_key=spec["api_key"], base_url=spec["base_url"])
-    fail_fast(agent.client)
+    fail_fast(agent.client.chat.completions, "create")
     messages = [Message.model_validate(m) for m in req["messages"]]
-    try:
+    with judge_guard("the simulated user's model"):
         reply = agent.generate_response(persona=req["persona"], conversation_messages=messages)
-    except JudgeFailed as exc:
-        print(f"the simulated user's model failed: {exc}", file=sys.stderr)
-        sys.exit(4)
-    print(json.dumps({"reply": reply}))
+    emit({"reply": reply})
 
 
 def main() -> None:
     """Read the request; grade (or answer as the user); print the result."""
-    req = json.load(sys.stdin)
+    req = read_request()
     if req.get("mode") == "user":
         user_turn(req)
         return
@@ -110,10 +91,8 @@ def main() -> None:
     if "env_snapshot" in params and req.get("env_snapshot") is not None:
         kwargs["env_snapshot"] = req["env_snapshot"]
     try:
-        scores = grader.grade(messages, dispatches, task, **kwargs)
-    except JudgeFailed as exc:
-        print(f"the LLM judge failed: {exc}", file=sys.stderr)
-        sys.exit(4)
+        with judge_guard():
+            scores = grader.grade(messages, dispatches, task, **kwargs)
     finally:
         if _NoJudge.used:
             print(
@@ -121,7 +100,7 @@ def main() -> None:
                 "(or set OPENFORGE_JUDGE_BASE_URL, _API_KEY, _MODEL)",
                 file=sys.stderr,
             )
-            sys.exit(3)
+            sys.exit(NEEDS_JUDGE)
     score = compute_task_score(scores)
     calls = [] if isinstance(judge, _NoJudge) else judge.get_call_log()
     out = {
@@ -130,7 +109,7 @@ def main() -> None:
         "scores": scores.model_dump(),
         "judge_calls": len(calls),
     }
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":

@@ -1,48 +1,50 @@
-"""The OSWorld-format evaluator, run as the task's verifier inside the sandbox (stdlib only).
+"""The OSWorld-format evaluator, run as the task's verifier inside the sandbox.
 
-Reads the task's own JSON (``task.json`` beside it) and evaluates its ``evaluator`` the way
+A guest program (:mod:`openforge.guest`: standard library and :mod:`openforge.guest.common`,
+shipped as a zipapp). Reads the task's own JSON (``--task``) and evaluates its ``evaluator`` the way
 OSWorld does: each ``func`` (a metric) gets the ``result`` getter's value and, when given,
 the ``expected`` getter's value and ``options``; several funcs combine with ``conj``
 (``and`` by default). An agent that said FAIL scores 0 unless the task is ``infeasible``;
 one that said nothing of the kind on an infeasible task scores 0 too.
 
 Getters: ``vm_file`` (a file in the sandbox), ``vm_command_line`` (a command's stdout),
-``rule`` (the ``rules`` object), ``cloud_file`` (the file named ``dest`` beside this script:
-the task's loader puts it there). Metrics: ``exact_match``, ``check_include_exclude``,
-``compare_text_file``, ``is_in_list``, ``infeasible``. Prints ``{"reward", "details"}``.
+``rule`` (the ``rules`` object), ``cloud_file`` (the file named ``dest`` under ``files/``
+beside the task's JSON: the task's loader puts it there). Metrics: ``exact_match``,
+``check_include_exclude``, ``compare_text_file``, ``is_in_list``, ``infeasible``. Prints
+``{"reward", "details"}``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-# The agent's home (sandboxes.runtime.SANDBOX_HOME; this file runs in the sandbox, stdlib
-# only): where the desktop wrote and what OSWorld's "~" means. A verifier's own $HOME may be
-# another, fresh one.
-AGENT_HOME = "/home/sandbox"
-RESULT = Path(AGENT_HOME) / ".openforge/gui/desktop-result.json"
+from openforge.guest.common import GUI_DIR, SANDBOX_HOME
+
+# Where the desktop wrote the agent's DONE/FAIL: under the agent's home, which is also what
+# OSWorld's "~" means. A verifier's own $HOME may be another, fresh one.
+RESULT = Path(SANDBOX_HOME, GUI_DIR, "desktop-result.json")
 
 
 def agent_path(path: str) -> Path:
     """``path`` with a leading ``~`` meaning the agent's home, as in the task's VM."""
     if path == "~" or path.startswith("~/"):
-        return Path(AGENT_HOME + path[1:])
+        return Path(SANDBOX_HOME + path[1:])
     return Path(path)
 
 
-def get(spec: dict[str, Any]) -> Any:
-    """The value of one OSWorld getter spec."""
+def get(spec: dict[str, Any], here: Path) -> Any:
+    """The value of one OSWorld getter spec (``here``: the folder of the task's JSON)."""
     kind = spec.get("type")
     if kind == "vm_file":
         path = agent_path(str(spec["path"]))
         return str(path) if path.is_file() else None
     if kind == "cloud_file":
-        return str(HERE / "files" / str(spec["dest"]))
+        return str(here / "files" / str(spec["dest"]))
     if kind == "vm_command_line":
         cmd = spec["command"]
         done = subprocess.run(
@@ -86,9 +88,13 @@ def metric(name: str, result: Any, expected: Any, options: dict[str, Any]) -> fl
     raise SystemExit(f"unsupported metric {name!r}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Evaluate and print the verdict line."""
-    task = json.loads((HERE / "task.json").read_text())
+    ap = argparse.ArgumentParser(prog="osworld-eval", description=__doc__)
+    ap.add_argument("--task", required=True, help="the task's OSWorld JSON")
+    task_file = Path(ap.parse_args(argv).task)
+    here = task_file.resolve().parent
+    task = json.loads(task_file.read_text())
     ev = task["evaluator"]
     # Verified only after the desktop came up (the orchestrator's rule; it writes this file
     # at once): a result gone or spoiled now is the agent's doing (its pyautogui code can
@@ -112,11 +118,9 @@ def main() -> int:
         return value if isinstance(value, list) else [value] * len(funcs)
 
     scores = []
-    for name, res, exp, opt in zip(
-        funcs, each("result"), each("expected"), each("options"), strict=False
-    ):
-        expected = get(exp) if exp else None
-        scores.append(metric(name, get(res) if res else None, expected, opt or {}))
+    for name, res, exp, opt in zip(funcs, each("result"), each("expected"), each("options")):
+        expected = get(exp, here) if exp else None
+        scores.append(metric(name, get(res, here) if res else None, expected, opt or {}))
     reward = min(scores) if ev.get("conj", "and") == "and" else max(scores)
     print(json.dumps({"reward": reward, "details": {"status": status, "scores": scores}}))
     return 0

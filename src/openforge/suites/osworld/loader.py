@@ -17,12 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from openforge.environments.desktop import ConfigStep, DesktopEnvironment
-from openforge.tasks.model import Task, TaskError, TaskWarning, unknown_keys
+from openforge.guest import bundle
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskWarning, unknown_keys
 
-__all__ = ["EVALUATOR", "EVALUATOR_KEYS", "check_evaluator", "is_osworld_suite", "load_osworld"]
+__all__ = [
+    "EVALUATOR",
+    "EVALUATOR_COMMAND",
+    "EVALUATOR_KEYS",
+    "check_evaluator",
+    "evaluator_bundle",
+    "is_osworld_suite",
+    "load_osworld",
+]
 
-# The evaluator run as the verifier, beside the task's JSON (``task.json``).
-EVALUATOR = Path(__file__).with_name("evaluate.py")
+# The evaluator (the guest program ``osworld_eval``) run as the verifier on the task's JSON,
+# which goes beside it as ``task.json`` (a ``cloud_file`` under ``files/`` there).
+EVALUATOR = "osworld_eval.pyz"
+EVALUATOR_COMMAND = f"python3 -I {VERIFY_DIR}/{EVALUATOR} --task {VERIFY_DIR}/task.json"
 _STEPS = {"launch", "execute", "command", "sleep"}
 _GETTERS = {"vm_file", "vm_command_line", "rule", "cloud_file"}
 _METRICS = {"exact_match", "check_include_exclude", "compare_text_file", "is_in_list", "infeasible"}
@@ -34,6 +45,11 @@ _KEYS = (
 )  # fmt: skip
 EVALUATOR_KEYS = ("func", "result", "expected", "options", "conj", "postconfig")
 _STEP = ("type", "parameters")
+
+
+def evaluator_bundle() -> bytes:
+    """The evaluator's zipapp, put in the verifier's directory as :data:`EVALUATOR`."""
+    return bundle("osworld_eval")
 
 
 def _suite_root(path: Path) -> Path | None:
@@ -120,8 +136,9 @@ def _load_example(file: Path, domain: str, root: Path) -> Task:
         path=file,
         format="osworld",
         tags=("gui", "desktop", "osworld", domain),
-        verify={"osworld_eval.py": EVALUATOR, "task.json": file, **files},
-        verify_command="python3 .openforge-verify/osworld_eval.py",
+        verify={"task.json": file, **files},
+        verify_extra={EVALUATOR: evaluator_bundle()},
+        verify_command=EVALUATOR_COMMAND,
         gui=DesktopEnvironment(steps=_steps(file, data.get("config", []))),
         warnings=tuple(warnings),
     )

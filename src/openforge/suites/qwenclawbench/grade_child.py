@@ -1,7 +1,8 @@
 """Child process: grade one QwenClawBench run with the benchmark's own ``lib_grading``.
 
 Run by :class:`openforge.suites.qwenclawbench.grader.QwenClawBenchGrader` with the checkout's
-``scripts/`` first on ``PYTHONPATH``; it imports nothing of OpenForge. Input on stdin:
+``scripts/`` first on ``PYTHONPATH``; of OpenForge it imports only
+:mod:`openforge.guest.common` (the request/result lines and the judge guard). Input on stdin:
 ``{checkout, tasks_dir, task_file, workspace, transcript, judge: {base_url, api_key, model}
 | null}``. Output: ``GradeResult.to_dict()`` as the last stdout line.
 
@@ -15,37 +16,19 @@ failure is the rollout's ``infra_error``, never a score.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import lib_grading
 from lib_grading import grade_task
 from lib_tasks import TaskLoader
 
-
-class JudgeFailed(BaseException):
-    """A judge request failed. A BaseException, so ``grade_task``'s ``except Exception``
-    retry loop cannot swallow it."""
-
-
-def _fail_fast() -> None:
-    call = lib_grading._call_llm_judge_api
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return call(*args, **kwargs)
-        except Exception as exc:
-            raise JudgeFailed(f"{type(exc).__name__}: {exc}") from None
-
-    lib_grading._call_llm_judge_api = guarded
+from openforge.guest.common import emit, fail_fast, judge_guard, read_request
 
 
 def main() -> None:
     """Read the request, grade, print the result."""
-    req = json.load(sys.stdin)
+    req = read_request()
     task = TaskLoader(Path(req["tasks_dir"])).load_task(Path(req["task_file"]))
     judge = req.get("judge") or {}
     if judge:
@@ -57,15 +40,13 @@ def main() -> None:
         "workspace": req["workspace"],
     }
     kwargs = {"judge_model": judge["model"]} if judge else {}
-    _fail_fast()
-    try:
+    # grade_task would retry a failed judge request a hundred times (module docstring).
+    fail_fast(lib_grading, "_call_llm_judge_api")
+    with judge_guard():
         result = grade_task(
             task=task, execution_result=execution, skill_dir=Path(req["checkout"]), **kwargs
         )
-    except JudgeFailed as exc:
-        print(f"the LLM judge failed: {exc}", file=sys.stderr)
-        sys.exit(4)
-    print(json.dumps(result.to_dict()))
+    emit(result.to_dict())
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """OpenForge's bundled local web apps: a shop, a mail client, a booking form and a docs wiki.
 
-Copied into the sandbox and started there by the browser environment server (standard
-library only: ``http.server`` and ``sqlite3``). All four apps are served by one process on
-the sandbox's loopback, under ``/shop/``, ``/mail/``, ``/booking/`` and ``/wiki/``. They are
-plain server-rendered HTML with forms: every change an agent makes (an order, a sent mail,
-a booking, a page edit) is a POST that the server writes to its SQLite database
-(``--db``), so a task's verifier reads the outcome from the app's own state after the
-agent has stopped, not from what the page shows.
+Shipped into the sandbox as a zipapp (:mod:`openforge.guest`) and started there by the
+browser environment server (standard library only: ``http.server`` and ``sqlite3``). All
+four apps are served by one process on the sandbox's loopback, under ``/shop/``,
+``/mail/``, ``/booking/`` and ``/wiki/``. They are plain server-rendered HTML with forms:
+every change an agent makes (an order, a sent mail, a booking, a page edit) is a POST that
+the server writes to its SQLite database (``--db``), so a task's verifier reads the outcome
+from the app's own state after the agent has stopped, not from what the page shows.
 
 The database is created with fixed seed data on first start; :data:`SCHEMA` documents the
 tables the verifiers' queries read.
@@ -24,6 +24,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
+
+from openforge.guest.common import serve_until_term
 
 SCHEMA = """
 CREATE TABLE products (slug TEXT PRIMARY KEY, name TEXT, price_cents INTEGER,
@@ -480,7 +482,7 @@ def handler(db_path: str) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Create the database if new, then serve on the loopback until killed."""
+    """Create the database if new, then serve on the loopback until SIGTERM."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--db", required=True, help="the apps' SQLite database (created if new)")
     ap.add_argument("--port-file", required=True, help="written with the port once ready")
@@ -488,11 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.exists(args.db):
         with contextlib.closing(sqlite3.connect(args.db)) as db:
             seed(db)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(args.db))
-    with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
-        f.write(str(server.server_address[1]))
-    os.replace(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
+    serve_until_term(ThreadingHTTPServer(("127.0.0.1", 0), handler(args.db)), args.port_file)
     return 0
 
 
