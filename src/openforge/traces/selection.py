@@ -59,7 +59,7 @@ class SplitCounts:
         """One line: how many rollouts are taken, by split, and what is left out."""
 
         def fmt(c: Counter[str]) -> str:
-            return ", ".join(f"{s} {n}" for s, n in sorted(c.items())) or "none"
+            return ", ".join(f"{s} {n}" for s, n in sorted(c.items())) or "no rollouts"
 
         out = f"rollouts taken by split: {fmt(self.taken)}"
         if self.left_out:
