@@ -1,4 +1,5 @@
-"""Real harnesses (Claude Code, Codex CLI) against the gateway: one shell-tool round trip each."""
+"""Real harnesses (Claude Code, Codex CLI) against the gateway: one shell-tool round trip
+each, and a Codex session that compacts."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from openforge.engines.scripted import ScriptedEngine
 from openforge.gateway.server import Gateway
+from openforge.harnesses.codex import KEY_ENV, codex_config
 from openforge.store.sqlite import SqliteStore
 
 from .conftest import MODEL, new_rollout, write_script
@@ -116,3 +119,54 @@ async def test_codex_tool_round_trip(tmp_path: Path) -> None:
 
     tool = {"name": "exec_command", "arguments": {"cmd": "echo forge-$((6*7))"}}
     await _round_trip(tmp_path, tool, launch, "openai_responses")
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
+async def test_codex_compacts_and_finishes(tmp_path: Path) -> None:
+    """Codex forced to compact early (``model_auto_compact_token_limit`` below its first
+    prompt): after its tool call it sends a ``compaction_trigger``; the policy's summary
+    comes back as a compaction item, Codex carries it on and finishes the task, and the
+    trace shows the compaction call and the fork its summary starts."""
+    summary = "Ran echo forge-$((6*7)); it printed forge-42. Next: report forge-42."
+    script = write_script(
+        tmp_path / "script.jsonl",
+        [
+            {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "echo forge-$((6*7))"}}]},
+            {"text": summary},
+            {"text": "The answer is forge-42."},
+        ],
+    )
+    engine = ScriptedEngine.for_model(script, MODEL)
+    async with Gateway(engine, SqliteStore(tmp_path / "store.db"), model=MODEL) as gw:
+        rollout = await new_rollout(gw)
+        home = tmp_path / "codex-home"
+        home.mkdir()
+        config = codex_config(rollout["base_url"], "gpt-5-codex", auto_compact_tokens=1000)
+        (home / "config.toml").write_text(config)
+        env = {"CODEX_HOME": str(home), KEY_ENV: rollout["key"], "HOME": str(tmp_path)}
+        work = tmp_path / "work"
+        work.mkdir()
+        argv = ["codex", "exec", "--json", "--skip-git-repo-check", "Print forge-42 with the shell"]
+        rc, out = await _run(argv, env, work)
+        assert rc == 0, out
+        calls = [c for c in await gw.store.calls(rollout["rollout_id"]) if c.status == "ok"]
+    assert '"text":"The answer is forge-42."' in out, out[-3000:]
+    # Codex's own session log records the compaction it installed.
+    logs = [p.read_text() for p in (home / "sessions").rglob("*.jsonl")]
+    assert any('"type":"compaction"' in log for log in logs)
+    assert [c.seq for c in calls] == [0, 1, 2], [(c.seq, c.status, c.error) for c in calls]
+    first, compaction, after = calls
+    for c in calls:  # the k-th call got script line k, token for token
+        assert c.output_ids == engine.reply_ids(c.seq)
+    # The compaction is a policy call extending the first exactly; its answer the summary.
+    assert compaction.render_info["compaction"] == "compaction_trigger"
+    assert compaction.role == "policy" and not compaction.fork
+    prefix = first.prompt_ids + first.output_ids
+    assert compaction.prompt_ids[: len(prefix)] == prefix
+    assert compaction.completion["text"] == summary
+    # Codex sent the compaction item back: the summary stands for the turns it replaced.
+    assert after.fork and after.completion["text"] == "The answer is forge-42."
+    assert after.render_info["fork_reason"].startswith("compacted: ")
+    assert after.render_info["compacted"][0]["source"] == compaction.response_id
+    kinds = [i.get("type") for i in orjson.loads(after.raw_request)["input"]]
+    assert kinds[-1] == "compaction" and "function_call" not in kinds

@@ -65,8 +65,22 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def codex_config(base_url: str, model: str, reasoning_effort: str | None = None) -> str:
-    """The ``config.toml`` pointing Codex at ``base_url`` (``…/r/<key>``)."""
+def codex_config(
+    base_url: str,
+    model: str,
+    reasoning_effort: str | None = None,
+    auto_compact_tokens: int | None = None,
+) -> str:
+    """The ``config.toml`` pointing Codex at ``base_url`` (``…/r/<key>``).
+
+    The provider is named ``OpenAI``: Codex 0.171 offers remote compaction
+    (``compaction_trigger`` items, which the gateway serves from the policy) only to a
+    provider of that name (``ModelProviderInfo::is_openai`` compares it) or Azure's, and
+    would otherwise summarise in its own turn and rebuild the history itself. Nothing
+    else Codex sends changes with it (its first call is the recorded one, tools and all).
+    ``auto_compact_tokens``: Codex's ``model_auto_compact_token_limit``, the context size
+    past which it compacts (default: 90% of the model's window).
+    """
     lines = [
         f"model = {_toml(model)}",
         'model_provider = "openforge"',
@@ -76,10 +90,12 @@ def codex_config(base_url: str, model: str, reasoning_effort: str | None = None)
     ]
     if reasoning_effort:
         lines.append(f"model_reasoning_effort = {_toml(reasoning_effort)}")
+    if auto_compact_tokens is not None:
+        lines.append(f"model_auto_compact_token_limit = {int(auto_compact_tokens)}")
     lines += [
         "",
         "[model_providers.openforge]",
-        'name = "OpenForge"',
+        'name = "OpenAI"',
         f"base_url = {_toml(base_url.rstrip('/') + '/v1')}",
         'wire_api = "responses"',
         f"env_key = {_toml(KEY_ENV)}",
@@ -129,10 +145,14 @@ class CodexHarness:
         home: str = SANDBOX_HOME,
         binary: str = "codex",
         reasoning_effort: str | None = None,
+        auto_compact_tokens: int | None = None,
     ) -> None:
+        """``auto_compact_tokens``: the context size past which Codex compacts (see
+        :func:`codex_config`)."""
         self.home = home.rstrip("/")
         self.binary = binary
         self.reasoning_effort = reasoning_effort
+        self.auto_compact_tokens = auto_compact_tokens
 
     @property
     def codex_home(self) -> str:
@@ -160,7 +180,7 @@ class CodexHarness:
         await sandbox.put(
             {
                 f"{self.codex_home}/config.toml": codex_config(
-                    base_url, model, self.reasoning_effort
+                    base_url, model, self.reasoning_effort, self.auto_compact_tokens
                 ).encode(),
                 f"{self.home}/{_ENV_FILE}": env_script(env),
             }
