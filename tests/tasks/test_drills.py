@@ -21,6 +21,7 @@ from openforge.suites.drills.generate import (
     TRAIN_WORDS,
     drill_suite,
     generate_drills,
+    task_level,
 )
 from openforge.tasks import Task
 
@@ -153,3 +154,56 @@ async def test_near_misses_score_0(
         sol.write_text(f"#!/bin/sh\n{wrong.format(*files)}\n")
         task.solution = {"solve.sh": sol}
         assert await score(backend, task, True) == 0.0, (family, wrong.format(*files))
+
+
+def test_levels_leave_level_0_alone_and_draw_their_own_streams(tmp_path: Path) -> None:
+    plain = generate_drills(tmp_path / "plain", train_per_family=1, test_per_family=1)
+    leveled = generate_drills(
+        tmp_path / "lv", train_per_family=1, test_per_family=1, levels=(0, 1, 2)
+    )
+    for task_dir in plain.iterdir():  # level 0 is the plain suite, byte for byte
+        assert _digest(task_dir) == _digest(leveled / task_dir.name)
+    ts = load_tasks(leveled)
+    assert ts.errors == [] and len(ts.tasks) == len(DRILL_FAMILIES) * 2 * 3
+    by_id = {t.id: t for t in ts.tasks}
+    two = by_id["drill-count-lines-L2-train-0"]
+    assert two.tags == ("drill", "count-lines", "level-2")
+    assert task_level(two.tags) == 2 and task_level(("drill", "count-lines")) == 0
+    where = two.instruction.split(":")[0].removeprefix("Inside the directory ")
+    assert len(where.split("/")) == 2
+    files = two.workspace_bytes()
+    # the input under the directory, and a decoy of the same name at the root
+    inner = [rel for rel in files if rel.startswith(where + "/")]
+    assert len(inner) == 1 and inner[0].split("/")[-1] in files
+    assert files[inner[0]] != files[inner[0].split("/")[-1]]
+    # a new test seed changes only the test instances
+    other = generate_drills(tmp_path / "t9", train_per_family=1, test_per_family=1, test_seed=9)
+    changed = {d.name for d in plain.iterdir() if _digest(d) != _digest(other / d.name)}
+    assert changed == {d.name for d in plain.iterdir() if "-test-" in d.name}
+    with pytest.raises(ValueError, match="levels"):
+        generate_drills(tmp_path / "bad", levels=(5,))
+
+
+@pytest.mark.slow
+async def test_leveled_solutions_score_1_and_the_plain_command_at_the_root_0(
+    tmp_path: Path, backend: SandboxBackend
+) -> None:
+    """At levels 1-2 the reference solution passes, an untouched workspace fails, and the
+    level-0 command run at the workspace root (ignoring the directory) fails."""
+    root = generate_drills(tmp_path / "lv", train_per_family=1, test_per_family=0, levels=(1, 2))
+    tasks = load_tasks(root).tasks
+    sem = asyncio.Semaphore(4)
+
+    async def three(task: Task) -> tuple[str, float, float, float]:
+        async with sem:
+            solved, untouched = await score(backend, task, True), await score(backend, task, False)
+            command = task.solution_bytes()["solve.sh"].decode().splitlines()[-1]
+            root_only = tmp_path / task.id / "solve.sh"
+            root_only.parent.mkdir(parents=True)
+            root_only.write_text(f"#!/bin/sh\n({command.split(' && ', 1)[1]}) || true\n")
+            task.solution = {"solve.sh": root_only}
+            return task.id, solved, untouched, await score(backend, task, True)
+
+    scores = await asyncio.gather(*(three(t) for t in tasks))
+    assert len(scores) == len(DRILL_FAMILIES) * 2
+    assert [s for s in scores if s[1:] != (1.0, 0.0, 0.0)] == []

@@ -31,6 +31,7 @@ SUITES: tuple[Suite, ...] = (
     NATIVE,
     claw_mini.SUITE,
     drills.SUITE,
+    drills.LEVELS_SUITE,
     claweval.SUITE,
     harbor.TERMINAL_BENCH,
     qwenclawbench.SUITE,

@@ -12,6 +12,15 @@ Each instance is a native task directory (``drill-<family>-<split>-<n>``) whose 
 its expected values computed here and written into it as literals, so nothing the agent
 does to its inputs can change what counts as right. ``load_tasks("claw-drill")`` generates
 the default suite once into :func:`drill_suite`'s cache directory.
+
+Difficulty (``levels``, the curriculum's knob, ``training/curriculum.py``): level 0 is the
+instance as above; at level ``L`` >= 1 the same skill works inside a directory ``L`` names
+deep (``cedar/mango``: the command must go there or name its paths), and from level 2 each
+input file has a decoy of the same name and other content at the workspace root, so a
+policy that ignores the directory reads the wrong data. Level ``L`` instances carry the tag
+``level-L`` and the id ``drill-<family>-L<L>-<split>-<n>``; each level draws from its own
+random stream, and the test split from ``test_seed``'s, so no level or split shifts another.
+``load_tasks("claw-drill-levels")`` is the default suite at levels 0, 1 and 2.
 """
 
 from __future__ import annotations
@@ -26,15 +35,20 @@ from openforge.suites.cache import cached_suite
 
 __all__ = [
     "DRILL_FAMILIES",
+    "DRILL_LEVELS_SUITE",
     "DRILL_SUITE",
     "DRILL_VERSION",
     "TEST_WORDS",
     "TRAIN_WORDS",
+    "drill_levels_suite",
     "drill_suite",
     "generate_drills",
+    "task_level",
 ]
 
 DRILL_SUITE = "claw-drill"
+DRILL_LEVELS_SUITE = "claw-drill-levels"
+DRILL_LEVELS = (0, 1, 2)  # claw-drill-levels' difficulties
 # Bump whenever generation changes what it writes, so cached suites are not reused stale
 # (tests/tasks/test_drills.py pins the default suite's digest to catch a forgotten bump).
 DRILL_VERSION = 1
@@ -42,67 +56,14 @@ DRILL_VERSION = 1
 # Ordinary nouns; none is a substring of another (so sed/grep on one never touch another)
 # and none appears in a phrasing. The first half names train instances, the second test.
 _WORDS = (
-    "apple",
-    "river",
-    "maple",
-    "stone",
-    "cloud",
-    "falcon",
-    "ember",
-    "quartz",
-    "lemon",
-    "tiger",
-    "garden",
-    "pencil",
-    "rocket",
-    "castle",
-    "candle",
-    "forest",
-    "island",
-    "meadow",
-    "planet",
-    "silver",
-    "winter",
-    "violin",
-    "harbor",
-    "copper",
-    "button",
-    "dragon",
-    "jungle",
-    "pepper",
-    "tunnel",
-    "basket",
-    "orange",
-    "canyon",
-    "willow",
-    "marble",
-    "thunder",
-    "parrot",
-    "cedar",
-    "glacier",
-    "mango",
-    "zebra",
-    "lantern",
-    "crayon",
-    "comet",
-    "fortress",
-    "lagoon",
-    "prairie",
-    "galaxy",
-    "autumn",
-    "cello",
-    "bridge",
-    "bronze",
-    "ribbon",
-    "lizard",
-    "ginger",
-    "cavern",
-    "hamper",
-    "walnut",
-    "valley",
-    "summit",
-    "anchor",
-)
+    "apple", "river", "maple", "stone", "cloud", "falcon", "ember", "quartz", "lemon", "tiger",
+    "garden", "pencil", "rocket", "castle", "candle", "forest", "island", "meadow", "planet",
+    "silver", "winter", "violin", "harbor", "copper", "button", "dragon", "jungle", "pepper",
+    "tunnel", "basket", "orange", "canyon", "willow", "marble", "thunder", "parrot", "cedar",
+    "glacier", "mango", "zebra", "lantern", "crayon", "comet", "fortress", "lagoon", "prairie",
+    "galaxy", "autumn", "cello", "bridge", "bronze", "ribbon", "lizard", "ginger", "cavern",
+    "hamper", "walnut", "valley", "summit", "anchor",
+)  # fmt: skip
 TRAIN_WORDS: tuple[str, ...] = _WORDS[:30]
 TEST_WORDS: tuple[str, ...] = _WORDS[30:]
 _EXTS = ("txt", "log", "md")
@@ -111,7 +72,7 @@ _TOML = """id = {id}
 instruction = {instruction}
 timeout = 120
 split = "{split}"
-tags = ["drill", "{family}"]
+tags = ["drill", "{family}"{level_tag}]
 network = "gateway"
 
 [resources]
@@ -520,15 +481,43 @@ _FAMILIES: dict[str, Family] = {
 DRILL_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
 
 
-def _instances(family: str, split: str, count: int, seed: int) -> list[Drill]:
+def _at_level(drill: Drill, level: int, rng: random.Random, words: Sequence[str]) -> Drill:
+    """``drill`` moved ``level`` directories deep, with root decoys of its inputs from
+    level 2 (see the module docstring)."""
+    if level == 0:
+        return drill
+    where = "/".join(rng.sample(words, level))
+    files = {f"{where}/{rel}": text for rel, text in drill.files.items()}
+    if not files:  # the directory must exist for an output-only skill
+        files[f"{where}/notes.txt"] = _text(_lines(rng, words, 2))
+    if level >= 2:
+        for rel in drill.files:
+            files[rel] = _text(_lines(rng, words, rng.randint(2, 4)))
+    # The check runs inside the directory, which must be the real one (not a link to the
+    # root the policy wrote to instead).
+    checks = (
+        f"if os.path.realpath({where!r}) != os.path.join(os.path.realpath('.'), {where!r}):\n"
+        f"    done(False, missing={where!r})\n"
+        f"os.chdir({where!r})\n{drill.checks}"
+    )
+    return Drill(
+        f"Inside the directory {where}: {drill.instruction}",
+        f"cd {where} && {drill.command}",
+        checks,
+        files,
+    )
+
+
+def _instances(family: str, split: str, count: int, seed: int, level: int = 0) -> list[Drill]:
     """``count`` distinct instances; instance ``n`` does not depend on ``count``."""
-    rng = random.Random(f"{DRILL_SUITE}:{seed}:{family}:{split}")
+    stream = f"{DRILL_SUITE}:{seed}:{family}:{split}" + (f":L{level}" if level else "")
+    rng = random.Random(stream)
     words = TRAIN_WORDS if split == "train" else TEST_WORDS
     out: list[Drill] = []
     seen: set[str] = set()
     for _ in range(count):
         for _try in range(100):  # small families (make-dir: 30 names) repeat now and then
-            drill = _FAMILIES[family](rng, words)
+            drill = _at_level(_FAMILIES[family](rng, words), level, rng, words)
             if drill.instruction not in seen:
                 break
         seen.add(drill.instruction)
@@ -536,7 +525,17 @@ def _instances(family: str, split: str, count: int, seed: int) -> list[Drill]:
     return out
 
 
-def _write_task(root: Path, task_id: str, family: str, split: str, drill: Drill) -> None:
+def task_level(tags: Sequence[str]) -> int:
+    """A task's difficulty level from its tags (``level-L``); 0 without one."""
+    for tag in tags:
+        if tag.startswith("level-") and tag[6:].isdigit():
+            return int(tag[6:])
+    return 0
+
+
+def _write_task(
+    root: Path, task_id: str, family: str, split: str, drill: Drill, level: int = 0
+) -> None:
     root.mkdir()
     (root / "task.toml").write_text(
         _TOML.format(
@@ -544,11 +543,13 @@ def _write_task(root: Path, task_id: str, family: str, split: str, drill: Drill)
             instruction=json.dumps(drill.instruction),
             split=split,
             family=family,
+            level_tag=f', "level-{level}"' if level else "",
         ),
         encoding="utf-8",
     )
     for rel, text in drill.files.items():
         (root / "workspace").mkdir(exist_ok=True)
+        (root / "workspace" / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / "workspace" / rel).write_text(text, encoding="utf-8")
     (root / "verify").mkdir()
     (root / "verify" / "verify.py").write_text(_VERIFY_HEAD + drill.checks, encoding="utf-8")
@@ -559,27 +560,50 @@ def _write_task(root: Path, task_id: str, family: str, split: str, drill: Drill)
 
 
 def generate_drills(
-    out: Path, *, train_per_family: int = 6, test_per_family: int = 2, seed: int = 0
+    out: Path,
+    *,
+    train_per_family: int = 6,
+    test_per_family: int = 2,
+    seed: int = 0,
+    test_seed: int | None = None,
+    levels: Sequence[int] = (0,),
 ) -> Path:
     """Write the claw-drill suite as native task directories under ``out``; return ``out``.
 
+    ``levels``: the difficulties generated for every skill (0: the plain instances).
+    ``test_seed``: the held-out instances' seed (default ``seed``); they are generated apart
+    from the train instances either way, from the other half of the word pool.
     ``out`` must be missing or empty. The same arguments write the same bytes, and a larger
     count only adds instances (instance ``n`` of a family and split is the same for any count).
     """
     if train_per_family < 0 or test_per_family < 0:
         raise ValueError("train_per_family and test_per_family must be >= 0")
+    if not levels or any(not 0 <= level <= 3 for level in levels):
+        raise ValueError(f"levels must be some of 0, 1, 2, 3; got {list(levels)}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: exists and is not an empty directory")
     out.mkdir(parents=True, exist_ok=True)
+    seeds = {"train": seed, "test": seed if test_seed is None else test_seed}
     for family in DRILL_FAMILIES:
-        for split, count in (("train", train_per_family), ("test", test_per_family)):
-            for n, drill in enumerate(_instances(family, split, count, seed)):
-                task_id = f"drill-{family}-{split}-{n}"
-                _write_task(out / task_id, task_id, family, split, drill)
+        for level in sorted(set(levels)):
+            for split, count in (("train", train_per_family), ("test", test_per_family)):
+                drills = _instances(family, split, count, seeds[split], level)
+                for n, drill in enumerate(drills):
+                    at = f"-L{level}" if level else ""
+                    task_id = f"drill-{family}{at}-{split}-{n}"
+                    _write_task(out / task_id, task_id, family, split, drill, level)
     return out
 
 
 def drill_suite() -> Path:
     """The default claw-drill suite's directory, generated on first use (atomically)."""
     return cached_suite(f"{DRILL_SUITE}-v{DRILL_VERSION}", generate_drills)
+
+
+def drill_levels_suite() -> Path:
+    """claw-drill at levels 0, 1 and 2 (the curriculum's suite), generated on first use."""
+    return cached_suite(
+        f"{DRILL_LEVELS_SUITE}-v{DRILL_VERSION}",
+        lambda out: generate_drills(out, levels=DRILL_LEVELS),
+    )
