@@ -37,6 +37,11 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("skill_rest_after: 2\n", "skill_rest_after", "rest_steps > 0"),
         ("skill_rest_after: -1\n", "skill_rest_after", ">= 0"),
         ("train_split: test\n", "train_split", "allow_held_out: true"),
+        ("curriculum_low: 0.3\n", "curriculum_low", "curriculum: true"),
+        ("curriculum: true\ncurriculum_low: 0.9\n", "curriculum_low", "0 <= curriculum_low <"),
+        ("curriculum: true\ncurriculum_window: 0\n", "curriculum_window", ">= 1"),
+        ("curriculum: true\ncurriculum_explore: 2\n", "curriculum_explore", "[0, 1]"),
+        ("curriculum: yes please\n", "curriculum", "expected bool"),
         ("- a\n- b\n", "-", "mapping"),
     ],
 )

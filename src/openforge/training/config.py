@@ -100,6 +100,17 @@ class TrainConfig:
     # whose last this-many groups, over any of its tasks, were all uniform rests as a
     # whole for rest_steps steps. 0: never (tasks rest one by one).
     skill_rest_after: int = 0
+    # --- curriculum (training/curriculum.py; docs/training.md "Curriculum") ---
+    # Draw each step's tasks weighted by the current pass rate of their skill at their
+    # difficulty (a claw-drill-levels task's level-L tag; 0 without), measured from the
+    # groups' own rewards: a bucket not yet measured or within [curriculum_low,
+    # curriculum_high] weighs 1, one outside curriculum_explore; level L opens once level
+    # L-1 passes above curriculum_high. false: epochs over the tasks.
+    curriculum: bool = False
+    curriculum_low: float = 0.2
+    curriculum_high: float = 0.8
+    curriculum_window: int = 4  # a bucket's rate: its last this-many groups
+    curriculum_explore: float = 0.1
     max_staleness: int = 1  # async: drop samples more than this many versions old
     eval_every: int = 0  # K; 0 evaluates only before and after training
     eval_samples: int = 1  # rollouts per held-out task in evaluation
@@ -198,6 +209,7 @@ class TrainConfig:
                 "rests a skill for rest_steps steps: set rest_steps > 0 too",
                 self.source,
             )
+        _check_curriculum(self)
         if self.lora and self.train_layers:
             raise ConfigError(
                 "train_layers",
@@ -250,6 +262,36 @@ class TrainConfig:
                 load_rules(self.monitor_rules)
             except RuleError as exc:
                 raise ConfigError("monitor_rules", str(exc), self.source) from None
+
+
+_CURRICULUM_DEFAULTS = {
+    "curriculum_low": 0.2,
+    "curriculum_high": 0.8,
+    "curriculum_window": 4,
+    "curriculum_explore": 0.1,
+}
+
+
+def _check_curriculum(cfg: TrainConfig) -> None:
+    """The curriculum's keys: a band inside [0, 1], and none set while it is off."""
+    if not cfg.curriculum:
+        for key, default in _CURRICULUM_DEFAULTS.items():
+            if getattr(cfg, key) != default:
+                raise ConfigError(
+                    key, "configures the curriculum: set curriculum: true too", cfg.source
+                )
+        return
+    if not 0 <= cfg.curriculum_low < cfg.curriculum_high <= 1:
+        raise ConfigError(
+            "curriculum_low",
+            f"the band needs 0 <= curriculum_low < curriculum_high <= 1, got "
+            f"{cfg.curriculum_low!r} and {cfg.curriculum_high!r}",
+            cfg.source,
+        )
+    if cfg.curriculum_window < 1:
+        raise ConfigError("curriculum_window", "must be >= 1 (groups)", cfg.source)
+    if not 0 <= cfg.curriculum_explore <= 1:
+        raise ConfigError("curriculum_explore", "must be in [0, 1]", cfg.source)
 
 
 def _fields() -> dict[str, dataclasses.Field[Any]]:

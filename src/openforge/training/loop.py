@@ -45,6 +45,7 @@ from openforge.traces.samples import (
 from openforge.traces.source import CallSource, load_blobs, plan_rollouts
 from openforge.training.advantages import grpo_advantages
 from openforge.training.config import TrainConfig
+from openforge.training.curriculum import Curriculum, curriculum_skills
 from openforge.training.metrics import MetricsWriter, mean_by_skill, reward_summary, skills
 from openforge.training.sampling import TaskSampler
 from openforge.training.trainer import Trainer
@@ -103,6 +104,8 @@ class StepBatch:
     rollout_s: float = 0.0
     images: dict[str, bytes] = field(default_factory=dict)  # digest → bytes, for VLMs
     sampling: dict[str, float] = field(default_factory=dict)  # dynamic sampling's counts
+    # the curriculum's per-bucket pass rates after the step's groups, and the step's mix
+    curriculum: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -208,10 +211,15 @@ async def _gather_step(
     started = time.perf_counter()
     results: list[RolloutResult] = []
     kept = rounds = drawn = 0
+    mix: dict[str, float] = {}
     while rounds < cfg.max_sample_rounds and kept < cfg.tasks_per_step:
         tasks = sampler.draw(cfg.tasks_per_step - kept, step)
         if not tasks:
             break
+        if sampler.curriculum is not None:
+            for task in tasks:
+                bucket = sampler.curriculum.bucket_of(task.id) or task.id
+                mix[bucket] = mix.get(bucket, 0.0) + 1.0
         tag = f"step-{step:06d}" + (f"-r{rounds}" if rounds else "")
         got = await collect(cfg, env, tasks, cfg.group_size, cfg.train_split, tag, step)
         results.extend(got)
@@ -235,6 +243,14 @@ async def _gather_step(
         "tasks_resting": float(sampler.resting_now(step)),
         "skills_resting": float(sampler.skills_resting_now(step)),
     }
+    if sampler.curriculum is not None:
+        rates = sampler.curriculum.rates()
+        batch.curriculum = {"curriculum_rates": rates, "curriculum_mix": mix}
+        log.info(
+            "step %d: curriculum pass rates %s; drew %s", step,
+            ", ".join(f"{b} {r:.2f}" for b, r in rates.items()) or "none yet",
+            ", ".join(f"{b} x{n:.0f}" for b, n in sorted(mix.items())),
+        )  # fmt: skip
     return batch
 
 
@@ -254,6 +270,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
     rollout_metrics = {
         **reward_summary(_groups(ok)),
         **batch.sampling,
+        **batch.curriculum,
         "rollouts_total": float(len(batch.results)),
         "masked_rollouts": float(len(batch.results) - len(ok)),
         "rollout_s": batch.rollout_s,
@@ -453,6 +470,7 @@ async def run_loop(
         cursor=start * cfg.tasks_per_step,
         skill_of=skills(env.train_tasks),
         skill_rest_after=cfg.skill_rest_after,
+        curriculum=_curriculum(cfg, env.train_tasks),
     )
     if isinstance(extra.get("sampler"), dict):
         sampler.load(extra["sampler"])
@@ -507,6 +525,16 @@ async def run_loop(
     if evaluate_edges and env.eval_tasks and summary.steps_done == cfg.steps:
         await evaluate_once("after", cfg.steps)
     return summary
+
+
+def _curriculum(cfg: TrainConfig, tasks: list[Task]) -> Curriculum | None:
+    """The run's curriculum, when its config turns one on."""
+    if not cfg.curriculum:
+        return None
+    return Curriculum(
+        tasks, curriculum_skills(tasks), cfg.seed, cfg.curriculum_low, cfg.curriculum_high,
+        cfg.curriculum_window, cfg.curriculum_explore,
+    )  # fmt: skip
 
 
 def _evals_done(env: LoopEnv) -> dict[str, dict[str, Any]]:

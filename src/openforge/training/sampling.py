@@ -16,8 +16,12 @@ rolled out for nothing too. On claw-drill after the warm-up, five of 17 skills t
 about 31% of GRPO's rollouts while giving 6 of ~120 groups with a spread (docs/training.md).
 One group with a spread, from any of its tasks, ends a skill's rest.
 
-The sampler's state (cursor, resting tasks, the skills' uniform runs and rests) is a small
-JSON-able dict, saved with each checkpoint, so a resumed run draws the same tasks again.
+With a curriculum (``training/curriculum.py``), the draw is weighted by each skill and
+difficulty's current pass rate instead of following the epochs; resting still applies.
+
+The sampler's state (cursor, resting tasks, the skills' uniform runs and rests, the
+curriculum's rates) is a small JSON-able dict, saved with each checkpoint, so a resumed run
+draws the same tasks again.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from openforge.tasks.model import Task
+from openforge.training.curriculum import Curriculum
 
 __all__ = ["TaskSampler", "has_spread"]
 
@@ -54,6 +59,7 @@ class TaskSampler:
     skill_rest_after: int = 0  # N uniform groups in a row rest the whole skill; 0: never
     uniform_run: dict[str, int] = field(default_factory=dict)  # skill -> uniform groups in a row
     skills_resting: dict[str, int] = field(default_factory=dict)  # skill -> step it was put to rest
+    curriculum: Curriculum | None = None  # None: plain epochs
 
     def at(self, i: int) -> Task:
         """Draw number ``i`` of the plain order (resting ignored)."""
@@ -81,6 +87,10 @@ class TaskSampler:
         if not self.tasks or k <= 0:
             return []
         k = min(k, len(self.tasks))
+        if self.curriculum is not None:
+            drawn = self.curriculum.draw(k, self.cursor, lambda t: not self.is_resting(t.id, step))
+            self.cursor += len(drawn)
+            return drawn
         out: list[Task] = []
         taken: set[str] = set()
         for _ in range(2 * len(self.tasks)):  # at most two epochs' worth of look-ahead
@@ -106,6 +116,8 @@ class TaskSampler:
         skill too when it is the skill's ``skill_rest_after``-th uniform group in a row."""
         kept = 0
         for task_id, rewards in groups:
+            if self.curriculum is not None:
+                self.curriculum.observe(task_id, rewards)
             skill = self.skill_of.get(task_id)
             if has_spread(rewards):
                 kept += 1
@@ -131,12 +143,15 @@ class TaskSampler:
 
     def state(self) -> dict[str, object]:
         """The cursor, the resting tasks and the skills' runs and rests, for a checkpoint."""
-        return {
+        state: dict[str, object] = {
             "cursor": self.cursor,
             "resting": dict(self.resting),
             "uniform_run": dict(self.uniform_run),
             "skills_resting": dict(self.skills_resting),
         }
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state()
+        return state
 
     def load(self, state: dict[str, object]) -> None:
         """Restore :meth:`state`'s output (a checkpoint's; one saved before skills rested
@@ -146,6 +161,8 @@ class TaskSampler:
         self.resting = _steps(state.get("resting"))
         self.uniform_run = _steps(state.get("uniform_run"))
         self.skills_resting = _steps(state.get("skills_resting"))
+        if self.curriculum is not None:
+            self.curriculum.load(state.get("curriculum"))
 
 
 def _steps(value: object) -> dict[str, int]:
