@@ -15,6 +15,8 @@ import pytest
 from openforge.dialects.openai_responses.compaction import INSTRUCTION, decode_content
 from openforge.gateway.server import Gateway
 from openforge.rendering import load_tokenizer
+from openforge.traces.graph import build_graph
+from openforge.traces.view import load_decoder, render_html
 
 from .conftest import MODEL, new_rollout, rollout_calls
 
@@ -134,7 +136,17 @@ async def test_compaction_trigger_round_trip(
         last = await client.responses.create(model="m", input=window, tools=[TOOL])
         assert last.output_text == "The answer is forge-42."
         rec = await rollout_calls(gw, r["rollout_id"])
+        stored = await gw.store.calls(r["rollout_id"])
+        rollout = await gw.store.get_rollout(r["rollout_id"])
     _check_trace(rec["calls"], response.id)
+    # The trace: two paths, the second a fork whose reason is the compaction.
+    graph = build_graph(stored)
+    assert graph.forks == 1 and [len(p) for p in graph.paths()] == [2, 1]
+    html = render_html(rollout, graph, load_decoder(None, MODEL))
+    assert (
+        "#1 (compaction)" in html
+        and f"compacted: message 2 is the summary of compaction {response.id}" in html
+    )
 
 
 async def test_compaction_continued_by_previous_response_id(

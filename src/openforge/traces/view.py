@@ -104,7 +104,11 @@ def load_decoder(model_dir: Path | None, served_model: str) -> Decoder:
 
 def _header(path: list[Node], index: int) -> str:
     root = path[0]
-    calls = " → ".join(f"#{n.call.seq}" for n in path)
+    # A compaction call (its answer is the summary a later fork starts from) is marked.
+    calls = " → ".join(
+        f"#{n.call.seq}" + (" (compaction)" if n.call.render_info.get("compaction") else "")
+        for n in path
+    )
     fork = ""
     if root.drift == DriftKind.FORK:
         why = root.call.render_info.get("fork_reason") or "history does not extend any call"
