@@ -228,6 +228,18 @@ BAD_BROWSER = {
         "[width, height]",
     ),
     "browser = 1\n": ("browser", "must be a table"),
+    "[browser]\napp = 'bank'\n[browser.reward]\nanswer = ['1']\n": ("browser.app", "one of"),
+    "[browser]\napp = 'wiki'\nstart = 'wiki'\n[browser.reward]\nanswer = ['1']\n": (
+        "browser.start",
+        "a path on its server",
+    ),
+    "[browser]\napp = 'wiki'\n[browser.reward]\njs = '1'\n": ("browser.reward.js", "use check"),
+    "[browser]\nstart = 'index.html'\n[[browser.reward.check]]\nsql = 'SELECT 1'\n"
+    "expect = [[1]]\n": ("browser.reward.check", "set app"),
+    "[browser]\napp = 'wiki'\n[[browser.reward.check]]\nsql = 'SELECT 1'\n": (
+        "browser.reward.check[0].expect",
+        "list of rows",
+    ),
     "[browser]\nstart = 'index.html'\n[browser.reward]\njs = '1'\n[desktop]\n": (
         "desktop",
         "one GUI environment",
@@ -340,3 +352,41 @@ async def test_the_desktop_example_runs_from_its_file_with_the_computer_agent(
         )
         (res,) = await run_rollouts(config)
         assert (res.status, res.reward, res.error) == ("completed", reward, None), res
+
+
+WIKI_TASK = """
+[browser]
+app = "wiki"                   # a bundled web app served in the sandbox (shop, mail, ...)
+
+[browser.reward]
+answer = ["8443"]
+[[browser.reward.check]]       # SQL on the app's database, read after the agent stopped
+sql = "SELECT sum(revision) FROM pages"
+expect = [[4]]
+"""
+
+
+async def test_an_app_task_is_scored_by_the_apps_state_and_a_shell_is_refused(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    (tmp_path / "tasks").mkdir()
+    d = _task_dir(tmp_path / "tasks", WIKI_TASK)
+    (task,) = load_tasks(d).tasks
+    assert isinstance(task.gui, BrowserEnvironment) and task.gui.app == "wiki"
+    assert task.gui.start_url == "/wiki/" and "wiki" in task.tags
+    with pytest.raises(EvidenceReachable, match="web apps' database"):
+        refuse_reachable_evidence([task], get_harness("shell", command="true"))
+    for said, reward in (("8443", 1.0), ("80", 0.0)):
+        config = RolloutConfig(
+            tasks=[task],
+            harness="browser-agent",
+            harness_options={"max_steps": 2},
+            gateway_url=scripted_gateway([f"Action: Answer; {said}"]),
+            out_dir=tmp_path / said / "run",
+            n=1,
+            retry_backoff_s=0.0,
+            backend_options={"root": tmp_path / said / "sandboxes"},
+        )
+        (res,) = await run_rollouts(config)
+        assert (res.status, res.reward) == ("completed", reward), res
+        assert res.details is not None and res.details["checks"][0]["rows"] == [[4]]

@@ -14,6 +14,10 @@ A user's own browser task::
                                    #   returns {done, reward in [0, 1], raw, reason}
     answer = ["42"]                # the agent's Answer must contain each (any case)
 
+Or, instead of ``site``, ``app = "shop"`` (a bundled web app, ``suites/webapps``; ``start``
+a path on it) with ``[[browser.reward.check]]`` tables (``sql``, ``expect``) read from the
+apps' database after the agent stopped, as ``webapp.toml``'s checks are.
+
 The page's reward is read as MiniWoB's is (``environments/browser.py``): only in the document
 the environment loaded, on the task's tab; the page goes only to the task's sites and
 ``about:blank``. A user's OSWorld-style desktop task::
@@ -38,6 +42,7 @@ checked strictly; an error names ``task.toml`` and the field (``browser.reward.j
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,6 +55,8 @@ from openforge.suites.osworld.loader import (
     check_evaluator,
     evaluator_bundle,
 )
+from openforge.suites.webapps.loader import APPS, read_checks
+from openforge.suites.webapps.loader import verify_script as webapp_verify_script
 from openforge.tasks.model import Task, TaskError, check_keys, collect_dir, inside
 from openforge.tasks.native import NativeSection, SectionLoader, load_native
 
@@ -57,12 +64,24 @@ __all__ = ["SECTIONS", "SITE_DIR", "browser_section", "desktop_section", "load_n
 
 # Where the site's files go in the workspace (the page is served from there).
 SITE_DIR = "site"
-_BROWSER_KEYS = ("site", "start", "allowed_sites", "viewport", "setup_js", "reward")
-_REWARD_KEYS = ("js", "js_file", "answer")
+_BROWSER_KEYS = ("site", "start", "app", "allowed_sites", "viewport", "setup_js", "reward")
+_REWARD_KEYS = ("js", "js_file", "check", "answer")
+_APP_VERIFY = "webapp_verify.py"
 _DESKTOP_KEYS = ("screen", "setup", "check")
 _STEP_KEYS = ("type", "command", "shell", "seconds")
 _STEP_TYPES = ("launch", "execute", "command", "sleep")
 _CHECK_KEYS = ("func", "result", "expected", "options", "conj")
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where a browser task starts and what it may reach."""
+
+    start_url: str
+    site_root: str
+    origins: list[str]
+    workspace: dict[str, Path]
+    app: str
 
 
 def _string(file: Path, table: dict[str, Any], key: str, where: str, default: str = "") -> str:
@@ -123,64 +142,83 @@ def _answer(file: Path, reward: dict[str, Any]) -> tuple[str, ...]:
     return tuple(a.strip() for a in value)
 
 
-def browser_section(file: Path, root: Path, table: dict[str, Any]) -> NativeSection:
-    """``[browser]``: the site or start URL, the allowed sites and the page's reward."""
-    check_keys(file, table, _BROWSER_KEYS, "browser.")
+def _site(file: Path, root: Path, table: dict[str, Any]) -> _Where:
+    """Where the browser starts: the task's site, a URL or a bundled web app."""
     start = _string(file, table, "start", "browser.start").strip()
-    if not start:
-        raise TaskError(file, "browser.start", "missing: a page of the site, or an http(s) URL")
     allowed = table.get("allowed_sites", [])
     if not isinstance(allowed, list):
         raise TaskError(
             file, "browser.allowed_sites", f"must be a list of origins, got {allowed!r}"
         )
     origins = [_origin(file, o, f"browser.allowed_sites[{i}]") for i, o in enumerate(allowed)]
-    workspace: dict[str, Path] = {}
+    app = _string(file, table, "app", "browser.app")
+    if app:
+        if app not in APPS:
+            raise TaskError(file, "browser.app", f"must be one of {', '.join(APPS)}, got {app!r}")
+        if "site" in table:
+            raise TaskError(file, "browser.site", "an app task is served by the app, not a site")
+        start = start or f"/{app}/"
+        if not start.startswith("/"):
+            raise TaskError(file, "browser.start", f"with app: a path on its server, not {start!r}")
+        return _Where(start, "", origins, {}, app)
+    if not start:
+        raise TaskError(file, "browser.start", "missing: a page of the site, or an http(s) URL")
     if "://" in start:
         if "site" in table:
-            raise TaskError(
-                file,
-                "browser.site",
-                "a site is served only when start is one of its pages, not a URL",
-            )
-        origins.insert(
-            0,
-            _origin(file, f"{urlsplit(start).scheme}://{urlsplit(start).netloc}", "browser.start"),
-        )
-        start_url, site_root = start, ""
-    else:
-        site = _string(file, table, "site", "browser.site", SITE_DIR).strip().rstrip("/")
-        if not site or not inside(root, site, file, "browser.site").is_dir():
-            raise TaskError(file, "browser.site", f"directory {site!r} not found beside task.toml")
-        if not inside(root / site, start, file, "browser.start").is_file():
-            raise TaskError(file, "browser.start", f"page {start!r} not found in {site}/")
-        workspace = {
-            f"{SITE_DIR}/{rel}": p for rel, p in collect_dir(root, site, "browser.site").items()
-        }
-        start_url, site_root = f"{SITE_DIR}/{start}", f"{SITE_DIR}/"
+            why = "a site is served only when start is one of its pages, not a URL"
+            raise TaskError(file, "browser.site", why)
+        parts = urlsplit(start)
+        origins.insert(0, _origin(file, f"{parts.scheme}://{parts.netloc}", "browser.start"))
+        return _Where(start, "", origins, {}, "")
+    site = _string(file, table, "site", "browser.site", SITE_DIR).strip().rstrip("/")
+    if not site or not inside(root, site, file, "browser.site").is_dir():
+        raise TaskError(file, "browser.site", f"directory {site!r} not found beside task.toml")
+    if not inside(root / site, start, file, "browser.start").is_file():
+        raise TaskError(file, "browser.start", f"page {start!r} not found in {site}/")
+    files = collect_dir(root, site, "browser.site")
+    workspace = {f"{SITE_DIR}/{rel}": p for rel, p in files.items()}
+    return _Where(f"{SITE_DIR}/{start}", f"{SITE_DIR}/", origins, workspace, "")
+
+
+def browser_section(file: Path, root: Path, table: dict[str, Any]) -> NativeSection:
+    """``[browser]``: the site, start URL or app, the allowed sites and the reward."""
+    check_keys(file, table, _BROWSER_KEYS, "browser.")
+    where = _site(file, root, table)
     reward = table.get("reward")
     if not isinstance(reward, dict):
         raise TaskError(
-            file, "browser.reward", "missing: a table with js, js_file or answer ([browser.reward])"
+            file, "browser.reward", "missing: a table with js, js_file, check or answer"
         )
     check_keys(file, reward, _REWARD_KEYS, "browser.reward.")
     js, answer = _reward_js(file, root, reward), _answer(file, reward)
-    if not js and not answer:
-        raise TaskError(file, "browser.reward", "needs js, js_file or answer")
+    checks = read_checks(file, reward.get("check"), "browser.reward.check")
+    if checks and not where.app:
+        raise TaskError(file, "browser.reward.check", "reads a web app's database: set app")
+    if js and where.app:
+        raise TaskError(
+            file, "browser.reward.js", "an app task is scored by its server state: use check"
+        )
+    if not (js or answer or checks):
+        raise TaskError(file, "browser.reward", "needs js, js_file, check or answer")
     env = BrowserEnvironment(
-        start_url=start_url,
-        site_root=site_root,
+        start_url=where.start_url,
+        site_root=where.site_root,
         setup_js=_string(file, table, "setup_js", "browser.setup_js"),
         reward_js=js,
-        allowed_origins=tuple(dict.fromkeys(origins)),
+        allowed_origins=tuple(dict.fromkeys(where.origins)),
         viewport=_size(file, table, "viewport", "browser.viewport", (800, 600)),
+        app=where.app,
     )
+    if where.app:
+        script, name = webapp_verify_script(checks, list(answer)), _APP_VERIFY
+    else:
+        script, name = verify_script(answer, page_reward=bool(js)), VERIFY_SCRIPT
     return NativeSection(
         gui=env,
-        workspace=workspace,
-        verify_extra={VERIFY_SCRIPT: verify_script(answer, page_reward=bool(js))},
-        verify_command=f"python3 .openforge-verify/{VERIFY_SCRIPT}",
-        tags=("gui", "browser"),
+        workspace=where.workspace,
+        verify_extra={name: script},
+        verify_command=f"python3 .openforge-verify/{name}",
+        tags=("gui", "browser", *((where.app,) if where.app else ())),
     )
 
 

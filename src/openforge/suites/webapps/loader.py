@@ -37,7 +37,16 @@ from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites.cache import cached_suite
 from openforge.tasks.model import Task, TaskError, check_keys
 
-__all__ = ["APPS", "SUITE_TASKS", "WEBAPPS_SUITE", "WEBAPP_FILE", "load_webapp", "webapps_suite"]
+__all__ = [
+    "APPS",
+    "SUITE_TASKS",
+    "WEBAPPS_SUITE",
+    "WEBAPP_FILE",
+    "load_webapp",
+    "read_checks",
+    "verify_script",
+    "webapps_suite",
+]
 
 WEBAPP_FILE = "webapp.toml"
 WEBAPPS_SUITE = "webapps"
@@ -144,13 +153,15 @@ print(json.dumps({{"reward": 1.0 if ok and answer_ok else 0.0, "details": detail
 """.encode()
 
 
-def _checks(file: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = data.get("check", [])
+def read_checks(file: Path, raw: Any, field: str = "check") -> list[dict[str, Any]]:
+    """The ``[[check]]`` tables (``sql``, ``expect``) of ``file``, named ``field`` in errors."""
+    if raw is None:
+        return []
     if not isinstance(raw, list):
-        raise TaskError(file, "check", "must be an array of tables ([[check]])")
+        raise TaskError(file, field, f"must be an array of tables ([[{field}]])")
     out = []
     for i, c in enumerate(raw):
-        where = f"check[{i}]"
+        where = f"{field}[{i}]"
         if not isinstance(c, dict):
             raise TaskError(file, where, "must be a table with sql and expect")
         check_keys(file, c, ("sql", "expect"), f"{where}.")
@@ -222,7 +233,7 @@ def load_webapp(d: Path) -> Task:
     contains = answer.get("contains", [])
     if not isinstance(contains, list) or not all(isinstance(a, str) for a in contains):
         raise TaskError(file, "answer.contains", "must be a list of strings")
-    checks = _checks(file, data)
+    checks = read_checks(file, data.get("check", []))
     if not checks and not contains:
         raise TaskError(file, "check", "a task needs at least one [[check]] or an [answer]")
     return webapp_task(
