@@ -236,6 +236,15 @@ def main() -> None:
         "--skill-rest-after", type=int, default=0,
         help="a skill whose last N groups were uniform rests as a whole for --rest-steps (0: off)",
     )  # fmt: skip
+    ap.add_argument(
+        "--curriculum", action="store_true",
+        help="draw GRPO's tasks by their skill and level's pass rate (training/curriculum.py)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--suite", default=QUICKSTART_SUITE, choices=(QUICKSTART_SUITE, "claw-drill-levels"),
+        help="claw-drill, or its skills at difficulty levels 0-2 (held out: every level's "
+        "test instances)",
+    )  # fmt: skip
     ap.add_argument("--learning-rate", type=float, default=4e-5, help="GRPO learning rate")
     ap.add_argument(
         "--updates-per-step", type=int, default=1,
@@ -313,6 +322,10 @@ def main() -> None:
         "temperature": args.temperature,
     }
     changes |= {name: value for name, value in optional.items() if value is not None}
+    if args.curriculum:
+        changes["curriculum"] = True
+    if args.suite != QUICKSTART_SUITE:
+        changes["tasks"] = args.suite
     if args.sft_only and args.from_sft is not None:
         raise SystemExit("--sft-only makes the warm-up checkpoint that --from-sft starts from")
     if args.harness == "mini-swe-agent":
@@ -422,7 +435,8 @@ def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
         per_eval = record.get("sft_eval_samples", widest // len(evaluations))
         samples += f" ({per_eval} per evaluation of the shared SFT checkpoint)"
     harness = record.get("harness", changes.get("harness", "claw"))
-    print(f"harness: {harness}; held-out: the {QUICKSTART_SUITE} test instances (names "
+    suite = changes.get("tasks", QUICKSTART_SUITE)
+    print(f"harness: {harness}; held-out: the {suite} test instances (names "
           f"and words no train instance uses), {samples}")  # fmt: skip
     for name, values in rows:
         mean, half = ci95(values)
