@@ -141,6 +141,9 @@ async def eval_sft_checkpoint(
         await resume(cfg, env)
         result = await evaluate(cfg, env, "sft", 0)
     rewards = eval_rewards(Path(cfg.run_dir) / "rollouts" / "eval-sft")
+    # The tasks within reach, fixed from this evaluation alone (every seed's GRPO is apart).
+    reach = dataclasses.asdict(within_reach(rewards))
+    (Path(cfg.run_dir) / "within_reach.json").write_text(json.dumps(reach, indent=1))
     return {"sft": float(result["reward_mean"]), "by_task": rewards}
 
 

@@ -8,7 +8,7 @@ task, a page no train problem shows), SFT warm-up on teacher trajectories, ``--s
 GRPO steps on the train problems (seeds 1-3), evaluate again. MiniWoB's own JavaScript
 gives every reward. Besides the overall figures, the GRPO-only gain on the held-out tasks
 within the SFT policy's reach (``training/reach.py``: solved by some but not all of the SFT
-evaluation's even samples, measured against its odd ones; ``--eval-samples`` >= 2), per
+evaluation's even samples, measured against its odd ones; ``--eval-samples`` >= 3), per
 seed and pooled, with pass@1 after GRPO against the SFT policy's pass@k there.
 
 The teacher: SmolLM2-135M alone almost never writes ``Action: Click [N]`` (measured: 0 of 18
@@ -183,7 +183,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 seed, 1 step, 3 tasks")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--eval-samples", type=int, default=2)
+    ap.add_argument(
+        "--eval-samples", type=int, default=4,
+        help="samples per held-out problem (3+: the tasks within reach need 2 to choose them)",
+    )  # fmt: skip
     ap.add_argument("--tasks", default=",".join(SUITE_TASKS), help="MiniWoB task names")
     ap.add_argument("--run-dir", default="runs/bench-learning-gui")
     args = ap.parse_args()

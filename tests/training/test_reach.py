@@ -127,5 +127,5 @@ def test_reach_report_prints_each_seed_and_the_pooled_gain() -> None:
     single = reach_report([{"a": [1.0]}], [{"a": [1.0]}])
     assert single == [
         "seed 0: no held-out task within reach (of 1, chosen on 1 SFT sample(s) each; "
-        "2+ samples are needed)"
+        "3+ SFT samples per task are needed: 2 to choose, the rest to measure)"
     ]

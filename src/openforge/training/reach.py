@@ -152,9 +152,9 @@ class Reach:
 def within_reach(sft_by_task: Mapping[str, Sequence[float]], pass_threshold: float = 1.0) -> Reach:
     """The tasks whose SFT samples passed sometimes but not always.
 
-    With two or more samples, the even-numbered samples choose and the odd-numbered ones
-    are the baseline (see the module docstring); with one sample, no task can be "sometimes
-    solved" and none is within reach.
+    The even-numbered samples choose and the odd-numbered ones are the baseline (see the
+    module docstring): with fewer than 3 samples per task no task can be seen "sometimes
+    solved" with a baseline left over, and none is within reach.
     """
     chosen: list[str] = []
     baseline: dict[str, list[float]] = {}
@@ -245,7 +245,8 @@ def reach_report(
         if g is None:
             lines.append(
                 f"seed {seed}: no held-out task within reach (of {reach.tasks_seen}, chosen on "
-                f"{reach.selection_samples} SFT sample(s) each; 2+ samples are needed)"
+                f"{reach.selection_samples} SFT sample(s) each; 3+ SFT samples per task are "
+                "needed: 2 to choose, the rest to measure)"
             )
             continue
         gains.append(g.gain.mean)
