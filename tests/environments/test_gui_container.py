@@ -314,3 +314,26 @@ async def test_browser_agent_goto_a_forged_page_scores_zero_on_podman(
     )
     (res,) = await run_rollouts(config)
     assert (res.status, res.reward) == ("agent_error", 0.0), res
+
+
+async def test_the_users_browser_task_runs_from_its_file_on_podman(
+    gui_image: str, scripted_gateway: Callable[[list[str]], str], tmp_path: Path
+) -> None:
+    # docs/environments.md's example (a task.toml with [browser]), as on the local backend.
+    (task,) = load_tasks(Path(__file__).parent / "samples" / "newsletter-signup").tasks
+    for name, replies, reward in (
+        ("solve", ["Action: Type [3]; ada@example.org", "Action: Click [4]"], 1.0),
+        ("noop", ["Action: Answer; done"], 0.0),
+    ):
+        config = RolloutConfig(
+            tasks=[task],
+            harness="browser-agent",
+            harness_options={"max_steps": 4},
+            gateway_url=scripted_gateway(replies),
+            backend="podman",
+            backend_options={"gui_image": gui_image},
+            out_dir=tmp_path / name,
+            retries=0,
+        )
+        (res,) = await run_rollouts(config)
+        assert (res.status, res.reward, res.error) == ("completed", reward, None), res
