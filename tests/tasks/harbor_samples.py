@@ -269,3 +269,97 @@ def terminal_bench_copy_all(root: Path) -> Path:
         PYTEST_DOCKERFILE.replace("COPY data.txt", "COPY . /app/\nCOPY data.txt")
     )
     return d
+
+
+# A streamable-http MCP server of the task's own (a hand-written fixture, standard library):
+# JSON answers, and its tool results as an event stream, as FastMCP servers send them.
+MCP_SERVER_PY = """\
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOOL = {"name": "get_secret", "description": "Returns the secret.",
+        "inputSchema": {"type": "object", "properties": {}}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in msg:
+            self.send_response(202)
+            self.end_headers()
+            return
+        method, stream = msg.get("method"), False
+        if method == "initialize":
+            result = {"protocolVersion": msg["params"].get("protocolVersion", "2025-03-26"),
+                      "capabilities": {"tools": {}}, "serverInfo": {"name": "m", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [TOOL]}
+        elif method == "tools/call" and self.headers.get("Mcp-Session-Id") == "s-1":
+            stream = True
+            result = {"content": [{"type": "text", "text": open("/srv/secret").read().strip()}]}
+        else:
+            result = {"content": [{"type": "text", "text": "no session"}], "isError": True}
+        body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        if stream:
+            body = "event: message\\ndata: " + body + "\\n\\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Mcp-Session-Id", "s-1")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+
+ThreadingHTTPServer(("127.0.0.1", 8000), Handler).serve_forever()
+"""
+MCP_SOLVE = """\
+#!/bin/bash
+python3 - <<'EOF'
+import json, urllib.request
+def post(msg, sid=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if sid: h["Mcp-Session-Id"] = sid
+    req = urllib.request.Request("http://127.0.0.1:8000/mcp", json.dumps(msg).encode(), h)
+    with urllib.request.urlopen(req) as r:
+        return r.headers.get("Mcp-Session-Id"), r.read().decode()
+sid, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+_, out = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "get_secret", "arguments": {}}}, sid)
+data = json.loads(out.split("data: ", 1)[1])
+open("/app/secret.txt", "w").write(data["result"]["content"][0]["text"])
+EOF
+"""
+
+
+def harbor_mcp(root: Path, url: str = "http://127.0.0.1:8000/mcp") -> Path:
+    """A task with its own MCP server (``[[environment.mcp_servers]]``, streamable-http), as
+    the cookbook's mcp-tools recipe, but started by the image's ENTRYPOINT in the task's
+    container (no sidecar): the agent must call ``get_secret`` and write what it returns."""
+    dockerfile = (
+        "FROM debian:bookworm\nRUN apt-get update -qq && apt-get install -y -qq "
+        "--no-install-recommends python3 curl && rm -rf /var/lib/apt/lists/*\n"
+        "COPY entrypoint.sh server.py /srv/\nRUN chmod +x /srv/entrypoint.sh\n"
+        'ENTRYPOINT ["/srv/entrypoint.sh"]\nWORKDIR /app\n'
+    )
+    entrypoint = (
+        "#!/bin/bash\nset -euo pipefail\necho forge-secret-7 > /srv/secret\n"
+        "(python3 /srv/server.py >/dev/null 2>&1 &)\n"
+        'exec "$@"\n'
+    )
+    return _write(root / "mcp", {
+        "task.toml": (
+            "[verifier]\ntimeout_sec = 30.0\n[[environment.mcp_servers]]\n"
+            f'name = "secrets"\ntransport = "streamable-http"\nurl = "{url}"\n'
+        ),
+        "instruction.md": "Call the get_secret tool and write its answer to /app/secret.txt.\n",
+        "environment/Dockerfile": dockerfile,
+        "environment/entrypoint.sh": entrypoint,
+        "environment/server.py": MCP_SERVER_PY,
+        "tests/test.sh": (
+            "#!/bin/bash\ngot=$(cat /app/secret.txt 2>/dev/null)\n"
+            '[ "$got" = forge-secret-7 ] && r=1 || r=0\necho $r > /logs/verifier/reward.txt\n'
+        ),
+        "solution/solve.sh": MCP_SOLVE,
+    })  # fmt: skip

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from openforge.environments.services import McpRelay
 from openforge.sandboxes import SandboxBackend
 from openforge.sandboxes.base import SandboxError, TaskImage
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
@@ -62,7 +63,11 @@ def test_every_honoured_field_reaches_the_task(tmp_path: Path) -> None:
         ('[agent]\nuser = "agent"\n', "agent.user"),
         ("[environment]\ngpus = 1\n", "environment.gpus"),
         ('[environment]\nos = "windows"\n', "environment.os"),
-        ('[[environment.mcp_servers]]\nname = "m"\nurl = "http://x"\n', "environment.mcp_servers"),
+        # Harbor's default transport, sse, is not relayed yet.
+        (
+            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x"\n',
+            "environment.mcp_servers[0].transport",
+        ),
         ('[environment]\nallowed_hosts = ["pypi.org"]\n', "environment.allowed_hosts"),
         ('[verifier]\nenvironment_mode = "separate"\n', "verifier.environment_mode"),
         ('[environment]\nenv = { X = "${OPENFORGE_T_UNSET}" }\n', "environment.env.X"),
@@ -249,3 +254,23 @@ def test_skills_dir_is_read_and_must_be_absolute(tmp_path: Path) -> None:
     toml.write_text(toml.read_text().replace('"/skills"', '"skills"'))
     (err,) = load_tasks(tmp_path / "skills").errors
     assert err.field == "environment.skills_dir"
+
+
+def test_mcp_servers_are_offered_through_the_bridge_or_their_own_command(tmp_path: Path) -> None:
+    (task,) = load_tasks(samples.harbor_mcp(tmp_path)).tasks
+    assert task.mcp is not None and task.mcp.name == "secrets"
+    assert task.mcp.command[-2:] == ("relay", "http://127.0.0.1:8000/mcp")
+    assert isinstance(task.sidecars, McpRelay) and task.sidecars.command() == task.mcp.command
+    stdio = '[[environment.mcp_servers]]\nname = "fs"\ntransport = "stdio"\n'
+    stdio += 'command = "python3"\nargs = ["/srv/fs.py", "--root", "/app"]\n'
+    (task,) = load_tasks(_harbor(tmp_path / "stdio", stdio + HEAD)).tasks
+    assert task.mcp and task.mcp.command == ("python3", "/srv/fs.py", "--root", "/app")
+    assert task.sidecars is None
+    for bad, field in (
+        (stdio + stdio.replace('"fs"', '"fs2"'), "environment.mcp_servers"),
+        (stdio.replace('command = "python3"\n', ""), "environment.mcp_servers[0].command"),
+        (stdio.replace('"stdio"', '"streamable-http"'), "environment.mcp_servers[0].url"),
+        (stdio.replace('"fs"', '"a b"'), "environment.mcp_servers[0].name"),
+    ):
+        (err,) = load_tasks(_harbor(tmp_path / field, bad + HEAD)).errors
+        assert err.field == field, (bad, err)

@@ -6,6 +6,8 @@ Dockerfiles say ``FROM debian:bookworm`` and are built FROM the local debootstra
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from openforge.environments.services import McpRelay
 from openforge.harnesses.base import HarnessError
 from openforge.harnesses.claude_code import ClaudeCodeHarness
 from openforge.harnesses.codex import CodexHarness
@@ -274,5 +277,56 @@ async def test_skills_dir_reaches_each_harness_own_skills_directory(
             assert b"name: make-greeting" in got[path], harness.name
         with pytest.raises(HarnessError, match="skills_dir /nope is not a directory of the image"):
             await add_skills(box, "/nope", ClaudeCodeHarness())
+    finally:
+        await box.close()
+
+
+def _rpc(i: int | None, method: str, params: dict[str, object]) -> str:
+    msg: dict[str, object] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if i is not None:
+        msg["id"] = i
+    return json.dumps(msg)
+
+
+async def test_task_mcp_server_reaches_harnesses_through_the_bridge_relay(
+    podman: ContainerBackend, tmp_path: Path
+) -> None:
+    """The task's own streamable-http MCP server (started by its image) is what a harness's
+    stdio MCP client sees through the bridge's relay, run on the runtime Python of a task image
+    that has its own: the handshake, the tool list, a call answered as an event stream. A
+    server that is not there answers every request with an error (a harness never hangs)."""
+    (task,) = load_tasks(samples.harbor_mcp(tmp_path)).tasks
+    result = await check_task(podman, task)
+    assert (result.ok, result.oracle, result.noop) == (True, 1.0, 0.0), result
+    assert task.mcp is not None and isinstance(task.sidecars, McpRelay)
+    session = [
+        _rpc(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "0"}}),
+        _rpc(None, "notifications/initialized", {}),
+        _rpc(2, "tools/list", {}),
+        _rpc(3, "tools/call", {"name": "get_secret", "arguments": {}}),
+    ]  # fmt: skip
+    box = await podman.create(sandbox_spec(task, "/workspace"))
+    try:
+        await task.sidecars.prepare(box)
+        stdin = ("\n".join(session) + "\n").encode()
+        for _ in range(50):  # the image's ENTRYPOINT starts the server beside sandboxd
+            if (
+                await box.exec(["curl", "-s", "-o", "/dev/null", "http://127.0.0.1:8000/"])
+            ).exit_code == 0:
+                break
+            await asyncio.sleep(0.2)
+        res = await box.exec(list(task.mcp.command), stdin=stdin, timeout=60)
+        assert res.exit_code == 0, res.stderr
+        answers = {m["id"]: m for m in map(json.loads, res.stdout.decode().splitlines())}
+        assert set(answers) == {1, 2, 3}
+        assert answers[1]["result"]["serverInfo"]["name"] == "m"
+        assert [t["name"] for t in answers[2]["result"]["tools"]] == ["get_secret"]
+        assert answers[3]["result"]["content"][0]["text"] == "forge-secret-7"
+        gone = (*task.mcp.command[:-1], "http://127.0.0.1:9/mcp")
+        res = await box.exec(list(gone), stdin=stdin, timeout=60)
+        errors = [json.loads(line) for line in res.stdout.decode().splitlines()]
+        assert sorted(e["id"] for e in errors) == [1, 2, 3]
+        assert all("task MCP server" in e["error"]["message"] for e in errors)
     finally:
         await box.close()

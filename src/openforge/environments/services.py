@@ -32,6 +32,7 @@ import orjson
 
 from openforge.guest import bundle
 from openforge.sandboxes.base import Sandbox
+from openforge.sandboxes.runtime import RT_PYTHON
 
 __all__ = [
     "AUDIT_FILE",
@@ -40,6 +41,7 @@ __all__ = [
     "ENV_PYTHON",
     "ROOT",
     "STATUS_FILE",
+    "McpRelay",
     "Service",
     "TaskServices",
     "ToolRoute",
@@ -156,6 +158,28 @@ class TaskServices:
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run by the supervisor, with the services up around it."""
         return [self.python, "-I", _SUPERVISOR, _SERVICES_SPEC, "--", *argv]
+
+
+@dataclass(frozen=True, slots=True)
+class McpRelay:
+    """A task's own MCP server at ``url`` (Harbor's ``streamable-http`` ones), offered to
+    harnesses as a stdio server: the bridge's ``relay``, run on OpenForge's runtime Python
+    (every container sandbox has it; the task's image needs none)."""
+
+    url: str
+    python: str = RT_PYTHON
+
+    def command(self) -> tuple[str, ...]:
+        """The stdio MCP server, as a harness starts it."""
+        return (self.python, "-I", _BRIDGE, "relay", self.url)
+
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Copy the bridge in."""
+        await sandbox.put({_BRIDGE: bundle("mcp_bridge")})
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The harness runs as launched: the server is the task's, already up."""
+        return argv
 
 
 def verified_audit(sandbox_id: str, audit: bytes | None, mac: bytes | None) -> bytes | None:

@@ -7,6 +7,12 @@ Shipped into the sandbox as a zipapp and run there with the environments Python
   task's tools; Claude Code, Codex and OpenClaw start it from their own MCP configuration.
 - ``mcp_bridge.pyz call SPEC NAME`` (arguments as JSON on stdin): one call, its result on
   stdout; the built-in claw agent calls tools this way (standard library only).
+- ``mcp_bridge.py relay URL``: a task's own MCP server (Harbor's ``[[environment.mcp_servers]]``
+  over ``streamable-http``) offered as a stdio one, so every harness that starts stdio servers
+  reaches it. Standard library only (it runs on OpenForge's runtime Python in the task's
+  image): each JSON-RPC line from stdin is POSTed to ``URL`` with the session id the server
+  gave, and what the server answers (JSON, or the ``data`` of its event stream) goes to
+  stdout, one message a line. Requests are relayed concurrently (a slow tool holds no other).
 
 ``SPEC`` is JSON ``{"log": PATH, "tools": [{name, description, input_schema, url,
 method}]}``. A dispatch sends the arguments as the JSON body to the tool's endpoint, as
@@ -20,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -117,8 +124,86 @@ def serve(spec: dict[str, Any]) -> None:
     anyio.run(run)
 
 
+class _Relay:
+    """One stdio session relayed to a streamable-http MCP server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.session: str | None = None
+        self.lock = threading.Lock()  # stdout, and the session id
+
+    def emit(self, payload: str) -> None:
+        payload = payload.strip()
+        if not payload:
+            return
+        with self.lock:
+            sys.stdout.write(payload.replace("\n", " ") + "\n")
+            sys.stdout.flush()
+
+    def error(self, message: dict[str, Any], text: str) -> None:
+        if "id" in message and "method" in message:  # a request: answer it, never hang
+            err = {"code": -32000, "message": f"task MCP server: {text}"}
+            self.emit(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": err}))
+
+    def send(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        headers = {"Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        with self.lock:
+            if self.session is not None:
+                headers["Mcp-Session-Id"] = self.session
+        req = urllib.request.Request(self.url, data=line.encode(), headers=headers, method="POST")
+        try:
+            with _OPENER.open(req, timeout=600) as resp:
+                sid = resp.headers.get("Mcp-Session-Id")
+                if sid:
+                    with self.lock:
+                        self.session = sid
+                if "text/event-stream" in resp.headers.get("Content-Type", ""):
+                    self._events(resp)
+                else:
+                    self.emit(resp.read().decode(errors="replace"))
+        except urllib.error.HTTPError as exc:
+            self.error(message, f"HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}")
+        except (urllib.error.URLError, OSError) as exc:
+            self.error(message, str(exc))
+
+    def _events(self, resp: Any) -> None:
+        data: list[str] = []
+        for raw in resp:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip())
+            elif not line and data:
+                self.emit("\n".join(data))
+                data = []
+        if data:
+            self.emit("\n".join(data))
+
+
+def relay(url: str) -> None:
+    """Relay stdio JSON-RPC to ``url`` until stdin closes and every answer is out."""
+    session = _Relay(url)
+    threads = []
+    for line in sys.stdin:
+        if '"initialize"' in line and json.loads(line).get("method") == "initialize":
+            session.send(line.strip())  # the session id comes with its answer: wait for it
+        elif line.strip():
+            t = threading.Thread(target=session.send, args=(line.strip(),), daemon=True)
+            t.start()
+            threads.append(t)
+    for t in threads:
+        t.join()
+
+
 def main(argv: list[str]) -> int:
-    """``serve SPEC`` or ``call SPEC NAME``."""
+    """``serve SPEC``, ``call SPEC NAME`` or ``relay URL``."""
+    if len(argv) >= 2 and argv[0] == "relay":
+        relay(argv[1])
+        return 0
     if len(argv) >= 2 and argv[0] == "serve":
         serve(_load(argv[1]))
         return 0
@@ -128,7 +213,7 @@ def main(argv: list[str]) -> int:
         _, text = dispatch(_load(argv[1]), argv[2], args if isinstance(args, dict) else {})
         print(text)
         return 0
-    print("usage: mcp_bridge.pyz serve SPEC | call SPEC NAME", file=sys.stderr)
+    print("usage: mcp_bridge.pyz serve SPEC | call SPEC NAME | relay URL", file=sys.stderr)
     return 2
 
 

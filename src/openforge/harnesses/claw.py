@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openforge.guest import bundle, claw_agent
-from openforge.harnesses.base import Dialect, HarnessNotInstalled, Launch
+from openforge.harnesses.base import Dialect, HarnessError, HarnessNotInstalled, Launch
 from openforge.harnesses.decoding import chat_turns, transcribed_error
 from openforge.harnesses.launching import (
     ENV_DIR,
@@ -126,6 +126,13 @@ class ClawHarness:
 
     async def add_mcp_server(self, sandbox: Sandbox, server: McpServer) -> None:
         """The server's tools as the agent's own, each call going through the bridge."""
+        if not server.call:
+            # A task's own MCP server (Harbor's) lists its tools only when asked over MCP,
+            # which this agent does not speak: refused rather than run without its tools.
+            raise HarnessError(
+                f"the built-in claw agent cannot use the task's own MCP server {server.name!r} "
+                "(use claude-code, codex or openclaw)"
+            )
         tools = [
             {
                 "name": t.name,

@@ -9,9 +9,11 @@ Every known ``task.toml`` field is either honoured or refused with a :class:`Tas
 it; a key this loader does not know is a :class:`TaskWarning` naming it (and the closest known
 one), never a refusal: the published files are the truth. Refused: agent/verifier ``user``
 other than root, ``allowlist`` networks, a separate verifier environment, GPUs, non-Linux,
-``mcp_servers``. ``skills_dir`` (a directory of the image) is copied into the harness's own
-skills directory, as Harbor does; per-step ``healthcheck`` gates each step.
-``artifacts`` are accepted and noted (not collected).
+more than one ``mcp_servers`` entry or an ``sse`` one. The MCP server is offered to the
+harness (``stdio``: its command; ``streamable-http``: the MCP bridge's relay);
+``skills_dir`` (a directory of the image) is copied into the harness's own skills directory,
+as Harbor does; a step's ``healthcheck`` gates it. ``artifacts`` are accepted and noted
+(not collected).
 
 Terminal-Bench 1: ``task.yaml`` (``instruction``, ``parser_name: pytest``, timeouts),
 ``Dockerfile`` (or the ``client`` service of ``docker-compose.yaml``), ``run-tests.sh`` and
@@ -29,8 +31,10 @@ from typing import Any
 
 import yaml
 
+from openforge.environments.services import McpRelay
 from openforge.tasks.model import (
     Healthcheck,
+    McpServer,
     Task,
     TaskEnvironment,
     TaskError,
@@ -64,6 +68,7 @@ _ENVIRONMENT = (
 )  # fmt: skip
 _HEALTH = ("command", "interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec",
            "retries")  # fmt: skip
+_MCP = ("name", "transport", "url", "command", "args")
 _STEP = ("name", "agent", "verifier", "min_reward", "healthcheck", "artifacts")
 _STEP_AGENT = ("timeout_sec", "user")
 _STEP_VERIFIER = ("timeout_sec", "env", "user", "environment_mode", "environment")
@@ -136,8 +141,6 @@ def _refuse_unsupported(
         raise TaskError(file, "environment.gpus", "GPU environments are not supported")
     if env.get("os", "linux") != "linux":
         raise TaskError(file, "environment.os", f"only linux is supported, got {env['os']!r}")
-    if env.get("mcp_servers"):
-        raise TaskError(file, "environment.mcp_servers", "task MCP servers are not supported yet")
     for where, table in (("environment", env), ("verifier", verifier), ("agent", agent)):
         if table.get("network_mode") == "allowlist" or table.get("allowed_hosts"):
             raise TaskError(file, f"{where}.allowed_hosts", "allowlist networks are not supported")
@@ -145,6 +148,46 @@ def _refuse_unsupported(
         raise TaskError(
             file, "verifier.environment_mode", "a separate verifier environment is not supported"
         )
+
+
+def _mcp_server(
+    file: Path, value: Any, warns: list[TaskWarning]
+) -> tuple[McpServer, McpRelay | None] | None:
+    """The task's MCP server (``[[environment.mcp_servers]]``) as harnesses are given it: a
+    ``stdio`` one as its command, a ``streamable-http`` one through the bridge's relay."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise TaskError(file, "environment.mcp_servers", "must be an array of tables")
+    if len(value) > 1:
+        raise TaskError(
+            file, "environment.mcp_servers", "more than one task MCP server is not supported yet"
+        )
+    (entry,) = value
+    where = "environment.mcp_servers[0]"
+    warns += unknown_keys(file, entry, _MCP, f"{where}.")
+    name = entry.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise TaskError(file, f"{where}.name", f"must be a name of [A-Za-z0-9_-], got {name!r}")
+    transport = entry.get("transport", "sse")
+    if transport == "stdio":
+        command, args = entry.get("command"), entry.get("args", [])
+        if not isinstance(command, str) or not command:
+            raise TaskError(file, f"{where}.command", "a stdio server needs a command")
+        argv = (command, *string_list(file, args, f"{where}.args"))
+        return McpServer(name=name, command=argv, call=(), tools=()), None
+    if transport == "sse":
+        raise TaskError(
+            file, f"{where}.transport", "sse is not supported yet (streamable-http and stdio are)"
+        )
+    if transport != "streamable-http":
+        raise TaskError(file, f"{where}.transport", f"must be stdio, sse or streamable-http, "
+                        f"got {transport!r}")  # fmt: skip
+    url = entry.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise TaskError(file, f"{where}.url", f"must be an http(s) URL, got {url!r}")
+    relay = McpRelay(url)
+    return McpServer(name=name, command=relay.command(), call=(), tools=()), relay
 
 
 def _healthcheck(
@@ -363,6 +406,7 @@ def load_harbor(root: Path) -> Task:
         env.get("allow_internet", True) is not False and "no-network" not in modes
     )
     cpus = number(file, env, "cpus", None, "environment.")
+    mcp = _mcp_server(file, env.get("mcp_servers"), warns)
     return Task(
         id=task_id,
         instruction="\n\n".join(s.instruction for s in steps)
@@ -387,6 +431,8 @@ def load_harbor(root: Path) -> Task:
         wants_internet=wants_internet,
         notes=notes,
         warnings=tuple(warns),
+        mcp=None if mcp is None else mcp[0],
+        sidecars=None if mcp is None else mcp[1],
     )
 
 
