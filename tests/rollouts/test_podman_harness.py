@@ -146,3 +146,37 @@ async def test_each_harness_completes_a_claw_mini_task_in_the_sandbox_image(
         run.result,
         _log(run.run_dir, "hello-file"),
     )
+
+
+async def test_claude_code_calls_a_harbor_tasks_own_mcp_server(
+    podman_images: dict[str, str], tmp_path: Path
+) -> None:
+    """A Harbor task's own MCP server (``[[environment.mcp_servers]]``, streamable-http, up in
+    its image) reaches Claude Code as ``mcp__secrets``, through the bridge's relay: the tool's
+    answer (the secret only the server holds) is in what the harness recorded."""
+    require("claude-code")
+    (task,) = load_tasks(samples.harbor_mcp(tmp_path / "suite")).tasks
+    task = dataclasses.replace(task, memory_mb=2048, timeout_s=300.0)
+    write = "echo forge-secret-7 > /app/secret.txt"
+    replies = [
+        tool_reply("mcp__secrets__get_secret"),
+        tool_reply("Bash", command=write, description="Write the secret"),
+        DONE,
+    ]
+    run = await probe(
+        get_harness("claude-code"), replies, tmp_path / "run", task=task,
+        backend="podman", backend_options={"base_images": samples.BASE_IMAGES},
+    )  # fmt: skip
+    assert (run.result.status, run.result.reward) == ("completed", 1.0), (
+        run.result,
+        _log(run.run_dir, task.id),
+    )
+    recorded = "".join(
+        p.read_text(errors="replace")
+        for p in (run.run_dir / "rollouts" / task.id / "0").rglob("*")
+        if p.is_file()
+    )
+    # The Bash tool's result is empty (its echo went to a file): a tool result holding the
+    # secret is the MCP server's answer.
+    results = [line for line in recorded.splitlines() if "tool_result" in line]
+    assert any("forge-secret-7" in line for line in results), results

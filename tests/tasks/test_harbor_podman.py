@@ -330,3 +330,39 @@ async def test_task_mcp_server_reaches_harnesses_through_the_bridge_relay(
         assert all("task MCP server" in e["error"]["message"] for e in errors)
     finally:
         await box.close()
+
+
+# The cookbook's recipes that need a compose sidecar (each service needs the internet to
+# build, too: pip, PyPI's fastmcp, ghcr.io's uv, Anthropic's or Daytona's API).
+_SIDECAR_RECIPES = {
+    "computer-use-ubuntu": "desktop", "computer-use-windows": "desktop",
+    "mcp-tools": "mcp-server", "multi-container": "api-server", "simulated-user": "user-server",
+}  # fmt: skip
+
+
+async def test_the_harbor_cookbook_recipes_check_out_or_are_refused_by_name(
+    podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OPENFORGE_HARBOR_COOKBOOK``: the ``harbor_cookbook/recipes`` directory of a
+    harbor-cookbook checkout, with ``OPENFORGE_BASE_IMAGES`` mapping ``ubuntu:24.04`` to the uv
+    base (deploy/build-uv-base.sh), as the table in docs/tasks.md was made: every recipe that
+    loads scores 1 with its oracle and 0 with a no-op; the others name their sidecar."""
+    where = os.environ.get("OPENFORGE_HARBOR_COOKBOOK")
+    if not where:
+        pytest.skip("OPENFORGE_HARBOR_COOKBOOK is not set: no harbor-cookbook checkout to run")
+    monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))
+    loaded = load_tasks(where)
+    refused = {Path(e.file).parts[-3]: e.problem for e in loaded.errors}
+    assert set(refused) == set(_SIDECAR_RECIPES), loaded.errors
+    for recipe, service in _SIDECAR_RECIPES.items():
+        assert f"services besides main ({service})" in refused[recipe]
+    assert {t.path.name for t in loaded.tasks} == {
+        "dns-blacklisting", "multi-reward", "multi-step", "simple-task", "skills"
+    }  # fmt: skip
+    backend = create_backend("podman", base_images=base_images_from_env())
+    try:
+        for task in loaded.tasks:
+            result = await check_task(backend, task, use_cache=False)
+            assert (result.ok, result.oracle, result.noop) == (True, 1.0, 0.0), result
+    finally:
+        await backend.close()
