@@ -23,8 +23,10 @@ from openforge.harnesses.browser_use import PREFIX
 from openforge.harnesses.registry import get_harness
 from openforge.rollouts import RolloutConfig, run_rollouts
 from openforge.rollouts.reach import EvidenceReachable, refuse_reachable_evidence
+from openforge.sandboxes.local import LocalBackend
 from openforge.suites import load_tasks
 from openforge.tasks import Task
+from openforge.tasks.oracle import check_task
 
 from .conftest import ScriptedGateway
 
@@ -63,6 +65,7 @@ def test_the_docs_example_is_the_shipped_sample() -> None:
         "newsletter-signup/task.toml",
         "newsletter-signup/reward.js",
         "newsletter-signup/site/index.html",
+        "newsletter-signup/solution/solve.sh",
         "desktop-notes/task.toml",
     }
     for rel, body in blocks.items():
@@ -390,3 +393,14 @@ async def test_an_app_task_is_scored_by_the_apps_state_and_a_shell_is_refused(
         (res,) = await run_rollouts(config)
         assert (res.status, res.reward) == ("completed", reward), res
         assert res.details is not None and res.details["checks"][0]["rows"] == [[4]]
+
+
+@pytest.mark.parametrize("sample", ["newsletter-signup", "desktop-notes"])
+async def test_tasks_check_runs_a_gui_tasks_solution_with_its_environment_up(
+    backend: LocalBackend, sample: str
+) -> None:
+    """``openforge tasks check``'s oracle: the browser example's solve.sh drives the page
+    through the environment's server (1), and the untouched environment scores 0."""
+    (task,) = load_tasks(SAMPLES / sample).tasks
+    got = await check_task(backend, task, use_cache=False)
+    assert (got.ok, got.oracle, got.noop, got.reason) == (True, 1.0, 0.0, ""), got

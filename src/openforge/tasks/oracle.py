@@ -8,6 +8,10 @@ per step for multi-step tasks, in ``/solution`` for tasks with their own environ
 and must score below 1. An episode that cannot run (build failure, verifier that cannot run)
 quarantines the task too, with that reason. Verdicts are cached per task content hash
 (every file of the task directory) under ``openforge_home()/task-checks/``.
+
+A GUI task's episodes run with its environment up, as a harness's do: ``solve.sh`` (and the
+no-op's ``true``) runs wrapped by it, so a browser task's solution drives the page through
+``$OPENFORGE_BROWSER_URL`` and the no-op shows what the untouched page scores.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from pathlib import Path
 
 import orjson
 
+from openforge.environments.base import UNAVAILABLE_STATUS
 from openforge.home import openforge_home
-from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
-from openforge.sandboxes.runtime import SANDBOX_WORKDIR
+from openforge.sandboxes.base import ExecResult, Sandbox, SandboxBackend, SandboxError
+from openforge.sandboxes.runtime import SANDBOX_HOME, SANDBOX_WORKDIR
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
     Act,
@@ -88,7 +93,7 @@ def _solver(box: Sandbox, task: Task, workdir: str) -> Act:
         else:
             await box.put({f".solution/{rel}": data for rel, data in files.items()})
             cmd = ["sh", "-c", "sh .solution/solve.sh; rc=$?; rm -rf .solution; exit $rc"]
-        res = await box.exec(cmd, env=env, cwd=workdir, timeout=turn.timeout_s)
+        res = await _run_wrapped(box, task, cmd, env, workdir, turn.timeout_s)
         if res.timed_out:
             return TurnOutcome("timeout", None, f"solve.sh ran past {turn.timeout_s:g}s")
         if res.exit_code != 0:
@@ -101,8 +106,29 @@ def _solver(box: Sandbox, task: Task, workdir: str) -> Act:
     return act
 
 
-async def _noop(turn: Turn) -> TurnOutcome:
-    return TurnOutcome()
+async def _run_wrapped(
+    box: Sandbox, task: Task, cmd: list[str], env: dict[str, str], workdir: str, timeout: float
+) -> ExecResult:
+    """``cmd`` run as a harness is: inside the task's GUI environment when it has one."""
+    if task.gui is not None:
+        await task.gui.prepare(box, SANDBOX_HOME)
+        cmd = task.gui.wrap_argv(cmd, SANDBOX_HOME)
+    res = await box.exec(cmd, env=env, cwd=workdir, timeout=timeout)
+    if task.gui is not None and res.exit_code == UNAVAILABLE_STATUS and not res.timed_out:
+        tail = res.stderr[-400:].decode(errors="replace")
+        raise SandboxError(f"the task's GUI environment did not come up: {tail}")
+    return res
+
+
+def _noop(box: Sandbox, task: Task, workdir: str) -> Act:
+    """The no-op agent: nothing done (with a GUI task's environment up and left alone)."""
+
+    async def act(turn: Turn) -> TurnOutcome:
+        if task.gui is not None:
+            await _run_wrapped(box, task, ["true"], {}, workdir, turn.timeout_s)
+        return TurnOutcome()
+
+    return act
 
 
 async def _score(
@@ -115,7 +141,7 @@ async def _score(
     spec.network = "open" if internet and task.wants_internet else "none"
     box = await backend.create(spec)
     try:
-        act = _solver(box, task, spec.workdir) if oracle else _noop
+        act = _solver(box, task, spec.workdir) if oracle else _noop(box, task, spec.workdir)
         episode = await run_episode(box, task, spec.workdir, act)
     finally:
         await box.close()
