@@ -141,7 +141,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         model = build_tool_model(resolve_model(DEFAULT_MODEL), tmp / "model")
-        server = VLLMServer.start(model, tmp, max_model_len=8192)
+        server = VLLMServer.start_live(model, tmp, max_model_len=8192)
         gateway: subprocess.Popen[bytes] | None = None
         try:
             print(f"vLLM up in {server.startup_s:.0f} s, {server.rss_bytes() / 2**30:.2f} GB")

@@ -39,7 +39,7 @@ def live_vllm(tool_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         # vLLM's CPU build installs on every machine this suite runs on: its absence is a
         # broken setup, not a reason to skip (as with podman in tests/conftest.py).
         pytest.fail(missing)
-    server = VLLMServer.start(tool_model, tmp_path_factory.mktemp("vllm"))
+    server = VLLMServer.start_live(tool_model, tmp_path_factory.mktemp("vllm"))
     try:
         yield server
     finally:

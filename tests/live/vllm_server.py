@@ -20,20 +20,13 @@ The server is a process group of its own (API server, engine core, worker), stop
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from openforge.lifetime import exit_with_parent
+from openforge.engines.vllm_launch import VLLMProcess
 
 __all__ = [
     "MAX_MODEL_LEN",
@@ -64,13 +57,6 @@ def vllm_missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _group_rss(pgid: int) -> int:
     """Resident bytes of every process in the group ``pgid`` (shared pages counted in each)."""
     total = 0
@@ -90,99 +76,29 @@ def _group_rss(pgid: int) -> int:
     return total
 
 
-@dataclass
-class VLLMServer:
+class VLLMServer(VLLMProcess):
     """One running vLLM OpenAI server (see the module docstring)."""
 
-    url: str
-    model_dir: Path
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    startup_s: float = 0.0
-
     @classmethod
-    def start(
-        cls,
-        model_dir: Path,
-        workdir: Path,
-        timeout_s: float = 600.0,
-        max_model_len: int = MAX_MODEL_LEN,
+    def start_live(
+        cls, model_dir: Path, workdir: Path, max_model_len: int = MAX_MODEL_LEN
     ) -> VLLMServer:
-        """Start serving ``model_dir`` and return once ``/health`` answers 200."""
-        port = _free_port()
-        argv = [
-            str(VLLM_ENV / "bin" / "python"),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model", str(model_dir),
-            "--served-model-name", SERVED,
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--dtype", "float32",  # as the trainer scores it: logprobs comparable to 1e-4
-            "--max-model-len", str(max_model_len),
-            "--enforce-eager",
-            "--logprobs-mode", "processed_logprobs",
+        """Start serving ``model_dir`` as :data:`SERVED` and return once it is healthy."""
+        extra = [
             "--structured-outputs-config", json.dumps(_STRUCTURED),
             "--enable-lora",
             "--max-lora-rank", str(MAX_LORA_RANK),
             "--max-loras", "1",
         ]  # fmt: skip
-        env = {
-            **os.environ,
-            "VLLM_SERVER_DEV_MODE": "1",
-            "VLLM_CPU_KVCACHE_SPACE": "2",
-            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "HF_HUB_OFFLINE": "1",
-        }
-        env.pop("PYTHONPATH", None)  # our sources are not vLLM's to import
-        log_path = workdir / "vllm.log"
-        t0 = time.monotonic()
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own group: the engine core and worker stop with it
-                preexec_fn=exit_with_parent(os.getpid()),
-            )
-        server = cls(f"http://127.0.0.1:{port}", model_dir, proc, log_path)
-        try:
-            server._wait_healthy(t0 + timeout_s)
-        except BaseException:
-            server.stop()
-            raise
-        server.startup_s = time.monotonic() - t0
-        return server
-
-    def _wait_healthy(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if self._serving():
-                    return
-            except (httpx.TransportError, ValueError, AttributeError):
-                pass
-            time.sleep(1.0)
-        raise RuntimeError(f"vLLM did not answer /health in time:\n{self.log_tail()}")
-
-    def _serving(self) -> bool:
-        """Whether this server answers on its port: healthy, and ``/v1/models`` names our
-        model directory (the port was free when picked; another process may take it
-        before vLLM binds it, and its ``/health`` must not pass for vLLM's)."""
-        if httpx.get(self.url + "/health", timeout=2.0).status_code != 200:
-            return False
-        cards = httpx.get(self.url + "/v1/models", timeout=2.0).json().get("data") or []
-        return any(c.get("id") == SERVED and c.get("root") == str(self.model_dir) for c in cards)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        """The end of the server's log."""
-        return self.log_path.read_text(errors="replace")[-chars:]
+        return cls.start(
+            VLLM_ENV / "bin" / "python",
+            model_dir,
+            workdir,
+            served_model=SERVED,
+            max_model_len=max_model_len,
+            extra_args=extra,
+            extra_env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+        )
 
     def rss_bytes(self) -> int:
         """Resident memory of the server's processes together."""
@@ -192,18 +108,3 @@ class VLLMServer:
         """``vllm:num_requests_running`` from ``/metrics``: requests the engine is decoding."""
         text = httpx.get(self.url + "/metrics", timeout=5.0).text
         return int(sum(float(v) for v in _RUNNING.findall(text)))
-
-    def stop(self) -> None:
-        """Stop the whole process group: SIGTERM, then SIGKILL after 30 s."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-            except ProcessLookupError:
-                pass
-        # Children that outlived the API server (the group's id is the server's pid).
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)

@@ -133,7 +133,11 @@ def quickstart(
     ),
     steps: Annotated[int, typer.Option(help="GRPO steps.")] = 3,
     engine: Annotated[
-        str, typer.Option(help="local (started for you), vllm or sglang (give --engine-url).")
+        str,
+        typer.Option(
+            help="local (started for you), vllm (give --engine-url or --vllm-python) or "
+            "sglang (give --engine-url)."
+        ),
     ] = "local",
     engine_url: Annotated[
         list[str] | None,
@@ -141,6 +145,14 @@ def quickstart(
     ] = None,
     served_model: Annotated[
         str, typer.Option(help="The model name that server serves them as.")
+    ] = "",
+    vllm_python: Annotated[
+        str,
+        typer.Option(
+            envvar="OPENFORGE_VLLM_PYTHON",
+            help="A Python with vLLM installed (e.g. .venv-vllm/bin/python): --engine vllm "
+            "without --engine-url starts its server on SmolLM2-135M for the run.",
+        ),
     ] = "",
     price_input: PriceInputOpt = None,
     price_output: PriceOutputOpt = None,
@@ -161,6 +173,7 @@ def quickstart(
             engine=engine,  # type: ignore[arg-type]
             engine_urls=engine_url or [],
             served_model=served_model,
+            vllm_python=vllm_python,
         )
     except RuntimeError as exc:
         _fail(str(exc))
