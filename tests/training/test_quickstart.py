@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from openforge.cli import app
+from openforge.engines.vllm_launch import VLLMProcess, VLLMStartError
 from openforge.suites import load_tasks
 from openforge.suites.drills.generate import DRILL_FAMILIES
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
@@ -19,3 +27,25 @@ def test_quickstart_holds_out_the_test_instances_and_teaches_a_few_per_family() 
     assert len(taught) == 2 * len(DRILL_FAMILIES) < len(train)
     assert all(t.split == "train" for t in taught)
     assert len(teacher_tasks(train, per_family=1)) == len(DRILL_FAMILIES)
+
+
+def test_quickstart_on_vllm_says_what_it_needs_without_a_stack_trace(tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = ["quickstart", "--engine", "vllm", "--run-dir", str(tmp_path / "run")]
+    missing = runner.invoke(app, run, env={"OPENFORGE_VLLM_PYTHON": ""})
+    assert missing.exit_code != 0 and "Traceback" not in missing.output
+    assert "--engine-url URL" in missing.output and "--vllm-python" in missing.output
+    both = runner.invoke(
+        app, [*run, "--engine-url", "http://127.0.0.1:9", "--vllm-python", sys.executable]
+    )
+    assert both.exit_code != 0 and "not both" in both.output
+    nowhere = runner.invoke(app, [*run, "--vllm-python", str(tmp_path / "no-python")])
+    assert nowhere.exit_code != 0 and "no Python interpreter at" in nowhere.output
+
+
+def test_a_python_without_vllm_is_reported_with_the_servers_own_words(tmp_path: Path) -> None:
+    # This interpreter has no vLLM: the server exits at once, and the error carries its log.
+    with pytest.raises(VLLMStartError, match="exited with 1") as err:
+        VLLMProcess.start(sys.executable, tmp_path / "model", tmp_path / "vllm", timeout_s=60)
+    assert "No module named" in str(err.value)
+    assert (tmp_path / "vllm" / "vllm.log").is_file()
