@@ -18,7 +18,8 @@ turns of one role).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import Literal
 
 from openforge.conversation import Message
 from openforge.dialects.errors import ApiError
@@ -30,15 +31,28 @@ SCOPE_CONVERSATION: Scope = "conversation"
 SCOPE_LAST_TURN: Scope = "last_turn"
 
 
-class ToolIdWords(Protocol):
-    """A dialect's refusals; ``where`` is the wire index of the message (None when the
-    message came from a stored response, not from this request's body)."""
+@dataclass(frozen=True, slots=True)
+class ToolIdWords:
+    """A dialect's refusals, each a (message, param) pair of templates filled with
+    ``{where}``, the wire index of the message, and ``{call_id}``."""
 
-    def orphan(self, where: int | None, call_id: str) -> ApiError: ...
+    orphan: tuple[str, str]  # a result that answers no call
+    duplicate_call: tuple[str, str]  # two calls with one id
+    duplicate_result: tuple[str, str]  # two results for one call
+    # The param when ``where`` is None (the message came from a stored response, not from
+    # this request's body); None: the template's, with ``None`` as the index.
+    unindexed_param: str | None = None
 
-    def duplicate_call(self, where: int | None, call_id: str) -> ApiError: ...
-
-    def duplicate_result(self, where: int | None, call_id: str) -> ApiError: ...
+    def error(self, refusal: tuple[str, str], where: int | None, call_id: str) -> ApiError:
+        """``refusal`` (one of this object's pairs) as the dialect's ApiError."""
+        message, param = refusal
+        if where is None and self.unindexed_param is not None:
+            param = self.unindexed_param
+        return ApiError(
+            "invalid_request",
+            message.format(where=where, call_id=call_id),
+            param.format(where=where, call_id=call_id),
+        )
 
 
 def check_tool_ids(
@@ -57,15 +71,15 @@ def check_tool_ids(
                 turn = set()
             for call in msg.tool_calls:
                 if call.id in calls:
-                    raise words.duplicate_call(where, call.id)
+                    raise words.error(words.duplicate_call, where, call.id)
                 calls.add(call.id)
                 turn.add(call.id)
         elif role == "tool":
             call_id = msg.tool_call_id or ""
             if call_id not in (turn if scope == SCOPE_LAST_TURN else calls):
-                raise words.orphan(where, call_id)
+                raise words.error(words.orphan, where, call_id)
             if call_id in answered:
-                raise words.duplicate_result(where, call_id)
+                raise words.error(words.duplicate_result, where, call_id)
             answered.add(call_id)
         if role != "system":
             last_role = role

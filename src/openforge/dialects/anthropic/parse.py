@@ -47,7 +47,7 @@ from openforge.dialects.prefix import (
     messages_of,
     parse_body,
 )
-from openforge.dialects.toolids import SCOPE_LAST_TURN, check_tool_ids
+from openforge.dialects.toolids import SCOPE_LAST_TURN, ToolIdWords, check_tool_ids
 
 __all__ = ["parse_count_tokens_request", "parse_request"]
 
@@ -192,35 +192,24 @@ def _conversation(
     )
 
 
-class _Words:
-    """Anthropic's refusals of unpaired tool ids (its own wording)."""
-
-    def orphan(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"messages.{where}.content: unexpected `tool_use_id` found in `tool_result` "
-            f"blocks: {call_id}. Each `tool_result` block must have a corresponding "
-            "`tool_use` block in the previous message.",
-            f"messages[{where}].content",
-        )
-
-    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"messages.{where}.content: `tool_use` ids must be unique ({call_id} is used twice).",
-            f"messages[{where}].content",
-        )
-
-    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"messages.{where}.content: `tool_result` for {call_id} is given twice; each "
-            "`tool_use` takes one result.",
-            f"messages[{where}].content",
-        )
-
-
-_WORDS = _Words()
+# Anthropic's refusals of unpaired tool ids (its own wording).
+_WORDS = ToolIdWords(
+    orphan=(
+        "messages.{where}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+        "{call_id}. Each `tool_result` block must have a corresponding `tool_use` block in "
+        "the previous message.",
+        "messages[{where}].content",
+    ),
+    duplicate_call=(
+        "messages.{where}.content: `tool_use` ids must be unique ({call_id} is used twice).",
+        "messages[{where}].content",
+    ),
+    duplicate_result=(
+        "messages.{where}.content: `tool_result` for {call_id} is given twice; each "
+        "`tool_use` takes one result.",
+        "messages[{where}].content",
+    ),
+)
 
 
 def _check_thinking(req: CountTokensRequest) -> None:

@@ -38,7 +38,7 @@ from openforge.dialects.prefix import (
     messages_of,
     parse_body,
 )
-from openforge.dialects.toolids import SCOPE_CONVERSATION, check_tool_ids
+from openforge.dialects.toolids import SCOPE_CONVERSATION, ToolIdWords, check_tool_ids
 
 __all__ = ["parse_request"]
 
@@ -147,35 +147,24 @@ def _name_of(extra: dict[str, object] | None, fallback: str) -> str:
     return fallback
 
 
-class _Words:
-    """Chat Completions' refusals of unpaired tool ids (OpenAI's wording)."""
-
-    def orphan(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"Invalid parameter: messages[{where}] has role 'tool' and tool_call_id "
-            f"'{call_id}', which answers no 'tool_calls' of an earlier assistant message.",
-            f"messages[{where}].tool_call_id",
-        )
-
-    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"Invalid parameter: duplicate tool call id '{call_id}' in messages[{where}]"
-            ".tool_calls: each tool call needs its own id.",
-            f"messages[{where}].tool_calls",
-        )
-
-    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"Invalid parameter: duplicate value for 'tool_call_id' of '{call_id}' in "
-            f"messages[{where}]: that call was already answered.",
-            f"messages[{where}].tool_call_id",
-        )
-
-
-_WORDS = _Words()
+# Chat Completions' refusals of unpaired tool ids (OpenAI's wording).
+_WORDS = ToolIdWords(
+    orphan=(
+        "Invalid parameter: messages[{where}] has role 'tool' and tool_call_id '{call_id}', "
+        "which answers no 'tool_calls' of an earlier assistant message.",
+        "messages[{where}].tool_call_id",
+    ),
+    duplicate_call=(
+        "Invalid parameter: duplicate tool call id '{call_id}' in messages[{where}]"
+        ".tool_calls: each tool call needs its own id.",
+        "messages[{where}].tool_calls",
+    ),
+    duplicate_result=(
+        "Invalid parameter: duplicate value for 'tool_call_id' of '{call_id}' in "
+        "messages[{where}]: that call was already answered.",
+        "messages[{where}].tool_call_id",
+    ),
+)
 
 
 def _check_tool_choice(choice: object, tools: tuple[ToolSpec, ...]) -> None:

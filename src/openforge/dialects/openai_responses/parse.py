@@ -295,33 +295,23 @@ def _spec(name: str, description: Any, parameters: Any) -> ToolSpec:
     return ToolSpec(name, description if isinstance(description, str) else "", schema)
 
 
-class _Words:
-    """Responses' refusals of unpaired call ids (OpenAI's wording); ``where`` is None for
-    a message of the stored conversation, or when the index is not known."""
-
-    def orphan(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"No tool call found for function call output with call_id {call_id}.",
-            "input" if where is None else f"input[{where}].call_id",
-        )
-
-    def duplicate_call(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"Duplicate 'call_id': {call_id} is the call_id of two function calls.",
-            "input" if where is None else f"input[{where}].call_id",
-        )
-
-    def duplicate_result(self, where: int | None, call_id: str) -> ApiError:
-        return ApiError(
-            "invalid_request",
-            f"Duplicate 'call_id': the function call {call_id} has two outputs.",
-            "input" if where is None else f"input[{where}].call_id",
-        )
-
-
-TOOL_ID_WORDS: ToolIdWords = _Words()
+# Responses' refusals of unpaired call ids (OpenAI's wording); a message of the stored
+# conversation has no index, and its param is the whole input.
+TOOL_ID_WORDS = ToolIdWords(
+    orphan=(
+        "No tool call found for function call output with call_id {call_id}.",
+        "input[{where}].call_id",
+    ),
+    duplicate_call=(
+        "Duplicate 'call_id': {call_id} is the call_id of two function calls.",
+        "input[{where}].call_id",
+    ),
+    duplicate_result=(
+        "Duplicate 'call_id': the function call {call_id} has two outputs.",
+        "input[{where}].call_id",
+    ),
+    unindexed_param="input",
+)
 
 
 def _check_tool_choice(
