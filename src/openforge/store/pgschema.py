@@ -6,6 +6,7 @@ import psycopg
 
 from openforge.store.errors import StoreError
 from openforge.store.migrations import SchemaMismatch
+from openforge.store.rows import tables_ddl
 
 __all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
 
@@ -54,62 +55,14 @@ CREATE TABLE IF NOT EXISTS blobs (
 """
 
 _SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS rollouts (
-    n BIGSERIAL,
-    id TEXT PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
-    status TEXT NOT NULL,
-    task_id TEXT,
-    group_id TEXT,
-    reward DOUBLE PRECISION,
-    metadata BYTEA NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    finished_at DOUBLE PRECISION,
-    details BYTEA NOT NULL,
-    next_seq INTEGER NOT NULL DEFAULT 0,
-    flags BYTEA NOT NULL DEFAULT '[]'::bytea,
-    run_id TEXT,
-    split TEXT
-);
-CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
-CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
-CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
-CREATE TABLE IF NOT EXISTS calls (
-    id TEXT PRIMARY KEY,
-    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
-    seq INTEGER NOT NULL,
-    dialect TEXT NOT NULL,
-    status TEXT NOT NULL,
-    prompt_ids BYTEA,
-    output_ids BYTEA,
-    output_logprobs BYTEA,
-    prompt_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    finish_reason TEXT,
-    request_model TEXT NOT NULL,
-    engine TEXT NOT NULL,
-    served_model TEXT NOT NULL,
-    weight_version TEXT NOT NULL,
-    fork INTEGER NOT NULL,
-    render_info BYTEA NOT NULL,
-    raw_request BYTEA,
-    conversation BYTEA NOT NULL,
-    completion BYTEA NOT NULL,
-    error TEXT,
-    harness BYTEA NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    queued_s DOUBLE PRECISION NOT NULL,
-    first_token_s DOUBLE PRECISION,
-    total_s DOUBLE PRECISION NOT NULL,
-    response_id TEXT,
-    role TEXT NOT NULL DEFAULT 'policy',
-    delta BYTEA
-);
-CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
-CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
-"""
+    tables_ddl(
+        real="DOUBLE PRECISION",
+        blob="BYTEA",
+        json="BYTEA",
+        # ``n`` orders listings; ``next_seq`` is the counter allocate_seq moves on.
+        rollouts_first="    n BIGSERIAL,\n",
+        rollouts_more="    next_seq INTEGER NOT NULL DEFAULT 0,\n",
+    )
     + _BLOBS
     + _ROLES
 )

@@ -59,6 +59,7 @@ __all__ = [
     "request_columns",
     "role_key_row",
     "rollout_from_row",
+    "tables_ddl",
 ]
 
 CALL_COLUMNS = (
@@ -77,6 +78,74 @@ ROLLOUT_WIDTH = 13
 
 
 ROLE_KEY_COLUMNS = "key, rollout_id, role, created_at"
+
+# The rollouts and calls tables (and their indexes) as every backend creates them, each
+# type spelled by the backend (:func:`tables_ddl`); columns in row order.
+_TABLES = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+{rollouts_first}    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    task_id TEXT,
+    group_id TEXT,
+    reward {real},
+    metadata {json} NOT NULL,
+    created_at {real} NOT NULL,
+    finished_at {real},
+    details {json} NOT NULL,
+{rollouts_more}    flags {json} NOT NULL DEFAULT '[]',
+    run_id TEXT,
+    split TEXT
+);
+CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
+CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
+CREATE TABLE IF NOT EXISTS calls (
+    id TEXT PRIMARY KEY,
+    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+    seq INTEGER NOT NULL,
+    dialect TEXT NOT NULL,
+    status TEXT NOT NULL,
+    prompt_ids {blob},
+    output_ids {blob},
+    output_logprobs {blob},
+    prompt_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    finish_reason TEXT,
+    request_model TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    served_model TEXT NOT NULL,
+    weight_version TEXT NOT NULL,
+    fork INTEGER NOT NULL,
+    render_info {json} NOT NULL,
+    raw_request {blob},
+    conversation {json} NOT NULL,
+    completion {json} NOT NULL,
+    error TEXT,
+    harness {json} NOT NULL,
+    created_at {real} NOT NULL,
+    queued_s {real} NOT NULL,
+    first_token_s {real},
+    total_s {real} NOT NULL,
+    response_id TEXT,
+    role TEXT NOT NULL DEFAULT 'policy',
+    delta {json}
+);
+CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
+CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
+"""
+
+
+def tables_ddl(
+    real: str, blob: str, json: str, rollouts_first: str = "", rollouts_more: str = ""
+) -> str:
+    """The DDL of the rollouts and calls tables with the backend's types for floats,
+    bytes and JSON, and its own columns of ``rollouts`` (each a line of the table's
+    body, ending in a comma and a newline) first and after ``details``."""
+    return _TABLES.format(
+        real=real, blob=blob, json=json, rollouts_first=rollouts_first, rollouts_more=rollouts_more
+    )
 
 
 def new_rollout_key() -> str:

@@ -60,6 +60,7 @@ from openforge.store.rows import (
     mint_rollout,
     role_key_row,
     rollout_from_row,
+    tables_ddl,
 )
 from openforge.store.schemas import (
     Blob,
@@ -79,63 +80,8 @@ T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
 _SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS rollouts (
-    id TEXT PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
-    status TEXT NOT NULL,
-    task_id TEXT,
-    group_id TEXT,
-    reward REAL,
-    metadata TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    finished_at REAL,
-    details TEXT NOT NULL,
-    flags TEXT NOT NULL DEFAULT '[]',
-    run_id TEXT,
-    split TEXT
-);
-CREATE INDEX IF NOT EXISTS rollouts_group ON rollouts(group_id);
-CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status);
-CREATE INDEX IF NOT EXISTS rollouts_run ON rollouts(run_id);
-CREATE TABLE IF NOT EXISTS calls (
-    id TEXT PRIMARY KEY,
-    rollout_id TEXT NOT NULL REFERENCES rollouts(id),
-    seq INTEGER NOT NULL,
-    dialect TEXT NOT NULL,
-    status TEXT NOT NULL,
-    prompt_ids BLOB,
-    output_ids BLOB,
-    output_logprobs BLOB,
-    prompt_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    finish_reason TEXT,
-    request_model TEXT NOT NULL,
-    engine TEXT NOT NULL,
-    served_model TEXT NOT NULL,
-    weight_version TEXT NOT NULL,
-    fork INTEGER NOT NULL,
-    render_info TEXT NOT NULL,
-    raw_request BLOB,
-    conversation TEXT NOT NULL,
-    completion TEXT NOT NULL,
-    error TEXT,
-    harness TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    queued_s REAL NOT NULL,
-    first_token_s REAL,
-    total_s REAL NOT NULL,
-    response_id TEXT,
-    role TEXT NOT NULL DEFAULT 'policy',
-    delta TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS calls_rollout_seq ON calls(rollout_id, seq);
-CREATE INDEX IF NOT EXISTS calls_response ON calls(response_id) WHERE response_id IS NOT NULL;
-"""
-    + BLOBS_DDL
-    + ROLE_KEYS_DDL
-    + MARK_RUNNING_DDL
+    # JSON columns are TEXT, as the first schema had them.
+    tables_ddl(real="REAL", blob="BLOB", json="TEXT") + BLOBS_DDL + ROLE_KEYS_DDL + MARK_RUNNING_DDL
 )
 
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
