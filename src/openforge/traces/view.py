@@ -14,11 +14,14 @@ import html as html_lib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforge.store.schemas import TRAIN_SPLIT, CallRecord, Rollout, RolloutSelection
 from openforge.traces.graph import DriftKind, Node, RolloutGraph
 from openforge.traces.samples import TraceOptions, plan_rollout
+
+if TYPE_CHECKING:
+    from openforge.traces.source import CallSource
 
 __all__ = [
     "Segment",
@@ -250,20 +253,30 @@ def _plan_view(rollout: Rollout, calls: list[CallRecord]) -> RolloutGraph:
     return plan_rollout(rollout, calls, TraceOptions(include_running=True)).graph
 
 
+def _open(store_path: str | Path) -> CallSource:
+    """The store at ``store_path``, opened for reading; the error and exit status 1 when
+    it cannot be."""
+    import typer
+
+    from openforge.store.base import StoreError
+    from openforge.traces.source import open_store
+
+    try:
+        return open_store(store_path)
+    except (FileNotFoundError, StoreError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
 async def show(
     store_path: str | Path, rollout_id: str, html: Path | None, model_dir: Path | None
 ) -> None:
     """Print one rollout of the store at ``store_path``; write ``html`` too when given."""
     import typer
 
-    from openforge.store.base import RolloutNotFound, StoreError
-    from openforge.traces.source import open_store
+    from openforge.store.base import RolloutNotFound
 
-    try:
-        store = open_store(store_path)
-    except (FileNotFoundError, StoreError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+    store = _open(store_path)
     try:
         rollout = await store.get_rollout(rollout_id)
         calls = await store.calls(rollout_id)
@@ -286,15 +299,9 @@ async def list_rollouts(store_path: str | Path, selection: RolloutSelection) -> 
     takes, and what it leaves out, by split."""
     import typer
 
-    from openforge.store.base import StoreError
     from openforge.traces.selection import split_counts
-    from openforge.traces.source import open_store
 
-    try:
-        store = open_store(store_path)
-    except (FileNotFoundError, StoreError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+    store = _open(store_path)
     try:
         every = await store.rollouts()
         taken = await store.rollouts(selection=selection)
