@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -43,9 +44,14 @@ def test_quickstart_on_vllm_says_what_it_needs_without_a_stack_trace(tmp_path: P
     assert nowhere.exit_code != 0 and "no Python interpreter at" in nowhere.output
 
 
-def test_a_python_without_vllm_is_reported_with_the_servers_own_words(tmp_path: Path) -> None:
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_python_without_vllm_is_reported_with_the_servers_own_words(
+    tmp_path: Path, relative: bool
+) -> None:
     # This interpreter has no vLLM: the server exits at once, and the error carries its log.
+    # A relative path is the caller's (the server starts in its own directory).
+    python = os.path.relpath(sys.executable) if relative else sys.executable
     with pytest.raises(VLLMStartError, match="exited with 1") as err:
-        VLLMProcess.start(sys.executable, tmp_path / "model", tmp_path / "vllm", timeout_s=60)
+        VLLMProcess.start(python, tmp_path / "model", tmp_path / "vllm", timeout_s=60)
     assert "No module named" in str(err.value)
     assert (tmp_path / "vllm" / "vllm.log").is_file()

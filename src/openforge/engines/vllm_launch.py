@@ -85,7 +85,9 @@ class VLLMProcess:
         """Serve ``model_dir`` as ``served_model`` with the interpreter ``python`` (one with
         vLLM installed) on a free loopback port; returns once ``/health`` answers. Its log is
         ``workdir/vllm.log``. Raises :class:`VLLMStartError` saying why it did not start."""
-        exe = Path(python)
+        # Absolute, as the child starts in ``workdir``; not resolved, so a virtual
+        # environment's interpreter (a symlink) keeps its environment.
+        exe = Path(os.path.abspath(python))
         if not exe.is_file() or not os.access(exe, os.X_OK):
             raise VLLMStartError(f"no Python interpreter at {exe} (one with vLLM installed)")
         workdir.mkdir(parents=True, exist_ok=True)
