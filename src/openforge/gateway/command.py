@@ -170,7 +170,7 @@ def gateway(
     _check_formats(tool_format, reasoning_format)
 
     from openforge.gateway.limits import Limits
-    from openforge.gateway.server import bind_socket, serve
+    from openforge.gateway.server import Gateway, bind_socket, serve
     from openforge.store.base import StoreError
     from openforge.store.location import is_postgres_url, open_store
 
@@ -211,22 +211,25 @@ def gateway(
             _fail(str(exc))
             return
         serve(
-            eng,
-            st,
-            model=model_dir,
-            admin_token=token,
-            host=host,
-            port=port,
-            admin_host=admin_host,
-            admin_port=admin_port,
-            allow_anonymous=allow_anonymous,
-            public_url=public_url,
+            lambda: Gateway(
+                eng,
+                st,
+                model=model_dir,
+                admin_token=token,
+                host=host,
+                port=port,
+                admin_host=admin_host,
+                admin_port=admin_port,
+                allow_anonymous=allow_anonymous,
+                public_url=public_url,
+                log_level="info",
+                limits=limits,
+                roles=roles,
+                sockets=sockets,
+                tool_format=tool_format,
+                reasoning_format=reasoning_format,
+            ),
             on_ready=ready if index == 0 else None,
-            limits=limits,
-            roles=roles,
-            sockets=sockets,
-            tool_format=tool_format,
-            reasoning_format=reasoning_format,
         )
 
     if workers == 1:

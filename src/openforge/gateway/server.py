@@ -235,48 +235,13 @@ class Gateway:
         await self.stop()
 
 
-def serve(
-    engine: Engine | TextEngine,
-    store: Store,
-    *,
-    model: str | Path,
-    admin_token: str,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    admin_host: str = "127.0.0.1",
-    admin_port: int = 8001,
-    allow_anonymous: bool = False,
-    public_url: str | None = None,
-    on_ready: Callable[[Gateway], None] | None = None,
-    limits: Limits | None = None,
-    roles: Mapping[CallRole, RoleEngine] | None = None,
-    sockets: tuple[socket.socket, socket.socket] | None = None,
-    tool_format: str | None = None,
-    reasoning_format: str | None = None,
-) -> None:
-    """Serve until SIGINT/SIGTERM (the CLI's entry point). ``on_ready(gateway)`` once bound;
-    ``sockets``: listeners already bound (a worker's; gateway/workers.py)."""
+def serve(make: Callable[[], Gateway], on_ready: Callable[[Gateway], None] | None = None) -> None:
+    """Serve the gateway ``make`` builds (called on the serving loop) until SIGINT/SIGTERM
+    (the CLI's entry point); ``on_ready(gateway)`` once bound."""
     import uvloop
 
     async def main() -> None:
-        gateway = Gateway(
-            engine,
-            store,
-            model=model,
-            host=host,
-            port=port,
-            admin_host=admin_host,
-            admin_port=admin_port,
-            allow_anonymous=allow_anonymous,
-            admin_token=admin_token,
-            public_url=public_url,
-            log_level="info",
-            limits=limits,
-            roles=roles,
-            sockets=sockets,
-            tool_format=tool_format,
-            reasoning_format=reasoning_format,
-        )
+        gateway = make()
         await gateway.start()
         if on_ready is not None:
             on_ready(gateway)
