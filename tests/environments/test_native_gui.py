@@ -268,6 +268,11 @@ BAD_BROWSER = {
 
 
 def test_bad_gui_sections_name_the_file_and_field(tmp_path: Path) -> None:
+    bad_js = "[browser]\nstart = 'index.html'\n[browser.reward]\njs_file = 'site/index.html'\n"
+    d = _task_dir(tmp_path, bad_js)
+    (d / "site" / "index.html").write_bytes(b"\xff\xfe\x00bad")
+    (err,) = load_tasks(d).errors
+    assert err.field == "browser.reward.js_file" and "cannot be read" in err.problem
     for toml, (field, words) in BAD_BROWSER.items():
         d = _task_dir(tmp_path, toml)
         (err,) = load_tasks(d).errors

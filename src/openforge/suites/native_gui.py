@@ -123,7 +123,10 @@ def _reward_js(file: Path, root: Path, reward: dict[str, Any]) -> str:
         path = inside(root, rel, file, "browser.reward.js_file")
         if not path.is_file():
             raise TaskError(file, "browser.reward.js_file", f"file {rel!r} not found")
-        js = path.read_text(encoding="utf-8")
+        try:
+            js = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TaskError(file, "browser.reward.js_file", f"cannot be read: {exc}") from exc
         field = "browser.reward.js_file"
     else:
         js = _string(file, reward, "js", "browser.reward.js")
