@@ -213,6 +213,18 @@ def _run(args: RunArgs) -> None:
     # The tasks and the selection first: their mistakes are the user's to fix whatever the
     # gateway's state, and need no server to find.
     loaded = _load_for_run(args, console)
+    if not args.allow_reachable_evidence:
+        # A harness that could write the reward's evidence is the user's choice to fix, and
+        # is told whatever the gateway's state (the orchestrator checks again).
+        from openforge.harnesses.registry import get_harness
+        from openforge.rollouts.reach import refuse_reachable_evidence
+
+        try:
+            harness = get_harness(args.harness, **harness_options(args.harness_option))
+            refuse_reachable_evidence(loaded.tasks, harness)
+        except (HarnessError, ValueError) as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
     try:
         check_gateway_sync(args.gateway, read_admin_token())
     except GatewayUnusable as exc:
