@@ -22,6 +22,7 @@ from openforge.conversation import Completion
 from openforge.guest import bundle
 from openforge.harnesses.base import Dialect, HarnessError, Launch
 from openforge.harnesses.launching import ENV_DIR, check_version, env_script, read_json
+from openforge.harnesses.script_agent import guest_launch
 from openforge.sandboxes.base import Sandbox
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.transcript import Transcript
@@ -105,13 +106,12 @@ class BrowserUseHarness:
     def command(self, instruction: str) -> Launch:
         """Source the env file and run Browser-Use on ``instruction``."""
         vision = "--vision" if self.vision else "--no-vision"
-        script = (
-            f'. "{self.home}/{_ENV_FILE}" || exit 97\n'
-            f'exec {self.python} -I "{self.home}/{_RUNNER_FILE}" "$OPENFORGE_INSTRUCTION" '
+        args = (
             f"--max-steps {self.max_steps} {vision} --judge {self.judge} "
-            f'--transcript "{self.home}/{_TRANSCRIPT}"\n'
+            f'--transcript "{self.home}/{_TRANSCRIPT}"'
         )
-        return Launch(argv=["/bin/sh", "-c", script], env={"OPENFORGE_INSTRUCTION": instruction})
+        env, runner = f"{self.home}/{_ENV_FILE}", f"{self.home}/{_RUNNER_FILE}"
+        return guest_launch(env, self.python, runner, args, instruction)
 
     async def collect(self, sandbox: Sandbox) -> Transcript | None:
         """Browser-Use's own run history, or None if it wrote none."""

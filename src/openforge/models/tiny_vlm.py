@@ -55,29 +55,25 @@ def _config(family: Family, ids: dict[str, int], vocab: int, eos: int) -> Any:
     }
     # mrope: the 16-wide heads' 8 rotary pairs split over (time, height, width).
     rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+    # The vision tower both families share: two 32-wide blocks, 64-wide merged output.
+    tower = {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "out_hidden_size": 64,
+    }
     if family == "qwen2_5_vl":
         from transformers import Qwen2_5_VLConfig
 
-        vision = {
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "fullatt_block_indexes": [1],
-            "window_size": 56,
-        }
+        vision = {**tower, "fullatt_block_indexes": [1], "window_size": 56}
         return Qwen2_5_VLConfig(
             text_config=_text(vocab, eos, rope), vision_config=vision, **special
         )
     from transformers import Qwen3VLConfig
 
     vision = {
-        "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 2,
-        "out_hidden_size": 64,
+        **tower,
         "patch_size": 16,
         "num_position_embeddings": 256,
         "deepstack_visual_indexes": [1],
