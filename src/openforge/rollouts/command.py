@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -366,43 +368,9 @@ def _cost_line(cost: Any, price: Prices | None) -> str:
     return line + (f", price {money['total']:.4f}" if money else "")
 
 
-def rollout(
-    tasks: TasksOpt,
-    harness: HarnessOpt,
-    gateway: GatewayOpt,
-    out: OutOpt,
-    harness_option: HarnessOptionOpt = None,
-    n: NOpt = 1,
-    concurrency: ConcOpt = 8,
-    backend: BackendOpt = DEFAULT_BACKEND,
-    model: ModelOpt = "openforge",
-    split: SplitOpt = None,
-    retries: RetriesOpt = 2,
-    retry_infra: RetryInfraOpt = False,
-    allow_task_internet: InternetOpt = False,
-    reward_key: RewardKeyOpt = None,
-    monitor_rules: MonitorRulesOpt = None,
-    price_input: PriceInputOpt = None,
-    price_output: PriceOutputOpt = None,
-    price_sandbox_hour: PriceSandboxOpt = None,
-    allow_reachable_evidence: ReachOpt = False,
-    task: TaskOpt = None,
-    exclude: ExcludeOpt = None,
-    limit: LimitOpt = None,
-    sample: SampleOpt = None,
-    seed: SeedOpt = 0,
-    claweval_fixtures: ClawEvalFixturesOpt = None,
-) -> None:
+def rollout(**options: Any) -> None:
     """Run every task × n through a harness in sandboxes, verify, and report rewards."""
-    eval_(
-        tasks=tasks, harness=harness, gateway=gateway, out=out, harness_option=harness_option,
-        n=n, k=[1], concurrency=concurrency, backend=backend, model=model, split=split,
-        retries=retries, retry_infra=retry_infra, allow_task_internet=allow_task_internet,
-        reward_key=reward_key, monitor_rules=monitor_rules, price_input=price_input,
-        price_output=price_output, price_sandbox_hour=price_sandbox_hour,
-        allow_reachable_evidence=allow_reachable_evidence, task=task, exclude=exclude,
-        limit=limit, sample=sample, seed=seed, claweval_fixtures=claweval_fixtures,
-    )  # fmt: skip
+    eval_(k=[1], **options)
 
 
 def eval_(
@@ -450,6 +418,16 @@ def eval_(
             monitor_rules, _selection(task, exclude, limit, sample, seed), claweval_fixtures,
         )
     )  # fmt: skip
+
+
+def _options_but(command: Callable[..., None], *names: str) -> inspect.Signature:
+    """``command``'s options (its signature, annotations evaluated) without ``names``."""
+    sig = inspect.signature(command, eval_str=True)
+    return sig.replace(parameters=[p for p in sig.parameters.values() if p.name not in names])
+
+
+# rollout takes eval's options, --k aside (it reports pass@1): declared once, in eval_.
+rollout.__signature__ = _options_but(eval_, "k")  # type: ignore[attr-defined]
 
 
 def _selection(
