@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from openforge.suites.grading import GRADER_WRAPPER, check_id
-from openforge.suites.qwenclawbench.loader import FRONTMATTER, WORKSPACE_ENTRY
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, inside, unknown_keys
+from openforge.suites.qwenclawbench.loader import frontmatter_warnings
+from openforge.tasks.model import VERIFY_DIR, Task, TaskError, inside
 from openforge.tasks.native import number
 
 __all__ = ["load_qwenclawbench"]
@@ -64,9 +64,7 @@ def load_qwenclawbench(file: Path, suite_root: Path) -> Task:
         src = _find_source(file, suite_root, entry["source"], where)
         workspace[str(dest)] = src
     timeout = number(file, front, "timeout_seconds", 300.0) or 300.0
-    warnings = unknown_keys(file, front, FRONTMATTER)
-    for i, entry in enumerate(entries):
-        warnings += unknown_keys(file, entry, WORKSPACE_ENTRY, f"workspace_files[{i}].")
+    warnings = frontmatter_warnings(file, front)
     return Task(
         id=task_id,
         instruction=prompt,

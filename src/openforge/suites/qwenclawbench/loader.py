@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from openforge.suites.qwenclawbench.grader import QwenClawBenchGrader
-from openforge.tasks.model import Task, TaskError, inside, unknown_keys
+from openforge.tasks.model import Task, TaskError, TaskWarning, inside, unknown_keys
 from openforge.tasks.native import ID_RE
 
 __all__ = ["find_checkout", "load_qwenclawbench_checkout"]
@@ -39,6 +39,17 @@ FRONTMATTER = (
 # workspace_files entries: {source, dest} (lib_agent, lib_docker), inline {path, content}, and
 # the descriptive role and description.
 WORKSPACE_ENTRY = ("source", "dest", "path", "content", "role", "description")
+
+
+def frontmatter_warnings(file: Path, meta: dict[str, Any]) -> list[TaskWarning]:
+    """A task's unknown front-matter keys and ``workspace_files`` entry keys, named."""
+    warnings = unknown_keys(file, meta, FRONTMATTER)
+    entries = meta.get("workspace_files")
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        warnings += unknown_keys(file, entry, WORKSPACE_ENTRY, f"workspace_files[{i}].")
+    return warnings
+
+
 _LIB = ("scripts", "lib_grading.py")
 # lib_tasks.py's own expressions: the frontmatter, tracing-only fields it strips, sections,
 # and lib_grading.py's code block (closed only by a fence at the start of a line).
@@ -190,10 +201,7 @@ def _load_one(file: Path, root: Path, tasks_dir: Path, assets: list[Path]) -> Ta
         raise TaskError(file, "timeout_seconds", f"must be a positive number, got {timeout!r}")
     category = meta.get("category", "")
     files, inline = _workspace(file, meta, task_id, assets)
-    warnings = unknown_keys(file, meta, FRONTMATTER)
-    entries = meta.get("workspace_files") or []
-    for i, entry in enumerate(entries):
-        warnings += unknown_keys(file, entry, WORKSPACE_ENTRY, f"workspace_files[{i}].")
+    warnings = frontmatter_warnings(file, meta)
     return Task(
         id=task_id,
         instruction=prompt,
