@@ -363,3 +363,40 @@ def harbor_mcp(root: Path, url: str = "http://127.0.0.1:8000/mcp") -> Path:
         ),
         "solution/solve.sh": MCP_SOLVE,
     })  # fmt: skip
+
+
+PY_CURL = (
+    "FROM debian:bookworm\nRUN apt-get update -qq && apt-get install -y -qq "
+    "--no-install-recommends python3 curl && rm -rf /var/lib/apt/lists/*\n"
+)
+
+
+def harbor_sidecar(
+    root: Path, health: str = "curl -sf http://localhost:5000/token", retries: int = 20
+) -> Path:
+    """A compose service besides ``main``, as the cookbook's multi-container recipe: an API
+    sidecar (its own image, built from ``environment/api/``) the task reaches as ``api``."""
+    compose = (
+        "services:\n  main:\n    depends_on:\n      api:\n        condition: service_healthy\n"
+        '  api:\n    build:\n      context: ./api\n    expose:\n      - "5000"\n'
+        "    environment:\n      - TOKEN=side-${OPENFORGE_T_SIDE_UNSET:-car}-9\n"
+        f'    healthcheck:\n      test: ["CMD-SHELL", "{health}"]\n'
+        f"      interval: 500ms\n      timeout: 5s\n      retries: {retries}\n"
+    )
+    fetch = "curl -sf http://api:5000/token"
+    return _write(root / "sidecar", {
+        "task.toml": "[verifier]\ntimeout_sec = 30.0\n",
+        "instruction.md": "Fetch http://api:5000/token into /app/token.txt.\n",
+        "environment/Dockerfile": PY_CURL + "WORKDIR /app\n",
+        "environment/docker-compose.yaml": compose,
+        "environment/api/Dockerfile": (
+            PY_CURL + "WORKDIR /srv\n"
+            'CMD ["sh", "-c", "echo $TOKEN > token && exec python3 -m http.server 5000"]\n'
+        ),
+        "tests/test.sh": (
+            f"#!/bin/bash\nwant=$({fetch})\n"
+            'if [ -n "$want" ] && [ "$(cat /app/token.txt 2>/dev/null)" = "$want" ]; then r=1; '
+            "else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+        ),
+        "solution/solve.sh": f"#!/bin/bash\n{fetch} > /app/token.txt\n",
+    })  # fmt: skip

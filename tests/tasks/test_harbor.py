@@ -86,7 +86,7 @@ def test_artifacts_are_noted_not_dropped(tmp_path: Path) -> None:
     assert task.notes == ("artifacts: accepted but not collected",)
 
 
-def test_a_compose_sidecar_is_refused_and_main_overrides_are_not(tmp_path: Path) -> None:
+def test_main_overrides_are_read_past_and_a_sidecar_must_build(tmp_path: Path) -> None:
     d = _harbor(tmp_path, HEAD)
     compose = d / "environment" / "docker-compose.yaml"
     compose.write_text("services:\n  main:\n    environment: [A=1]\n")
@@ -96,7 +96,7 @@ def test_a_compose_sidecar_is_refused_and_main_overrides_are_not(tmp_path: Path)
         "  api-server:\n    build: {context: ./api-server}\n"
     )
     (err,) = load_tasks(d).errors
-    assert err.field == "services" and "api-server" in err.problem, err
+    assert err.field == "services.api-server.build" and "no Dockerfile" in err.problem, err
 
 
 def test_docker_image_without_dockerfile(tmp_path: Path) -> None:
@@ -274,3 +274,18 @@ def test_mcp_servers_are_offered_through_the_bridge_or_their_own_command(tmp_pat
     ):
         (err,) = load_tasks(_harbor(tmp_path / field, bad + HEAD)).errors
         assert err.field == field, (bad, err)
+
+
+def test_compose_services_besides_main_are_sidecars(tmp_path: Path) -> None:
+    (task,) = load_tasks(samples.harbor_sidecar(tmp_path)).tasks
+    assert task.environment is not None
+    (api,) = task.environment.services
+    assert api.name == "api" and api.image.context and api.image.context.endswith("api")
+    assert api.env == {"TOKEN": "side-car-9"}  # ${VAR:-default} as compose reads it
+    assert api.health == ("sh", "-c", "curl -sf http://localhost:5000/token")
+    assert (api.interval_s, api.timeout_s, api.retries) == (0.5, 5.0, 20)
+    assert sandbox_spec(task, "/workspace").services == (api,)
+    compose = tmp_path / "sidecar" / "environment" / "docker-compose.yaml"
+    compose.write_text(compose.read_text().replace("500ms", "soon"))
+    (err,) = load_tasks(tmp_path / "sidecar").errors
+    assert err.field == "services.api.healthcheck.interval"

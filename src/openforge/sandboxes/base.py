@@ -30,6 +30,7 @@ __all__ = [
     "SandboxError",
     "SandboxSpec",
     "SandboxTimeout",
+    "ServiceContainer",
     "TaskImage",
 ]
 
@@ -82,6 +83,25 @@ class HarnessInstall:
     path: str
 
 
+@dataclass(frozen=True, slots=True)
+class ServiceContainer:
+    """A task's sidecar (a compose service besides Harbor's ``main``): a container of its own
+    image sharing the sandbox's network namespace, reached by ``name`` (at 127.0.0.1) from
+    the sandbox; the sandbox is handed out once ``health`` (argv run in the sidecar) exits 0,
+    polled every ``interval_s`` (failures within ``start_period_s`` not counted) at most
+    ``retries`` failures. Container backends on podman only."""
+
+    name: str
+    image: TaskImage
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+    health: tuple[str, ...] = ()
+    interval_s: float = 2.0
+    timeout_s: float = 5.0
+    retries: int = 15
+    start_period_s: float = 0.0
+
+
 @dataclass(slots=True)
 class SandboxSpec:
     image: str | None = None  # container image (container and Kubernetes backends)
@@ -109,6 +129,8 @@ class SandboxSpec:
     # Kubernetes backends run it in their GUI image (``deploy/build-gui-image.sh``: chromium,
     # Xvfb, the GUI venv), unless the task brings its own image, which must then carry them.
     gui: bool = False
+    # The task's sidecars (Harbor's compose services besides main).
+    services: tuple[ServiceContainer, ...] = ()
 
 
 @dataclass(slots=True)

@@ -39,10 +39,11 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from openforge.sandboxes.base import HARNESS_DIR, SandboxError, SandboxSpec
+from openforge.sandboxes.base import HARNESS_DIR, SandboxError, SandboxSpec, ServiceContainer
 from openforge.sandboxes.disk import DiskError, loop_disks_available, make_disk, remove_disk
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.images import ImageBuilder
@@ -312,6 +313,9 @@ class ContainerBackend:
 
         async def remove() -> None:
             self._open.pop(sid, None)
+            if spec.services:
+                sidecars = [f"{name}-{svc.name}" for svc in spec.services]
+                await self._run("rm", "--force", "--time", "0", *sidecars, check=False)
             async with self._image_mounts if mounted else contextlib.nullcontext():
                 await self._run("rm", "--force", "--time", "0", name, check=False)
             if disk:
@@ -339,8 +343,56 @@ class ContainerBackend:
             if logs:
                 raise SandboxError(f"container {name} did not start: {logs[-2000:]}") from exc
             raise
+        try:
+            for svc in spec.services:
+                await self._sidecar(name, svc, labels)
+        except BaseException:
+            await box.close()
+            raise
         self._open[sid] = box
         return box
+
+    async def _sidecar(self, main: str, svc: ServiceContainer, labels: list[str]) -> None:
+        """Start ``svc`` in ``main``'s network namespace, name it in ``main``'s hosts file and
+        wait until its healthcheck passes (:class:`SandboxError` with its logs otherwise)."""
+        if self.name != "podman":
+            raise SandboxError("a task's sidecar services need podman")
+        tag = await self.builder.ensure(svc.image)
+        cname = f"{main}-{svc.name}"
+        env = [f"--env={k}={v}" for k, v in svc.env.items()]
+        await self._run(
+            "run", "--detach", "--name", cname, *labels, *env, "--network", f"container:{main}",
+            *_ulimits(), tag, *svc.command,
+        )  # fmt: skip
+        # --add-host is ignored without a network of the container's own: the name goes to
+        # the hosts file, as compose's service names resolve in Harbor's main container.
+        await self._run("exec", "--user", "root", main, "sh", "-c",
+                        f"echo '127.0.0.1 {svc.name}' >> /etc/hosts")  # fmt: skip
+        if not svc.health:
+            return
+        start, failures, out = time.monotonic(), 0, ""
+        while True:
+            proc = await asyncio.create_subprocess_exec(
+                self.engine, "exec", cname, *svc.health,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )  # fmt: skip
+            try:
+                raw, _ = await asyncio.wait_for(proc.communicate(), svc.timeout_s)
+                if proc.returncode == 0:
+                    return
+                out = raw.decode(errors="replace")[-1000:]
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                out = f"timed out after {svc.timeout_s:g}s"
+            if time.monotonic() - start >= svc.start_period_s:
+                failures += 1
+                if failures >= svc.retries:
+                    logs = await self._run("logs", cname, check=False)
+                    raise SandboxError(
+                        f"sidecar {svc.name} is unhealthy ({failures} tries): {out} {logs[-1500:]}"
+                    )
+            await asyncio.sleep(svc.interval_s)
 
     async def _start(self, name: str, args: list[str], mounted: bool) -> None:
         """``podman run`` a container; one with an image mount takes its turn with removals,

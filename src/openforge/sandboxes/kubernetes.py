@@ -244,6 +244,9 @@ class KubernetesBackend:
         Its own pod is created (or re-created) with its Secret, then waited for until
         sandboxd answers.
         """
+        if spec.services:
+            # Sidecar containers in the pod spec are not made yet: refused, never left out.
+            raise SandboxError("a task's sidecar services run on podman only (not Kubernetes yet)")
         from kubernetes_asyncio.client.exceptions import ApiException
 
         rollout = (spec.labels.get(LABEL_ROLLOUT) or spec.labels.get("openforge/rollout")

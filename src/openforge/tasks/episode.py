@@ -142,6 +142,7 @@ def sandbox_spec(
         lifetime_s=task.timeout_s + task.verify_timeout_s + 60,
         host_paths=task.gui.host_paths() if task.gui is not None else (),
         gui=task.gui is not None,
+        services=task.environment.services if task.environment else (),
     )
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from openforge.environments.base import GuiEnvironment
 from openforge.guest import source
-from openforge.sandboxes.base import NetworkPolicy, Sandbox
+from openforge.sandboxes.base import NetworkPolicy, Sandbox, ServiceContainer
 from openforge.tasks.grading import SimulatedUser, SuiteGrader
 
 __all__ = [
@@ -142,6 +142,8 @@ class TaskEnvironment:
     # A directory of the environment holding skills (``<name>/SKILL.md``, Harbor's
     # ``skills_dir``): copied into the harness's own skills directory before it starts.
     skills_dir: str | None = None
+    # Sidecars sharing the sandbox's network (Harbor's compose services besides ``main``).
+    services: tuple[ServiceContainer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

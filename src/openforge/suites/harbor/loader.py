@@ -12,7 +12,8 @@ other than root, ``allowlist`` networks, a separate verifier environment, GPUs, 
 more than one ``mcp_servers`` entry or an ``sse`` one. The MCP server is offered to the
 harness (``stdio``: its command; ``streamable-http``: the MCP bridge's relay);
 ``skills_dir`` (a directory of the image) is copied into the harness's own skills directory,
-as Harbor does; a step's ``healthcheck`` gates it. ``artifacts`` are accepted and noted
+as Harbor does; a step's ``healthcheck`` gates it; ``environment/docker-compose.yaml``
+services besides ``main`` are sidecars (``compose.py``). ``artifacts`` are accepted and noted
 (not collected).
 
 Terminal-Bench 1: ``task.yaml`` (``instruction``, ``parser_name: pytest``, timeouts),
@@ -32,6 +33,7 @@ from typing import Any
 import yaml
 
 from openforge.environments.services import McpRelay
+from openforge.suites.harbor.compose import compose_services
 from openforge.tasks.model import (
     Healthcheck,
     McpServer,
@@ -220,24 +222,6 @@ def dockerfile_workdir(dockerfile: Path) -> str | None:
     return found[-1] if found else None
 
 
-def _no_sidecars(compose: Path) -> None:
-    """Refuse a compose file that adds services to Harbor's ``main``: the sandbox runs one
-    container, so a sidecar (an API server the task talks to) would be silently missing and
-    the task would score the agent against a service that is not there."""
-    try:
-        spec = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise TaskError(compose, "(yaml)", f"not valid YAML: {exc}") from exc
-    services = spec.get("services") if isinstance(spec, dict) else None
-    others = sorted(str(n) for n in (services or {}) if n != "main")
-    if others:
-        raise TaskError(
-            compose,
-            "services",
-            f"services besides main ({', '.join(others)}) are not supported yet",
-        )
-
-
 def _environment(
     file: Path,
     root: Path,
@@ -260,8 +244,8 @@ def _environment(
             f"environment/{compose[0]}",
             "compose environments are not supported (a Dockerfile is)",
         )
-    if compose and has_build:
-        _no_sidecars(context / compose[0])
+    timeout = number(file, env, "build_timeout_sec", 600.0, "environment.") or 600.0
+    services = compose_services(context / compose[0], timeout, warns) if compose else ()
     if not has_build and image is None:
         raise TaskError(root, "environment/Dockerfile", "missing (or set environment.docker_image)")
     skills = env.get("skills_dir")
@@ -271,11 +255,12 @@ def _environment(
         context=context if has_build else None,
         dockerfile=dockerfile if has_build else None,
         image=None if has_build else image,
-        build_timeout_s=number(file, env, "build_timeout_sec", 600.0, "environment.") or 600.0,
+        build_timeout_s=timeout,
         workdir=workdir,
         env=_env(file, env.get("env"), "environment.env"),
         healthcheck=_healthcheck(file, env.get("healthcheck"), "environment.healthcheck", warns),
         skills_dir=skills,
+        services=services,
     )
 
 
