@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 import zstandard
@@ -21,18 +21,24 @@ import zstandard
 from openforge.store.delta import Bases, StoredBase
 from openforge.store.errors import RolloutConflict
 from openforge.store.rows import (
+    BASE_HOPS,
     CALL_COLUMNS,
     ROLLOUT_COLUMNS,
     RequestColumns,
     call_row,
     calls_from_rows,
+    foreign_bases,
+    mint_rollout,
     request_columns,
+    role_key_row,
+    rollout_from_row,
 )
 from openforge.store.schemas import (
     TERMINAL,
     TRANSITIONS,
     Blob,
     CallRecord,
+    CallRole,
     Rollout,
     RolloutSelection,
     RolloutStatus,
@@ -41,6 +47,7 @@ from openforge.store.schemas import (
 __all__ = [
     "CallCodec",
     "Finish",
+    "SqlStore",
     "blob_rows",
     "call_columns",
     "check_open",
@@ -230,3 +237,125 @@ def sync_finished(cached: Rollout | None, result: Rollout) -> Rollout | None:
     cached.status, cached.reward = result.status, result.reward
     cached.finished_at, cached.details = result.finished_at, result.details
     return cached
+
+
+class SqlStore:
+    """What both SQL stores do alike, over each one's reads (:meth:`_fetch`) and writes:
+    a backend names its SQL placeholder and listing order, and keeps how it reaches its
+    database and what it caches."""
+
+    _MARK: ClassVar[str]  # the SQL placeholder: "?" or "%s"
+    _ORDER: ClassVar[str]  # the order rollouts are listed in (creation order)
+    _codec: CallCodec
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        """The rows a query returns."""
+        raise NotImplementedError
+
+    async def _insert_rollout(self, rollout: Rollout, row: tuple[Any, ...]) -> Rollout:
+        """Write a minted rollout's row; the rollout others should hold, once durable."""
+        raise NotImplementedError
+
+    async def _insert_role_key(self, row: tuple[Any, ...]) -> None:
+        """Write a ``role_keys`` row; return once durable."""
+        raise NotImplementedError
+
+    async def _finish(self, rollout_id: str, decide: Callable[[Rollout], Finish]) -> Rollout:
+        """Read the rollout's row (locked where the database has locks), write what
+        ``decide`` makes of it, and return the finished rollout."""
+        raise NotImplementedError
+
+    async def get_rollout(self, rollout_id: str) -> Rollout:
+        """The rollout; raises :class:`~openforge.store.errors.RolloutNotFound`."""
+        raise NotImplementedError
+
+    async def create_rollout(
+        self,
+        task_id: str | None = None,
+        group_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        split: str | None = None,
+    ) -> Rollout:
+        """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
+        return await self._insert_rollout(*mint_rollout(task_id, group_id, metadata, run_id, split))
+
+    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
+        """A fresh key through which calls are recorded under the rollout as ``role``."""
+        check_open(await self.get_rollout(rollout_id))
+        key, row = role_key_row(rollout_id, role)
+        await self._insert_role_key(row)
+        return key
+
+    async def finish_rollout(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        reward: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Move to a terminal status. The same finish again is a no-op; another conflicts.
+
+        A repeat conflicts when its status differs, or it gives a reward that differs
+        from a recorded one; a repeat may add a reward to a finish that had none
+        (scoring happens after the harness ends).
+        """
+        status, now = terminal(status), time.time()
+        return await self._finish(
+            rollout_id, lambda current: decide_finish(current, status, reward, details, now)
+        )
+
+    async def rollouts(
+        self,
+        statuses: Sequence[RolloutStatus] | None = None,
+        group_id: str | None = None,
+        selection: RolloutSelection | None = None,
+    ) -> list[Rollout]:
+        """Rollouts filtered by status, group and ``selection``, oldest first."""
+        sql, args = rollouts_query(statuses, group_id, self._MARK, self._ORDER, selection)
+        return [rollout_from_row(r) for r in await self._fetch(sql, args)]
+
+    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
+        """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
+        columns = call_columns(tokens)
+        rows = await self._fetch(
+            f"SELECT {columns} FROM calls WHERE rollout_id = {self._MARK} ORDER BY seq",
+            (rollout_id,),
+        )
+        bases: list[Sequence[Any]] = []
+        for _ in range(BASE_HOPS):  # roots are whole: one hop, unless rows were edited
+            missing = foreign_bases([*rows, *bases])
+            if not missing:
+                break
+            marks = ",".join([self._MARK] * len(missing))
+            bases += await self._fetch(
+                f"SELECT {columns} FROM calls WHERE id IN ({marks})", missing
+            )
+        return self._codec.decode(rows, tokens, bases)
+
+    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
+        """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
+        rows = await self._fetch(
+            f"SELECT seq FROM calls WHERE response_id = {self._MARK} AND rollout_id = {self._MARK}"
+            " LIMIT 1",
+            (response_id, rollout_id),
+        )
+        if not rows:
+            return None
+        # With the rollout's calls: a call stored as a delta needs its bases.
+        calls = await self.calls(rollout_id)
+        return next((c for c in calls if c.response_id == response_id), None)
+
+    async def next_seq(self, rollout_id: str) -> int:
+        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
+        rows = await self._fetch(
+            f"SELECT MAX(seq) FROM calls WHERE rollout_id = {self._MARK}", (rollout_id,)
+        )
+        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
+
+    async def get_blob(self, sha256: str) -> Blob | None:
+        """The blob with this digest, or None."""
+        rows = await self._fetch(
+            f"SELECT media_type, data FROM blobs WHERE sha256 = {self._MARK}", (sha256,)
+        )
+        return Blob(sha256, rows[0][0], bytes(rows[0][1])) if rows else None

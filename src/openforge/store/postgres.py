@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -38,19 +37,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from openforge.store.core import (
     CallCodec,
+    Finish,
+    SqlStore,
     blob_rows,
-    call_columns,
-    check_open,
-    decide_finish,
-    rollouts_query,
     sync_finished,
-    terminal,
 )
 from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
 from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
 from openforge.store.pgshared import PgShared
 from openforge.store.rows import (
-    BASE_HOPS,
     CALL_COLUMNS,
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
@@ -58,9 +53,6 @@ from openforge.store.rows import (
     ROLLOUT_WIDTH,
     RequestColumns,
     flags_json,
-    foreign_bases,
-    mint_rollout,
-    role_key_row,
     rollout_from_row,
 )
 from openforge.store.schemas import (
@@ -70,8 +62,6 @@ from openforge.store.schemas import (
     CallRole,
     Flag,
     Rollout,
-    RolloutSelection,
-    RolloutStatus,
 )
 
 __all__ = ["PG_SCHEMA_VERSION", "PostgresStore"]
@@ -106,11 +96,14 @@ class _Write:
     error: BaseException | None = field(default=None)
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """A :class:`~openforge.store.base.Store` in a PostgreSQL database (``postgresql://``).
 
     Opening checks (or creates) the schema synchronously, a one-off at startup.
     """
+
+    _MARK = "%s"
+    _ORDER = "created_at, n"
 
     def __init__(self, url: str, pool_size: int = 4) -> None:
         self.url = url
@@ -167,6 +160,9 @@ class PostgresStore:
                 return await cur.fetchall()
         except psycopg.Error as exc:
             raise StoreError(f"store {self.name}: read failed: {exc}") from None
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        return list(await self._read(sql, args))
 
     async def _submit(self, write: _Write) -> Any:
         await self._start()
@@ -268,17 +264,7 @@ class PostgresStore:
 
     # -- rollouts --------------------------------------------------------------
 
-    async def create_rollout(
-        self,
-        task_id: str | None = None,
-        group_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        split: str | None = None,
-    ) -> Rollout:
-        """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
-        rollout, row = mint_rollout(task_id, group_id, metadata, run_id, split)
-
+    async def _insert_rollout(self, rollout: Rollout, row: tuple[Any, ...]) -> Rollout:
         async def insert(conn: Conn) -> None:
             await conn.execute(
                 f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({_ROLLOUT_MARKS})",
@@ -314,18 +300,13 @@ class PostgresStore:
         self._by_key[key] = rollout
         return rollout
 
-    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
-        """A fresh key through which calls are recorded under the rollout as ``role``."""
-        check_open(await self.get_rollout(rollout_id))
-        key, row = role_key_row(rollout_id, role)
-
+    async def _insert_role_key(self, row: tuple[Any, ...]) -> None:
         async def insert(conn: Conn) -> None:
             await conn.execute(
                 f"INSERT INTO role_keys ({ROLE_KEY_COLUMNS}) VALUES (%s, %s, %s, %s)", row
             )
 
         await self._write(insert)
-        return key
 
     async def rollout_by_role_key(self, key: str) -> tuple[Rollout, CallRole] | None:
         """The rollout (as the database has it now) and role of a minted role key."""
@@ -346,21 +327,8 @@ class PostgresStore:
 
         await self._write(update)
 
-    async def finish_rollout(
-        self,
-        rollout_id: str,
-        status: RolloutStatus,
-        reward: float | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> Rollout:
-        """Move to a terminal status; the same finish again is a no-op, another conflicts.
-
-        As :meth:`SqliteStore.finish_rollout <openforge.store.sqlite.SqliteStore.finish_rollout>`;
-        the row is locked while deciding, so replicas finishing at once agree.
-        """
-        status = terminal(status)
-        now = time.time()
-
+    async def _finish(self, rollout_id: str, decide: Callable[[Rollout], Finish]) -> Rollout:
+        # The row is locked while deciding, so replicas finishing at once agree.
         async def finish(conn: Conn) -> Rollout:
             cur = await conn.execute(
                 f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = %s FOR UPDATE", (rollout_id,)
@@ -368,7 +336,7 @@ class PostgresStore:
             row = await cur.fetchone()
             if row is None:
                 raise RolloutNotFound(rollout_id)
-            decided = decide_finish(rollout_from_row(row), status, reward, details, now)
+            decided = decide(rollout_from_row(row))
             if (update := decided.update("%s")) is not None:
                 await conn.execute(*update)
             return decided.rollout
@@ -398,16 +366,6 @@ class PostgresStore:
             cached.flags = result.flags
         return result
 
-    async def rollouts(
-        self,
-        statuses: Sequence[RolloutStatus] | None = None,
-        group_id: str | None = None,
-        selection: RolloutSelection | None = None,
-    ) -> list[Rollout]:
-        """Rollouts filtered by status, group and ``selection``, oldest first."""
-        sql, args = rollouts_query(statuses, group_id, "%s", "created_at, n", selection)
-        return [rollout_from_row(r) for r in await self._read(sql, args)]
-
     # -- calls -----------------------------------------------------------------
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
@@ -429,32 +387,6 @@ class PostgresStore:
         self._codec.committed(call, stored)
         self._note_running(call.rollout_id)
 
-    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
-        """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
-        columns = call_columns(tokens)
-        rows = await self._read(
-            f"SELECT {columns} FROM calls WHERE rollout_id = %s ORDER BY seq", (rollout_id,)
-        )
-        bases: list[tuple[Any, ...]] = []
-        for _ in range(BASE_HOPS):  # roots are whole: one hop, unless rows were edited
-            missing = foreign_bases([*rows, *bases])
-            if not missing:
-                break
-            bases += await self._read(f"SELECT {columns} FROM calls WHERE id = ANY(%s)", (missing,))
-        return self._codec.decode(rows, tokens, bases)
-
-    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
-        """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
-        rows = await self._read(
-            "SELECT seq FROM calls WHERE response_id = %s AND rollout_id = %s LIMIT 1",
-            (response_id, rollout_id),
-        )
-        if not rows:
-            return None
-        # With the rollout's calls: a call stored as a delta needs its bases.
-        calls = await self.calls(rollout_id)
-        return next((c for c in calls if c.response_id == response_id), None)
-
     async def put_blobs(self, blobs: Sequence[Blob]) -> None:
         """Store blobs not stored yet (``ON CONFLICT DO NOTHING`` on the digest); durable
         on return."""
@@ -471,16 +403,6 @@ class PostgresStore:
                 )
 
         await self._write(insert)
-
-    async def get_blob(self, sha256: str) -> Blob | None:
-        """The blob with this digest, or None."""
-        rows = await self._read("SELECT media_type, data FROM blobs WHERE sha256 = %s", (sha256,))
-        return Blob(sha256, rows[0][0], bytes(rows[0][1])) if rows else None
-
-    async def next_seq(self, rollout_id: str) -> int:
-        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
-        rows = await self._read("SELECT MAX(seq) FROM calls WHERE rollout_id = %s", (rollout_id,))
-        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
 
     async def allocate_seq(self, rollout_id: str) -> int:
         """The rollout's next ``seq``, from its counter row: distinct across replicas."""

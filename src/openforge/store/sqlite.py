@@ -20,7 +20,6 @@ import concurrent.futures
 import logging
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,13 +28,11 @@ from typing import Any, TypeVar
 from openforge.store.checkpoint import WalCheckpointer
 from openforge.store.core import (
     CallCodec,
+    Finish,
+    SqlStore,
     blob_rows,
-    call_columns,
     check_open,
-    decide_finish,
-    rollouts_query,
     sync_finished,
-    terminal,
 )
 from openforge.store.errors import RolloutNotFound, StoreError
 from openforge.store.migrations import (
@@ -48,7 +45,6 @@ from openforge.store.migrations import (
     read_version,
 )
 from openforge.store.rows import (
-    BASE_HOPS,
     CALL_COLUMNS,
     CALL_WIDTH,
     ROLE_KEY_COLUMNS,
@@ -56,9 +52,6 @@ from openforge.store.rows import (
     ROLLOUT_WIDTH,
     RequestColumns,
     flags_json,
-    foreign_bases,
-    mint_rollout,
-    role_key_row,
     rollout_from_row,
     tables_ddl,
 )
@@ -68,7 +61,6 @@ from openforge.store.schemas import (
     CallRole,
     Flag,
     Rollout,
-    RolloutSelection,
     RolloutStatus,
 )
 from openforge.store.shared import LocalShared
@@ -87,18 +79,6 @@ _SCHEMA = (
 _CALL_INSERT = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES "
 _ROLLOUT_MARKS = ",".join("?" * ROLLOUT_WIDTH)
 _WAL_LIMIT = 64 << 20  # bytes a restarted WAL is cut back to
-
-
-def _bases(conn: sqlite3.Connection, columns: str, rows: list[Any]) -> list[Any]:
-    """Other rollouts' rows that ``rows`` are stored against (roots), read by id."""
-    bases: list[Any] = []
-    for _ in range(BASE_HOPS):  # roots are whole: one hop, unless rows were edited
-        missing = foreign_bases([*rows, *bases])
-        if not missing:
-            break
-        marks = ",".join("?" * len(missing))
-        bases += conn.execute(f"SELECT {columns} FROM calls WHERE id IN ({marks})", missing)
-    return bases
 
 
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
@@ -129,12 +109,15 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> None:
             )
 
 
-class SqliteStore:
+class SqliteStore(SqlStore):
     """The default :class:`~openforge.store.base.Store`: one SQLite file in WAL mode.
 
     Opening is synchronous (a one-off at startup). ``call_counts`` of a rollout, token
     counts without the blobs, are available through :meth:`call_summaries`.
     """
+
+    _MARK = "?"
+    _ORDER = "created_at, rowid"
 
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("NORMAL", "FULL"):
@@ -194,6 +177,9 @@ class SqliteStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, fn, self._reader_conn)
 
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        return await self._read(lambda conn: conn.execute(sql, args).fetchall())
+
     def _cache(self, rollout: Rollout) -> Rollout:
         self._by_id[rollout.id] = rollout
         self._by_key[rollout.key] = rollout
@@ -201,17 +187,7 @@ class SqliteStore:
 
     # -- rollouts --------------------------------------------------------------
 
-    async def create_rollout(
-        self,
-        task_id: str | None = None,
-        group_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        split: str | None = None,
-    ) -> Rollout:
-        """Mint a rollout with a fresh id and a 192-bit key; durable on return."""
-        rollout, row = mint_rollout(task_id, group_id, metadata, run_id, split)
-
+    async def _insert_rollout(self, rollout: Rollout, row: tuple[Any, ...]) -> Rollout:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({_ROLLOUT_MARKS})", row)
 
@@ -244,17 +220,12 @@ class SqliteStore:
         found = await self._read(select)
         return self._cache(found) if found is not None else None
 
-    async def mint_role_key(self, rollout_id: str, role: CallRole) -> str:
-        """A fresh key through which calls are recorded under the rollout as ``role``."""
-        check_open(await self.get_rollout(rollout_id))
-        key, row = role_key_row(rollout_id, role)
-
+    async def _insert_role_key(self, row: tuple[Any, ...]) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(f"INSERT INTO role_keys ({ROLE_KEY_COLUMNS}) VALUES (?,?,?,?)", row)
 
         await self._write(insert)
-        self._role_keys[key] = (rollout_id, role)
-        return key
+        self._role_keys[row[0]] = (row[1], CallRole(row[2]))
 
     async def rollout_by_role_key(self, key: str) -> tuple[Rollout, CallRole] | None:
         """The rollout and role of a key minted by :meth:`mint_role_key`."""
@@ -289,29 +260,14 @@ class SqliteStore:
         if rollout.status is RolloutStatus.CREATED:
             rollout.status = RolloutStatus.RUNNING
 
-    async def finish_rollout(
-        self,
-        rollout_id: str,
-        status: RolloutStatus,
-        reward: float | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> Rollout:
-        """Move to a terminal status. The same finish again is a no-op; another conflicts.
-
-        A repeat conflicts when its status differs, or it gives a reward that differs
-        from a recorded one; a repeat may add a reward to a finish that had none
-        (scoring happens after the harness ends).
-        """
-        status = terminal(status)
-        now = time.time()
-
+    async def _finish(self, rollout_id: str, decide: Callable[[Rollout], Finish]) -> Rollout:
         def finish(conn: sqlite3.Connection) -> Rollout:
             row = conn.execute(
                 f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id = ?", (rollout_id,)
             ).fetchone()
             if row is None:
                 raise RolloutNotFound(rollout_id)
-            decided = decide_finish(rollout_from_row(row), status, reward, details, now)
+            decided = decide(rollout_from_row(row))
             if (update := decided.update("?")) is not None:
                 conn.execute(*update)
             return decided.rollout
@@ -342,20 +298,6 @@ class SqliteStore:
             return cached
         return self._cache(result)
 
-    async def rollouts(
-        self,
-        statuses: Sequence[RolloutStatus] | None = None,
-        group_id: str | None = None,
-        selection: RolloutSelection | None = None,
-    ) -> list[Rollout]:
-        """Rollouts filtered by status, group and ``selection``, oldest first."""
-        sql, args = rollouts_query(statuses, group_id, "?", "created_at, rowid", selection)
-
-        def select(conn: sqlite3.Connection) -> list[Rollout]:
-            return [rollout_from_row(r) for r in conn.execute(sql, args)]
-
-        return await self._read(select)
-
     # -- calls -----------------------------------------------------------------
 
     def prepare_call(self, call: CallRecord) -> RequestColumns:
@@ -380,38 +322,6 @@ class SqliteStore:
             self._next_seq[call.rollout_id] = call.seq + 1
         if cached is not None and cached.status is RolloutStatus.CREATED:
             cached.status = RolloutStatus.RUNNING
-
-    async def calls(self, rollout_id: str, tokens: bool = True) -> list[CallRecord]:
-        """The rollout's calls in ``seq`` order; ``tokens=False`` skips the id blobs."""
-        columns = call_columns(tokens)
-
-        def select(conn: sqlite3.Connection) -> list[CallRecord]:
-            rows = conn.execute(
-                f"SELECT {columns} FROM calls WHERE rollout_id = ? ORDER BY seq", (rollout_id,)
-            ).fetchall()
-            return self._codec.decode(rows, tokens, _bases(conn, columns, rows))
-
-        return await self._read(select)
-
-    async def call_by_response_id(self, rollout_id: str, response_id: str) -> CallRecord | None:
-        """The call of ``rollout_id`` whose answer had this id, if recorded (never another's)."""
-
-        def select(conn: sqlite3.Connection) -> CallRecord | None:
-            row = conn.execute(
-                "SELECT seq FROM calls WHERE response_id = ? AND rollout_id = ? LIMIT 1",
-                (response_id, rollout_id),
-            ).fetchone()
-            if row is None:
-                return None
-            # With the rollout's calls up to it: a call stored as a delta needs its bases.
-            rows = conn.execute(
-                f"SELECT {CALL_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY seq",
-                (rollout_id,),
-            ).fetchall()
-            calls = self._codec.decode(rows, True, _bases(conn, CALL_COLUMNS, rows))
-            return next(c for c in calls if c.response_id == response_id)
-
-        return await self._read(select)
 
     async def call_summaries(self, rollout_id: str) -> list[dict[str, Any]]:
         """Per call, without blobs: id, seq, dialect, status, token counts, finish, fork."""
@@ -440,17 +350,6 @@ class SqliteStore:
             for d in out:
                 d["fork"] = bool(d["fork"])
             return out
-
-        return await self._read(select)
-
-    async def next_seq(self, rollout_id: str) -> int:
-        """One past the highest recorded ``seq`` of the rollout (0 for none)."""
-
-        def select(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT MAX(seq) FROM calls WHERE rollout_id = ?", (rollout_id,)
-            ).fetchone()
-            return 0 if row is None or row[0] is None else int(row[0]) + 1
 
         return await self._read(select)
 
@@ -485,17 +384,6 @@ class SqliteStore:
             )
 
         await self._write(insert)
-
-    async def get_blob(self, sha256: str) -> Blob | None:
-        """The blob with this digest, or None."""
-
-        def select(conn: sqlite3.Connection) -> Blob | None:
-            row = conn.execute(
-                "SELECT media_type, data FROM blobs WHERE sha256 = ?", (sha256,)
-            ).fetchone()
-            return Blob(sha256, row[0], bytes(row[1])) if row else None
-
-        return await self._read(select)
 
     async def blob_bytes(self) -> int:
         """Total bytes of stored blobs (for reports and benchmarks)."""
