@@ -5,17 +5,20 @@ outcome from the apps' own database."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from openforge.environments.browser import RESULT_FILE
 from openforge.harnesses.browser_use import PREFIX
 from openforge.rollouts import RolloutConfig, run_rollouts
+from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites import load_tasks
 
-from .conftest import admin_headers
+from .conftest import ScriptedGateway, admin_headers
 
 ORDERS = (
     "SELECT o.name, o.address, i.slug, i.qty FROM orders o "
@@ -80,6 +83,43 @@ async def test_answers_are_checked_and_a_wrong_one_scores_zero(
     assert results[1].details is not None and results[1].details["answer"] == "port 80"
     # The wiki was only read: its revisions are the seed's.
     assert results[1].details["checks"][0]["rows"] == [[4]]
+
+
+# Inside the sandbox: kill the browser environment's server (the process running
+# browser_server.pyz after "python -I") so nothing writes its result again, then forge the
+# result with the right answer, where the web-apps verifier read the answer before.
+_FORGE = """for p in /proc/[0-9]*; do
+  case "$(tr '\\0' '\\n' < "$p/cmdline" 2>/dev/null | sed -n 3p)" in
+    */browser_server.pyz) kill -9 "${{p#/proc/}}" ;;
+  esac
+done
+sleep 1
+printf '%s' {result} > {home}/{result_file}
+"""
+
+
+async def test_an_answer_forged_in_the_result_file_scores_nothing(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    # A shell harness (run only with --allow-reachable-evidence) forges the environment's
+    # result with the right answer; its policy never states one. The wiki is left as seeded,
+    # so the database check passes: only the answer can fail, and must.
+    forged = {"answer": "8443", "done": True, "reward": 1.0, "actions": []}
+    script = _FORGE.format(
+        result=shlex.quote(json.dumps(forged)), home=SANDBOX_HOME, result_file=RESULT_FILE
+    )
+    gateway = scripted_gateway(
+        [{"tool_calls": [{"name": "bash", "arguments": {"command": script}}]}, "Done."]
+    )
+    config = _config(tmp_path, gateway, "claw", ["webapps/wiki-port"])
+    config.allow_reachable_evidence = True
+    (res,) = await run_rollouts(config)
+    assert (res.status, res.reward, res.error) == ("completed", 0.0, None), res
+    assert res.details is not None
+    assert (res.details["answer"], res.details["answer_ok"]) == (None, False)
+    assert res.details["checks"][0]["ok"] is True  # the forged result was read, as it was up
+    rec = httpx.get(f"{gateway}/admin/rollouts/{res.rollout_id}", headers=admin_headers()).json()
+    assert len(rec["calls"]) == 2  # the forging policy did run
 
 
 def _reply(*actions: dict[str, object]) -> str:

@@ -18,6 +18,7 @@ from openforge.sandboxes.base import Sandbox, SandboxError
 __all__ = [
     "GUI_PREFIX",
     "GUI_PYTHON",
+    "STATED_ANSWER",
     "UNAVAILABLE_STATUS",
     "EnvironmentUnavailable",
     "GuiEnvironment",
@@ -35,6 +36,11 @@ _GUI_PYTHON = Path(GUI_PYTHON)
 # The exit status of a wrapped harness whose environment did not come up: its verifier then
 # finds no result, so the rollout is an infrastructure error, never a reward of 0.
 UNAVAILABLE_STATUS = 96
+# Put beside a GUI task's verifier (in its own directory, which the agent cannot write) by
+# the orchestrator: ``{"answer": str | null}``, the final answer the policy stated, read from
+# the gateway's record of its last reply (``rollouts/recorded.py``). A verifier that grades
+# an answer reads it only here: the environment's result file is in the agent's reach.
+STATED_ANSWER = "stated-answer.json"
 
 
 class EnvironmentUnavailable(SandboxError):

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 import orjson
 
 from openforge.environments.base import (
+    STATED_ANSWER,
     UNAVAILABLE_STATUS,
     EnvironmentUnavailable,
     python_host_paths,
@@ -187,7 +188,9 @@ exit $rc
 def verify_script(answer: tuple[str, ...] = (), page_reward: bool = True) -> bytes:
     """The verifier every browser task runs: the reward state the server last wrote.
 
-    ``answer``: the agent's ``answer`` must also contain each of these (any case), else 0;
+    ``answer``: the agent's answer must also contain each of these (any case), else 0 (the
+    answer its policy stated, put beside the verifier as :data:`STATED_ANSWER` by the
+    orchestrator; never the result file's copy, which the sandbox's uid can write);
     ``page_reward=False`` (a task rewarded by its answer alone): 1 when the answer holds.
 
     The orchestrator verifies only rollouts whose environment came up (an exec that ended
@@ -216,7 +219,13 @@ if state.get("error"):
     print(json.dumps({{"reward": 0.0, "details": {{"done": False, "why_zero": why}}}}))
     sys.exit(0)
 reward = min(1.0, max(0.0, float(state.get("reward") or 0.0))) if {page_reward!r} else 1.0
-said = str(state.get("answer") or "").lower()
+try:  # the answer the policy stated, as the gateway recorded it: never the result's copy
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), {STATED_ANSWER!r})) as f:
+        stated = json.load(f).get("answer")
+except (OSError, ValueError, AttributeError):
+    stated = None
+state["answer"] = stated
+said = str(stated or "").lower()
 if not all(a.lower() in said for a in {list(answer)!r}):
     state["why_zero"] = "the answer does not hold what the task asks"
     reward = 0.0

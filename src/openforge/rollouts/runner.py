@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforge.environments.base import UNAVAILABLE_STATUS
+import orjson
+
+from openforge.environments.base import STATED_ANSWER, UNAVAILABLE_STATUS
 from openforge.harnesses.base import (
     ExposesTaskTools,
     Harness,
@@ -65,6 +67,7 @@ from openforge.tasks.judge import Judge
 from openforge.tasks.model import Task
 from openforge.tasks.oracle import verifier_runs_untouched
 from openforge.tasks.transcript import Transcript
+from openforge.tasks.verify import run_verifier
 from openforge.traces.monitor import CallContent, RuleSet, scan
 
 __all__ = ["Attempt", "RolloutJob", "add_skills", "run_job"]
@@ -294,6 +297,24 @@ def _suite_grade(
     return grade
 
 
+def _stated_verify(
+    task: Task, job: RolloutJob, box: Sandbox, workdir: str, minted: Minted
+) -> Grade | None:
+    """A GUI task's verifier, given the final answer the policy stated as the gateway
+    recorded it (:data:`STATED_ANSWER`; null when it stated none or its harness states none),
+    so that no file the agent could write in the sandbox is taken for its answer."""
+    if task.grader is not None or task.gui is None or task.steps:
+        return None
+
+    async def grade() -> VerifyResult:
+        transcript = await _recorded(job, minted)
+        answer = transcript.answer if transcript is not None else None
+        given = {STATED_ANSWER: orjson.dumps({"answer": answer})}
+        return await run_verifier(box, task, workdir, given=given)
+
+    return grade
+
+
 def _user_reply(task: Task, job: RolloutJob, minted: Minted) -> Reply | None:
     """A multi-turn task's simulated user, asked through the rollout's user-role key with
     the conversation so far as the gateway recorded it."""
@@ -332,7 +353,9 @@ async def _attempt(
     try:
         act = _harness_act(task, job, box, minted, out, workdir)
         try:
-            grade = _suite_grade(task, job, box, out, workdir, minted)
+            grade = _suite_grade(task, job, box, out, workdir, minted) or _stated_verify(
+                task, job, box, workdir, minted
+            )
             reply = _user_reply(task, job, minted)
             episode = await run_episode(box, task, workdir, act, grade, reply)
         except VerifierError as exc:

@@ -34,6 +34,7 @@ import os
 import re
 import shlex
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +81,17 @@ def parse_verifier_output(stdout: bytes) -> tuple[float, Any]:
 
 
 async def run_verifier(
-    sandbox: Sandbox, task: Task, workdir: str = SANDBOX_WORKDIR, step: TaskStep | None = None
+    sandbox: Sandbox,
+    task: Task,
+    workdir: str = SANDBOX_WORKDIR,
+    step: TaskStep | None = None,
+    given: Mapping[str, bytes] | None = None,
 ) -> VerifyResult:
     """Run the task's verifier in ``sandbox`` and parse its reward.
 
     ``step`` runs that step's verifier (multi-step tasks); a task with Harbor's contract
-    (``task.tests``) runs its tests in place.
+    (``task.tests``) runs its tests in place. ``given``: more files for the verifier's own
+    directory, from the host (the stated answer of a GUI task, ``environments/base.py``).
     """
     tests = step.verifier if step is not None else task.tests
     if tests is not None:
@@ -94,7 +100,8 @@ async def run_verifier(
     prefix = f"{VERIFY_DIR}/"
     run = VerifierExec(
         cmd=task.verify_command,
-        files={k.removeprefix(prefix): v for k, v in task.verify_bytes().items()},
+        files={k.removeprefix(prefix): v for k, v in task.verify_bytes().items()}
+        | dict(given or {}),
         dir=VERIFY_DIR,
         env=dict(task.environment.env) if task.environment else {},
         timeout=task.verify_timeout_s,

@@ -15,7 +15,7 @@ is a form POST their server writes to SQLite. A task directory holds one ``webap
     expect = [["Ada Lovelace", "blue-mug", 2]]
 
     [answer]                           # optional: the agent's Answer must contain each
-    contains = ["8443"]
+    contains = ["8443"]                # (the answer its policy stated, as the gateway recorded)
 
 The reward is 1 when every check's rows equal ``expect`` (in order) and the answer holds,
 else 0. A database that is missing (the apps never started) or a query that fails is the
@@ -32,6 +32,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from openforge.environments.base import STATED_ANSWER
 from openforge.environments.browser import APP_DB, RESULT_FILE, BrowserEnvironment
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites.cache import cached_suite
@@ -109,7 +110,10 @@ SUITE_TASKS: tuple[tuple[str, str, str, tuple[_Check, ...], tuple[str, ...], str
 
 
 def verify_script(checks: list[dict[str, Any]], answer: list[str]) -> bytes:
-    """The verifier: the checks' SQL on the apps' database (read-only), the agent's answer.
+    """The verifier: the checks' SQL on the apps' database (read-only), the agent's answer
+    (the one the policy stated, which the orchestrator puts beside it as
+    :data:`~openforge.environments.base.STATED_ANSWER`; the environment's result file, which
+    a process with the sandbox's uid could write, is read only to see that it came up).
 
     It exits non-zero (``infra_error``) when a query fails; a result or database gone or
     spoiled after the environment came up (the only time it is run) is the agent's 0;
@@ -146,9 +150,13 @@ for check in SPEC["checks"]:
     good = rows == check["expect"]
     ok = ok and good
     results.append({{"sql": check["sql"], "rows": rows, "ok": good}})
-said = str(state.get("answer") or "")
-answer_ok = all(a.lower() in said.lower() for a in SPEC["answer"])
-details = {{"checks": results, "answer": state.get("answer"), "answer_ok": answer_ok}}
+try:  # the answer the policy stated, as the gateway recorded it: never the result's copy
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), {STATED_ANSWER!r})) as f:
+        said = json.load(f).get("answer")
+except (OSError, ValueError, AttributeError):
+    said = None
+answer_ok = all(a.lower() in str(said or "").lower() for a in SPEC["answer"])
+details = {{"checks": results, "answer": said, "answer_ok": answer_ok}}
 print(json.dumps({{"reward": 1.0 if ok and answer_ok else 0.0, "details": details}}))
 """.encode()
 
