@@ -19,8 +19,8 @@ from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 __all__ = [
-    "LiveCounts", "ProgressLines", "clock", "concurrency_warning", "cores", "live_display",
-    "load1",
+    "LiveCounts", "PeriodicLines", "ProgressLines", "clock", "concurrency_warning", "cores",
+    "interval_s", "live_display", "load1",
 ]  # fmt: skip
 
 # Seconds between progress lines in a log (not a terminal).
@@ -115,39 +115,58 @@ class LiveCounts:
         return Group(self.progress, "  ".join([*self._parts(), f"ETA {clock(self.eta_s())}"]))
 
 
-class ProgressLines:
-    """Prints :meth:`LiveCounts.line` every ``interval_s`` seconds (from a thread, so a
-    long rollout does not silence it) and when the last rollout ends."""
+class PeriodicLines:
+    """Prints ``line()`` on entering and every ``interval_s`` seconds (from a thread, so a
+    long step or rollout does not silence it): the progress of a command whose output is a
+    log, not a terminal."""
 
-    def __init__(self, live: LiveCounts, console: Console, interval_s: float = 30.0) -> None:
-        self.live, self.console, self.interval_s = live, console, interval_s
+    def __init__(self, line: Callable[[], str], console: Console, interval_s: float = 30.0) -> None:
+        self.line, self.console, self.interval_s = line, console, interval_s
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="progress-lines", daemon=True)
-        self._last_done = -1
-        live.listeners.append(self._on_finish)
 
-    def _print(self) -> None:
+    def print_line(self) -> None:
+        """Print the line now."""
         with self._lock:
-            self.console.print(self.live.line(), markup=False, highlight=False)
-            self._last_done = self.live.done
-
-    def _on_finish(self) -> None:
-        if self.live.skipped + self.live.done >= self.live.total:
-            self._print()
+            self.console.print(self.line(), markup=False, highlight=False)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self._print()
+            self.print_line()
 
-    def __enter__(self) -> ProgressLines:
-        self.console.print(self.live.line(), markup=False, highlight=False)
+    def __enter__(self) -> PeriodicLines:
+        self.print_line()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class ProgressLines(PeriodicLines):
+    """Prints :meth:`LiveCounts.line` every ``interval_s`` seconds and when the last rollout
+    ends."""
+
+    def __init__(self, live: LiveCounts, console: Console, interval_s: float = 30.0) -> None:
+        super().__init__(live.line, console, interval_s)
+        self.live = live
+        live.listeners.append(self._on_finish)
+
+    def _on_finish(self) -> None:
+        if self.live.skipped + self.live.done >= self.live.total:
+            self.print_line()
+
+
+def interval_s() -> float:
+    """Seconds between progress lines in a log: ``$OPENFORGE_PROGRESS_INTERVAL_S`` (at least
+    1), 30 by default."""
+    try:
+        interval = float(os.environ.get(INTERVAL_ENV) or 30.0)
+    except ValueError:
+        interval = 30.0
+    return max(interval, 1.0)
 
 
 @contextlib.contextmanager
@@ -160,11 +179,7 @@ def live_display(live: LiveCounts, console: Console) -> Iterator[None]:
         with Live(live, console=console, refresh_per_second=4):
             yield
         return
-    try:
-        interval = float(os.environ.get(INTERVAL_ENV) or 30.0)
-    except ValueError:
-        interval = 30.0
-    with ProgressLines(live, console, max(interval, 1.0)):
+    with ProgressLines(live, console, interval_s()):
         yield
 
 

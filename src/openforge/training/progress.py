@@ -1,10 +1,13 @@
-"""``openforge train``'s progress bar (rich): GRPO step, last train reward, last held-out
-reward, elapsed time and ETA. It listens to the run's metrics records
+"""``openforge train``'s progress: GRPO step, last train reward, last held-out reward,
+elapsed time and ETA; a rich bar on a terminal, else (a log) one plain line every
+``$OPENFORGE_PROGRESS_INTERVAL_S`` seconds (30 by default) and one when it ends, as
+``openforge rollout`` prints. It listens to the run's metrics records
 (:attr:`MetricsWriter.listeners <openforge.training.metrics.MetricsWriter.listeners>`),
 so the loop itself knows nothing about a terminal."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +19,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from openforge.progress import PeriodicLines, clock, interval_s
 
 __all__ = ["TrainProgress"]
 
@@ -43,8 +48,25 @@ class TrainProgress:
         self.reward = "-"
         self.held_out = "-"
         self.phase = "starting"
+        self.steps, self.done, self.first = steps, done, done
+        self.t0 = time.monotonic()
         self.bar = self.progress.add_task("train", total=steps, completed=done, status="")
+        self.lines = (
+            None
+            if self.progress.console.is_terminal
+            else PeriodicLines(self.line, self.progress.console, interval_s())
+        )
         self._show()
+
+    def line(self) -> str:
+        """One plain line for a log: step, rewards, phase, elapsed time and ETA."""
+        elapsed = time.monotonic() - self.t0
+        ran = self.done - self.first  # steps run by this process (not a resumed run's)
+        eta = (self.steps - self.done) * elapsed / ran if ran > 0 else None
+        return (
+            f"GRPO step {self.done}/{self.steps}, reward {self.reward}, held-out "
+            f"{self.held_out}, {self.phase}, elapsed {clock(elapsed)}, ETA {clock(eta)}"
+        )
 
     def _show(self) -> None:
         status = f"reward {self.reward} · held-out {self.held_out} · {self.phase}"
@@ -57,7 +79,8 @@ class TrainProgress:
             if isinstance(record.get("reward_mean"), int | float):
                 self.reward = f"{float(record['reward_mean']):.2f}"
             self.phase = "updated" if kind == "train" else f"skipped ({record.get('reason')})"
-            self.progress.update(self.bar, completed=int(record.get("step", 0)) + 1)
+            self.done = int(record.get("step", 0)) + 1
+            self.progress.update(self.bar, completed=self.done)
         elif kind == "eval":
             self.held_out = f"{float(record.get('reward_mean', 0.0)):.2f} ({record.get('tag')})"
             self.phase = f"evaluated {record.get('tag')}"
@@ -66,8 +89,15 @@ class TrainProgress:
         self._show()
 
     def __enter__(self) -> TrainProgress:
-        self.progress.start()
+        if self.lines is None:
+            self.progress.start()
+        else:
+            self.lines.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.lines is None:
+            self.progress.stop()
+            return
+        self.lines.__exit__(*exc)
+        self.lines.print_line()
