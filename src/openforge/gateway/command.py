@@ -250,15 +250,14 @@ def _check_postgres(url: str) -> None:
     reached or refuses the login."""
     import psycopg
 
-    from openforge.store.pgschema import redact
+    from openforge.store.pgschema import connect_reason, redact, with_timeout
 
     try:
-        psycopg.connect(url, connect_timeout=2).close()
+        psycopg.connect(with_timeout(url)).close()
     except psycopg.Error as exc:
-        reason = " ".join(str(exc).split())
         _fail(
-            f"--store {redact(url)}: cannot connect ({reason}); start PostgreSQL there, fix "
-            "the URL, or pass a SQLite file (--store calls.sqlite)"
+            f"--store {redact(url)}: cannot connect ({connect_reason(url, exc)}); start "
+            "PostgreSQL there, fix the URL, or pass a SQLite file (--store calls.sqlite)"
         )
 
 

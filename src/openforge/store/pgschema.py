@@ -8,7 +8,20 @@ from openforge.store.errors import StoreError
 from openforge.store.migrations import SchemaMismatch
 from openforge.store.rows import tables_ddl
 
-__all__ = ["PG_SCHEMA_VERSION", "check_schema", "redact"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "PG_SCHEMA_VERSION",
+    "check_schema",
+    "connect_error",
+    "connect_reason",
+    "redact",
+    "with_timeout",
+]
+
+# Seconds a connection waits for the server unless the URL says (libpq's
+# ``connect_timeout``): a host that silently drops packets would otherwise hold a command
+# for the operating system's TCP timeout, minutes, before it could say anything.
+CONNECT_TIMEOUT_S = 10
 
 PG_SCHEMA_VERSION = 5
 # Version 2: ``calls.role`` and ``role_keys`` (judge and simulated-user keys). An older
@@ -71,9 +84,9 @@ _SCHEMA = (
 def check_schema(url: str) -> None:
     """Create the schema in an empty database, accept ours, refuse any other version."""
     try:
-        conn = psycopg.connect(url, autocommit=True)
+        conn = psycopg.connect(with_timeout(url), autocommit=True)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to the store at {redact(url)}: {exc}") from None
+        raise connect_error(url, exc) from None
     with conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
         exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
@@ -102,6 +115,39 @@ def check_schema(url: str) -> None:
                 + ("; it is newer than this OpenForge: upgrade OpenForge" if newer else "")
             )
         conn.execute(_BLOBS)
+
+
+def with_timeout(url: str) -> str:
+    """``url`` as a connection string with :data:`CONNECT_TIMEOUT_S` as its
+    ``connect_timeout`` unless it sets one (``?connect_timeout=SECONDS``)."""
+    try:
+        if psycopg.conninfo.conninfo_to_dict(url).get("connect_timeout"):
+            return url
+        return psycopg.conninfo.make_conninfo(url, connect_timeout=str(CONNECT_TIMEOUT_S))
+    except psycopg.ProgrammingError:
+        return url  # psycopg's own connect says what is wrong with the URL
+
+
+def connect_reason(url: str, exc: BaseException) -> str:
+    """Why a connection to ``url`` failed, on one line; a timeout says how long it waited
+    and how to wait longer."""
+    reason = " ".join(str(exc).split())
+    if not isinstance(exc, psycopg.errors.ConnectionTimeout | TimeoutError):
+        return reason
+    try:
+        waited = psycopg.conninfo.conninfo_to_dict(url).get("connect_timeout")
+    except psycopg.ProgrammingError:
+        waited = None
+    return (
+        f"no answer within {waited or CONNECT_TIMEOUT_S} s ({reason}); check that the host is "
+        "reachable, or give it longer with connect_timeout=SECONDS in the URL "
+        "(postgresql://...?connect_timeout=30)"
+    )
+
+
+def connect_error(url: str, exc: BaseException) -> StoreError:
+    """The error for a failed connection to the store at ``url``, its password masked."""
+    return StoreError(f"cannot connect to the store at {redact(url)}: {connect_reason(url, exc)}")
 
 
 def redact(url: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from openforge.store.errors import StoreError
+from openforge.store.pgschema import with_timeout
 from openforge.store.schemas import ControlState
 from openforge.store.shared import KEEP, UNCHANGED, Keep, Weights
 
@@ -104,7 +105,7 @@ class PgShared:
         """Run ``sql`` on a connection of its own, committed durably (the store's pool
         commits asynchronously: fine for acknowledgements, not for a change of state)."""
         try:
-            async with await psycopg.AsyncConnection.connect(self._url) as conn:
+            async with await psycopg.AsyncConnection.connect(with_timeout(self._url)) as conn:
                 if not self._ready:
                     async with conn.transaction():
                         await conn.execute(f"SELECT pg_advisory_xact_lock({_LOCK_DDL})")
@@ -160,7 +161,9 @@ class PgShared:
         each (re)connection the current state first (what a lost connection missed)."""
         while not self._closed():
             try:
-                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(
+                    with_timeout(self._url), autocommit=True
+                )
             except psycopg.Error as exc:
                 _log.warning("store %s: cannot listen for admin changes: %s", self._name, exc)
                 await asyncio.sleep(1.0)
@@ -210,7 +213,7 @@ class PgShared:
         """A session advisory lock on a connection of its own (released if this process
         dies, with its connection)."""
         try:
-            conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+            conn = await psycopg.AsyncConnection.connect(with_timeout(self._url), autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(
                 f"store {self._name}: cannot lock for a weight update: {exc}"

@@ -43,7 +43,13 @@ from openforge.store.core import (
     sync_finished,
 )
 from openforge.store.errors import RolloutConflict, RolloutNotFound, StoreError
-from openforge.store.pgschema import PG_SCHEMA_VERSION, check_schema, redact
+from openforge.store.pgschema import (
+    PG_SCHEMA_VERSION,
+    check_schema,
+    connect_error,
+    redact,
+    with_timeout,
+)
 from openforge.store.pgshared import PgShared
 from openforge.store.rows import (
     CALL_COLUMNS,
@@ -136,7 +142,7 @@ class PostgresStore(SqlStore):
                 return
             try:
                 pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-                    self.url,
+                    with_timeout(self.url),
                     min_size=1,
                     max_size=self._pool_size,
                     kwargs={"autocommit": True},
@@ -144,9 +150,9 @@ class PostgresStore(SqlStore):
                     open=False,
                 )
                 await pool.open(wait=True, timeout=30.0)
-                self._writer_conn = await psycopg.AsyncConnection.connect(self.url)
+                self._writer_conn = await psycopg.AsyncConnection.connect(with_timeout(self.url))
             except (psycopg.Error, TimeoutError) as exc:
-                raise StoreError(f"cannot connect to the store at {self.name}: {exc}") from None
+                raise connect_error(self.url, exc) from None
             self._pool = pool
             self._queue = asyncio.Queue()
             self._writer_task = asyncio.create_task(self._write_loop(), name="store-write")
