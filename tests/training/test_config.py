@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,17 @@ def test_shipped_configs_load() -> None:
     assert shipped, "configs/train*.yaml missing"
     for p in shipped:
         load_config(p)
+
+
+def test_the_featured_config_is_the_quickstarts_recipe() -> None:
+    # README features configs/train-smollm2.yaml: the recipe whose held-out reward rises
+    # (claw-drill), not claw-mini's, where it stays 0 (docs/training.md).
+    from openforge.training.quickstart import quickstart_config
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "train-smollm2.yaml"
+    shipped = load_config(path)
+    recipe = quickstart_config(shipped.run_dir, shipped.steps)
+    assert dataclasses.replace(shipped, source=recipe.source) == recipe
 
 
 def test_the_monitor_keys_are_checked_at_load(tmp_path: Path) -> None:
