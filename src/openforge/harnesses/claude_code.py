@@ -32,9 +32,9 @@ from openforge.harnesses.decoding import (
 )
 from openforge.harnesses.launching import (
     ENV_DIR,
+    NpmPinned,
     TaskTool,
     Var,
-    check_version,
     env_script,
     parse_jsonl,
     read_with_sessions,
@@ -65,11 +65,13 @@ _QUIET = {
 }
 
 
-class ClaudeCodeHarness:
+class ClaudeCodeHarness(NpmPinned):
     """``claude -p INSTRUCTION --output-format stream-json --verbose`` in the workdir."""
 
     name = "claude-code"
     version = VERSION
+    package = PACKAGE
+    version_env = _QUIET
     dialect: Dialect = "anthropic"
 
     def __init__(
@@ -90,21 +92,6 @@ class ClaudeCodeHarness:
     def skills_home(self) -> str:
         """Claude Code's user skills (``~/.claude/skills``), where Harbor puts a task's."""
         return f"{self.home}/.claude/skills"
-
-    def install_command(self) -> str:
-        """The global npm install of the pinned version (sandboxes see /usr read-only)."""
-        return f"npm install -g {PACKAGE}@{VERSION}"
-
-    async def check(self, sandbox: Sandbox) -> None:
-        """:class:`HarnessNotInstalled` unless ``claude --version`` says the pinned version."""
-        await check_version(
-            sandbox,
-            self.name,
-            [self.binary, "--version"],
-            VERSION,
-            self.install_command(),
-            env=_QUIET,
-        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write the env file with the rollout's URL, key and model names."""

@@ -36,8 +36,8 @@ from openforge.harnesses.decoding import (
 )
 from openforge.harnesses.launching import (
     ENV_DIR,
+    NpmPinned,
     TaskTool,
-    check_version,
     env_script,
     parse_jsonl,
     read_with_sessions,
@@ -133,11 +133,12 @@ def mcp_server_table(name: str, command: str, args: Sequence[str]) -> str:
     )
 
 
-class CodexHarness:
+class CodexHarness(NpmPinned):
     """``codex exec --json --skip-git-repo-check --sandbox danger-full-access INSTRUCTION``."""
 
     name = "codex"
     version = VERSION
+    package = PACKAGE
     dialect: Dialect = "openai_responses"
 
     def __init__(
@@ -163,16 +164,6 @@ class CodexHarness:
     def skills_home(self) -> str:
         """Codex's user skills (``$CODEX_HOME/skills``), where Harbor puts a task's."""
         return f"{self.codex_home}/skills"
-
-    def install_command(self) -> str:
-        """The global npm install of the pinned version (sandboxes see /usr read-only)."""
-        return f"npm install -g {PACKAGE}@{VERSION}"
-
-    async def check(self, sandbox: Sandbox) -> None:
-        """:class:`HarnessNotInstalled` unless ``codex --version`` says the pinned version."""
-        await check_version(
-            sandbox, self.name, [self.binary, "--version"], VERSION, self.install_command()
-        )
 
     async def configure(self, sandbox: Sandbox, base_url: str, key: str, model: str) -> None:
         """Write ``$CODEX_HOME/config.toml`` and the env file holding the key."""

@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -23,6 +23,7 @@ from openforge.tasks.model import TaskTool  # one type: tasks declare, adapters 
 
 __all__ = [
     "ENV_DIR",
+    "NpmPinned",
     "TaskTool",
     "Var",
     "check_version",
@@ -119,6 +120,33 @@ async def check_version(
             f"install the pinned one with: {install}"
         )
     return found.group(0)
+
+
+class NpmPinned:
+    """The install and check of a harness published on npm at a pinned version: a global
+    ``npm install`` of :attr:`package` at :attr:`version` (sandboxes see /usr read-only), and
+    ``binary --version`` must say that version (run with :attr:`version_env`)."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    package: ClassVar[str]
+    version_env: ClassVar[Mapping[str, str] | None] = None
+    binary: str
+
+    def install_command(self) -> str:
+        """The global npm install of the pinned version."""
+        return f"npm install -g {self.package}@{self.version}"
+
+    async def check(self, sandbox: Sandbox) -> None:
+        """:class:`HarnessNotInstalled` unless ``binary --version`` says the pinned version."""
+        await check_version(
+            sandbox,
+            self.name,
+            [self.binary, "--version"],
+            self.version,
+            self.install_command(),
+            env=self.version_env,
+        )
 
 
 def parse_jsonl(data: bytes) -> list[Any]:
