@@ -41,7 +41,7 @@ from openforge.dialects.openai_responses.protocol import (
     CompactionItem,
     CompactionOut,
     InputMessageOut,
-    UsageOut,
+    usage_out,
 )
 
 __all__ = [
@@ -162,17 +162,6 @@ def _user_item(ctx: ResponseContext, index: int, message: Message) -> InputMessa
     }
 
 
-def _usage(completion: Completion) -> UsageOut:
-    usage = completion.usage
-    return {
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.total_tokens,
-    }
-
-
 def render_compacted(completion: Completion, ctx: ResponseContext) -> bytes:
     """``POST /v1/responses/compact``'s answer: the input's user messages, then one
     compaction item (openai-python's ``CompactedResponse``)."""
@@ -188,6 +177,6 @@ def render_compacted(completion: Completion, ctx: ResponseContext) -> bytes:
         "object": "response.compaction",
         "created_at": ctx.created,
         "output": output,
-        "usage": _usage(completion),
+        "usage": usage_out(completion.usage),
     }
     return orjson.dumps(body)

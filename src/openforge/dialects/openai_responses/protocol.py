@@ -9,12 +9,15 @@ Shapes were checked against what Codex 0.171 reads (``codex-api/src/sse/response
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from pydantic import Discriminator, Field, Tag
 
 from openforge.dialects.openai_chat.protocol import ReasoningEffort
 from openforge.dialects.wire import WireIn
+
+if TYPE_CHECKING:
+    from openforge.conversation import Usage
 
 # ---- request ------------------------------------------------------------------------
 
@@ -439,6 +442,17 @@ class UsageOut(TypedDict):
     output_tokens: int
     output_tokens_details: dict[str, int]
     total_tokens: int
+
+
+def usage_out(usage: Usage) -> UsageOut:
+    """``usage`` as a response's usage object (cached and reasoning tokens not counted apart)."""
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
 
 
 class ResponseOut(TypedDict):

@@ -29,7 +29,7 @@ from openforge.dialects.openai_responses.protocol import (
     ReasoningOut,
     ResponseOut,
     StreamEvent,
-    UsageOut,
+    usage_out,
 )
 from openforge.dialects.sse import frame
 
@@ -39,16 +39,6 @@ __all__ = ["ResponsesStreamEncoder", "render_response"]
 def _item_id(ctx: ResponseContext, prefix: str, index: int) -> str:
     # Item ids derive from the response id: unique per call, stable, no randomness here.
     return f"{prefix}_{ctx.response_id.removeprefix('resp_')}_{index}"
-
-
-def _usage(usage: Usage) -> UsageOut:
-    return {
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.total_tokens,
-    }
 
 
 def _logprobs(completion: Completion, ctx: ResponseContext) -> list[LogprobOut]:
@@ -119,7 +109,7 @@ def _response(
         "tools": _echo_tools(ctx),
         "top_p": conv.params.top_p if conv is not None else None,
         "truncation": "disabled",
-        "usage": _usage(usage) if usage is not None else None,
+        "usage": usage_out(usage) if usage is not None else None,
         "user": meta.get("user"),
         "metadata": meta.get("metadata") or {},
     }
