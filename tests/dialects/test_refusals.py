@@ -227,6 +227,38 @@ def _png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
 
 
+@pytest.mark.parametrize(
+    ("parse", "body", "param"),
+    [
+        (
+            parse_anthropic,
+            {
+                "model": "m",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": [{"type": ["x"]}]}],
+            },
+            "messages[0].content[0].type",
+        ),
+        (
+            parse_chat,
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": {}}],
+            },
+            "tools[0].type",
+        ),
+        (parse_responses, {"model": "m", "input": [{"type": ["message"]}]}, "input[0].type"),
+    ],
+)
+def test_a_type_that_is_not_a_string_is_refused_by_name(
+    parse: Parse, body: dict[str, Any], param: str
+) -> None:
+    # A list or object as a union member's ``type`` once reached a set lookup (TypeError).
+    err = _refused(parse, body)
+    assert err.param == param, err
+
+
 def test_a_decompression_bomb_is_named_as_one() -> None:
     """A 20000x20000 PNG (a few hundred bytes) is refused before a pixel is decoded, as
     a decompression bomb, in every dialect."""

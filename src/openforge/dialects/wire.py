@@ -9,10 +9,12 @@ dicts for orjson on the hot path, with keys in the docs' order.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["WireIn", "log_ignored"]
+__all__ = ["WireIn", "log_ignored", "type_tag", "wire_type"]
 
 log = logging.getLogger("openforge.dialects.ignored")
 
@@ -42,3 +44,20 @@ def log_ignored(request: BaseModel) -> None:
             stack.extend(item.__dict__.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+def wire_type(value: Any, missing: str | None = None) -> object:
+    """The ``type`` of a union member being validated: a dict's key (``missing`` when it
+    has none) or a model's attribute."""
+    return value.get("type", missing) if isinstance(value, dict) else getattr(value, "type", None)
+
+
+def type_tag(served: Collection[str], missing: str | None = None) -> Callable[[Any], str]:
+    """A discriminator for a union tagged on ``type``: the type when it is one of
+    ``served``, else ``"other"`` (a type that is not even a string included)."""
+
+    def tag(value: Any) -> str:
+        kind = wire_type(value, missing)
+        return kind if isinstance(kind, str) and kind in served else "other"
+
+    return tag

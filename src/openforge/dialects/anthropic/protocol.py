@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from pydantic import Discriminator, Field, Tag
 
-from openforge.dialects.wire import WireIn
+from openforge.dialects.wire import WireIn, type_tag, wire_type
 
 # ---- request ------------------------------------------------------------------------
 
@@ -108,11 +108,6 @@ _BLOCK_TAGS = frozenset(
 )
 
 
-def _block_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _BLOCK_TAGS else "other"
-
-
 ContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")]
     | Annotated[ImageBlock, Tag("image")]
@@ -121,7 +116,7 @@ ContentBlock = Annotated[
     | Annotated[ThinkingBlock, Tag("thinking")]
     | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
     | Annotated[OtherBlock, Tag("other")],
-    Discriminator(_block_tag),
+    Discriminator(type_tag(_BLOCK_TAGS)),
 ]
 
 
@@ -182,7 +177,7 @@ TOOLSET_TYPE = re.compile(r"computer_toolset_[0-9]{8}")
 
 
 def _tool_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    kind = wire_type(value)
     if kind in (None, "custom"):
         return "custom"
     if not isinstance(kind, str):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from pydantic import Discriminator, Field, Tag
 
-from openforge.dialects.wire import WireIn
+from openforge.dialects.wire import WireIn, type_tag
 
 # ---- request ------------------------------------------------------------------------
 
@@ -112,14 +112,9 @@ class OtherTool(WireIn):
     type: str
 
 
-def _tool_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return "function" if kind == "function" else "other"
-
-
 Tool = Annotated[
     Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
-    Discriminator(_tool_tag),
+    Discriminator(type_tag(("function",))),
 ]
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDic
 from pydantic import Discriminator, Field, Tag
 
 from openforge.dialects.openai_chat.protocol import ReasoningEffort
-from openforge.dialects.wire import WireIn
+from openforge.dialects.wire import WireIn, type_tag
 
 if TYPE_CHECKING:
     from openforge.conversation import Usage
@@ -199,11 +199,6 @@ _ITEM_TAGS = frozenset(
 )
 
 
-def _item_tag(value: Any) -> str:
-    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", "")
-    return kind if kind in _ITEM_TAGS else "other"
-
-
 InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
@@ -214,7 +209,7 @@ InputItem = Annotated[
     | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[CompactionTriggerItem, Tag("compaction_trigger")]
     | Annotated[OtherItem, Tag("other")],
-    Discriminator(_item_tag),
+    Discriminator(type_tag(_ITEM_TAGS, missing="message")),
 ]
 
 
@@ -250,20 +245,9 @@ class OtherTool(WireIn):
     name: str | None = None
 
 
-def _tool_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    served = ("function", "namespace", "computer_use_preview", "computer")
-    return kind if kind in served else "other"
-
-
-def _inner_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return "function" if kind == "function" else "other"
-
-
 InnerTool = Annotated[
     Annotated[FunctionTool, Tag("function")] | Annotated[OtherTool, Tag("other")],
-    Discriminator(_inner_tag),
+    Discriminator(type_tag(("function",))),
 ]
 
 
@@ -285,7 +269,7 @@ Tool = Annotated[
     | Annotated[ComputerUsePreviewTool, Tag("computer_use_preview")]
     | Annotated[ComputerTool, Tag("computer")]
     | Annotated[OtherTool, Tag("other")],
-    Discriminator(_tool_tag),
+    Discriminator(type_tag(("function", "namespace", "computer_use_preview", "computer"))),
 ]
 
 
