@@ -210,6 +210,28 @@ class Completion:
         """The assistant turn this answer becomes in the conversation's history."""
         return assistant_message(self.text, self.tool_calls, self.reasoning)
 
+    @classmethod
+    def from_tokens(
+        cls,
+        text: str,
+        reasoning: str | None,
+        tool_calls: list[ToolCall],
+        finish_reason: FinishReason,
+        prompt_ids: list[int],
+        output_ids: list[int],
+        output_logprobs: list[float],
+        model: str = "",
+    ) -> Completion:
+        """An answer the gateway gives over these ids, counted in them (its usage); a
+        finished answer with tool calls ends with "tool_calls"."""
+        if tool_calls and finish_reason == "stop":
+            finish_reason = "tool_calls"
+        usage = Usage(len(prompt_ids), len(output_ids))
+        return cls(
+            text, reasoning, tool_calls, finish_reason, prompt_ids, output_ids, output_logprobs,
+            usage, model,
+        )  # fmt: skip
+
 
 def assistant_message(text: str, tool_calls: list[ToolCall], reasoning: str | None) -> Message:
     """An assistant turn as histories hold it: no empty text part, its own list of calls."""

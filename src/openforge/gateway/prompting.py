@@ -18,7 +18,6 @@ from openforge.conversation import (
     Conversation,
     FinishReason,
     ImagePart,
-    Usage,
 )
 from openforge.dialects.errors import ApiError
 from openforge.dialects.ids import new_id
@@ -81,17 +80,14 @@ class CallParser:
         reason: FinishReason = "length" if engine_finish == "length" else "stop"
         if engine_finish == "abort":
             reason = "abort"
-        if parsed.tool_calls and reason == "stop":
-            reason = "tool_calls"
-        return Completion(
-            text=parsed.text,
-            reasoning=parsed.reasoning,
-            tool_calls=parsed.tool_calls,
-            finish_reason=reason,
-            prompt_ids=prompt_ids,
-            output_ids=output_ids,
-            output_logprobs=logprobs,
-            usage=Usage(len(prompt_ids), len(output_ids)),
+        return Completion.from_tokens(
+            parsed.text,
+            parsed.reasoning,
+            parsed.tool_calls,
+            reason,
+            prompt_ids,
+            output_ids,
+            logprobs,
         )
 
 

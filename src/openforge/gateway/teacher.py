@@ -33,7 +33,6 @@ from openforge.conversation import (
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStart,
-    Usage,
 )
 from openforge.dialects.ids import new_id
 from openforge.engines.base import EngineError, TextEngine
@@ -68,20 +67,17 @@ def teacher_completion(
     """The teacher's answer with dialect-style tool ids, encoded output ids and our usage."""
     calls = [ToolCall(new_id(tool_prefix), c.name, c.arguments) for c in answer.tool_calls]
     output_ids = renderer.encode_reply(answer.text, answer.reasoning, calls, validate=False)
-    finish = answer.finish_reason
-    if calls and finish == "stop":
-        finish = "tool_calls"
-    return Completion(
-        text=answer.text,
-        reasoning=answer.reasoning,
-        tool_calls=calls,
-        finish_reason=finish,
-        prompt_ids=prompt_ids,
-        output_ids=output_ids,
-        output_logprobs=[],  # not sampled: see the module docstring
-        # Counted in our tokenizer, like every answer the gateway gives.
-        usage=Usage(len(prompt_ids), len(output_ids)),
-        model=model,
+    # No logprobs: not sampled (see the module docstring); usage counted in our tokenizer,
+    # like every answer the gateway gives.
+    return Completion.from_tokens(
+        answer.text,
+        answer.reasoning,
+        calls,
+        answer.finish_reason,
+        prompt_ids,
+        output_ids,
+        [],
+        model,
     )
 
 
