@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,23 @@ def podman_images() -> dict[str, str]:
             pytest.fail("debootstrap is missing: scripts/setup.sh installs it")
         _build("build-debian-base.sh", DEBIAN_BASE, "podman")
     return {"sandbox": image, "base": DEBIAN_BASE}
+
+
+@pytest.fixture(scope="session")
+def uv_base(podman_images: dict[str, str]) -> str:
+    """The offline uv base image (deploy/build-uv-base.sh), built from the Debian base once
+    per version of its script."""
+    script = REPO / "deploy" / "build-uv-base.sh"
+    tag = "localhost/openforge-debian-uv:" + hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+    if _podman("image", "exists", tag).returncode != 0:
+        pip = str(Path(sys.executable).parent / "pip")
+        out = subprocess.run(
+            ["bash", str(script), tag, "podman", podman_images["base"]],
+            capture_output=True, text=True, check=False, env={**os.environ, "PIP": pip},
+        )  # fmt: skip
+        if out.returncode != 0:
+            pytest.fail(f"deploy/build-uv-base.sh failed: {out.stderr[-1500:]}")
+    return tag
 
 
 @pytest.fixture(scope="session")

@@ -400,3 +400,99 @@ def harbor_sidecar(
         ),
         "solution/solve.sh": f"#!/bin/bash\n{fetch} > /app/token.txt\n",
     })  # fmt: skip
+
+
+# Terminal-Bench 1's published verifier templates (laude-institute/terminal-bench-datasets),
+# each in a hand-written task whose image names the t-bench Python base, mapped by the tests to
+# the offline uv base (deploy/build-uv-base.sh): EvoEval's run-tests.sh (uv's installer, `source
+# $HOME/.local/bin/env`, `uv init`, `uv add pytest==8.4.1`, `uv run pytest`), DevEval's (`set
+# -e`; a heredoc setup script that pip-installs the project's requirements; the project's own
+# tests run into a log that says ALL_PASSED or ALL_FAILED; then tests/setup-uv-pytest.sh, the
+# same uv steps unpinned, sourced, and tests/run-uv-pytest.sh, whose test reads the log) and
+# Aider Polyglot's (`pip3 install pytest`, `python3 -m pytest`).
+TB_PYTHON = "ghcr.io/laude-institute/t-bench/python-3-13:20250620"
+INSTALL_UV = """\
+apt-get update
+apt-get install -y curl
+curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh
+source $HOME/.local/bin/env
+if [ "$PWD" = "/" ]; then
+    echo "Error: No working directory set."
+    exit 1
+fi
+uv init
+"""
+DEVEVAL_RUN_TESTS = """\
+#!/bin/bash
+set -e
+
+cat <<'EOF_SETUP_SCRIPT' > setup_modified.sh
+#!/bin/sh
+
+pip install -r requirements.txt
+EOF_SETUP_SCRIPT
+chmod +x setup_modified.sh
+./setup_modified.sh
+
+cd /app
+export PYTHONPATH=$(pwd)
+
+if (python3 -m pytest unit_tests) > /app/unit_test.log 2>&1; then \
+echo "ALL_PASSED" >> /app/unit_test.log; else echo "ALL_FAILED" >> /app/unit_test.log; fi
+
+source $TEST_DIR/setup-uv-pytest.sh
+bash $TEST_DIR/run-uv-pytest.sh"""
+DEVEVAL_TEST_OUTPUTS = """\
+import os
+
+def test_unit_tests_passed():
+    log_file = "/app/unit_test.log"
+    assert os.path.exists(log_file)
+    with open(log_file) as f:
+        assert "ALL_PASSED" in f.read()
+"""
+TB_TEMPLATES = {
+    "evoeval": {
+        "run-tests.sh": "#!/bin/bash\n" + INSTALL_UV
+        + "uv add pytest==8.4.1\n\nuv run pytest $TEST_DIR/test_outputs.py -rA",
+    },
+    "deveval": {
+        "run-tests.sh": DEVEVAL_RUN_TESTS,
+        "tests/setup-uv-pytest.sh": "#!/bin/bash\n" + INSTALL_UV + "uv add pytest ",
+        "tests/run-uv-pytest.sh": "#! /bin/bash\n\nuv run pytest $TEST_DIR/test_outputs.py -rA ",
+        "tests/test_outputs.py": DEVEVAL_TEST_OUTPUTS,
+        "requirements.txt": "pytest\n",
+        "unit_tests/test_add.py": "from solution import add\n\ndef test_add():\n"
+        "    assert add(2, 5) == 7\n",
+        "Dockerfile": f"FROM {TB_PYTHON}\nWORKDIR /app\nCOPY requirements.txt /app/\n"
+        "COPY unit_tests/ /app/unit_tests/\n",
+    },
+    "aider": {
+        "run-tests.sh": "#!/bin/bash\nset -Eeuo pipefail\ncd /app\n"
+        "pip3 install --no-cache-dir pytest 2>/dev/null || pip install --no-cache-dir pytest\n"
+        "python3 -m pytest $TEST_DIR/test_outputs.py -rA\n",
+    },
+}  # fmt: skip
+SOLVE_ADD = "#!/bin/bash\nprintf 'def add(a, b):\\n    return a + b\\n' > /app/solution.py\n"
+TEST_ADD_OUTPUTS = """\
+import importlib.util
+
+def test_solution():
+    spec = importlib.util.spec_from_file_location("solution", "/app/solution.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.add(2, 5) == 7
+"""
+
+
+def terminal_bench_template(root: Path, shape: str) -> Path:
+    """A task in one of :data:`TB_TEMPLATES`' shapes: write ``add(a, b)`` in /app/solution.py."""
+    return _write(root / f"tb-{shape}", {
+        "task.yaml": "instruction: |-\n  Write add(a, b) in /app/solution.py.\n"
+        "parser_name: pytest\nmax_agent_timeout_sec: 60.0\nmax_test_timeout_sec: 120.0\n"
+        "run_tests_in_same_shell: true\n",
+        "Dockerfile": f"FROM {TB_PYTHON}\nWORKDIR /app\n",
+        "tests/test_outputs.py": TEST_ADD_OUTPUTS,
+        "solution.sh": SOLVE_ADD,
+        **TB_TEMPLATES[shape],
+    })  # fmt: skip

@@ -13,7 +13,8 @@ verifier again where no agent was.
 
 Harbor's contract (:class:`TestsVerifier`, also Terminal-Bench's): the tests are copied to
 ``/tests`` and ``bash /tests/test.sh`` runs in the agent's environment (its workdir, its
-files, the task's env); the reward is ``/logs/verifier/reward.txt`` (one number) or
+files, the task's env) as the container's root with root's home as ``$HOME``, as both
+benchmarks' harnesses run them; the reward is ``/logs/verifier/reward.txt`` (one number) or
 ``reward.json`` (one or several keys; preferred when both are there, as Harbor does), or, for
 Terminal-Bench's ``parser_name: pytest``, 1 when every test in pytest's summary passed.
 ``/tests`` and ``/logs/verifier`` are made afresh just before the tests run (after the
@@ -170,6 +171,13 @@ def _verdict(got: VerifierRun, timeout: float | None) -> VerifyResult:
 
 
 _LOGS = "/logs/verifier"
+# The tests' $HOME: Harbor's and Terminal-Bench's harnesses run them as the container's root,
+# whose home this is (not the agent's $HOME, where its harness keeps its files). Their
+# templates rely on it: `source $HOME/.local/bin/env` after uv's installer (DevEval's under
+# `set -e`), and an offline base image carries that file in root's home. The agent is root
+# in that container for its whole turn, so this directory is no more its own than the
+# agent's home or /usr/local/bin, which the tests used or use anyway: nothing is handed to it.
+_TESTS_HOME = "/root"
 # A reward file is one number or a small JSON object; anything larger is a flood.
 _MAX_REWARD_FILE = 64 * 1024
 # Exit statuses of a shell killed by a signal (128 + N, N in 1..64).
@@ -325,7 +333,7 @@ async def _test_verdict(
     sandbox: Sandbox, tests: TestsVerifier, workdir: str, task_env: dict[str, str]
 ) -> VerifyResult:
     """Run the staged tests and read their reward."""
-    env = {**task_env, **tests.env}
+    env = {"HOME": _TESTS_HOME, **task_env, **tests.env}
     cmd = ["bash", f"/tests/{tests.entry}"]
     try:
         res = await _exec(sandbox, cmd, env=env, cwd=workdir, timeout=tests.timeout_s)
