@@ -52,14 +52,10 @@ class ToolCallIn(WireIn):
     function: FunctionCallIn
 
 
-class SystemMessage(WireIn):
-    role: Literal["system"]
-    content: str | list[TextContent]
-    name: str | None = None
+class InstructionMessage(WireIn):
+    """A system or developer message (the same fields; the role tells them apart)."""
 
-
-class DeveloperMessage(WireIn):
-    role: Literal["developer"]
+    role: Literal["system", "developer"]
     content: str | list[TextContent]
     name: str | None = None
 
@@ -88,7 +84,7 @@ class ToolMessage(WireIn):
 
 
 ChatMessage = Annotated[
-    SystemMessage | DeveloperMessage | UserMessage | AssistantMessage | ToolMessage,
+    InstructionMessage | UserMessage | AssistantMessage | ToolMessage,
     Field(discriminator="role"),
 ]
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
