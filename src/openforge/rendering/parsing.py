@@ -28,7 +28,7 @@ from openforge.conversation import (
     ToolCallStart,
     ToolSpec,
 )
-from openforge.rendering.tokenizer import Tokenizer
+from openforge.rendering.tokenizer import Detokenizer, Tokenizer
 
 if TYPE_CHECKING:
     from openforge.rendering.families.family import ReasoningFormat, ToolFormat
@@ -37,6 +37,7 @@ __all__ = [
     "IdFactory",
     "OutputParser",
     "ParsedOutput",
+    "ReplyParser",
     "StreamParser",
     "default_id_factory",
     "parse",
@@ -86,45 +87,23 @@ def _hermes() -> tuple[ToolFormat, ReasoningFormat]:
     return HERMES, THINK
 
 
-class StreamParser:
-    """Incremental parser: ``feed`` ids as they arrive, ``flush`` at the end, then ``finish``.
-
-    ``tools``: the request's tools (formats that type argument values by schema read them).
-    ``in_reasoning``: the prompt opened the reasoning block (its generation prompt ends
-    with the open tag), so the output starts inside it.
-    """
+class ReplyParser:
+    """What every incremental reply parser shares: sampled ids (stop ids dropped) are
+    detokenized into a buffer that ``_drain`` turns into deltas once they are certain;
+    ``flush`` at the end, then ``finish`` for the whole parse."""
 
     def __init__(
-        self,
-        tokenizer: Tokenizer,
-        id_factory: IdFactory | None = None,
-        *,
-        tool_format: ToolFormat | None = None,
-        reasoning: ReasoningFormat | None = None,
-        tools: Sequence[ToolSpec] = (),
-        in_reasoning: bool = False,
-        drop_ids: frozenset[int] = frozenset(),
+        self, detok: Detokenizer, drop_ids: frozenset[int], id_factory: IdFactory | None
     ) -> None:
-        if tool_format is None:
-            tool_format, reasoning = _hermes()
-        self._fmt = tool_format
-        self._think = reasoning
-        self._tools = tools
-        self._detok = tokenizer.detokenizer(special=tool_format.keeps_special)
-        self._drop = drop_ids or (tokenizer.stop_ids if tool_format.keeps_special else frozenset())
+        self._detok = detok
+        self._drop = drop_ids
         self._ids = id_factory or default_id_factory()
         self._buf = ""
-        self._state: _State = "start"
-        self._strip_lead = False
-        self._ws_before_call = ""
-        self._open = ""  # the marker that opened the current call region
         self._text: list[str] = []
         self._reasoning: list[str] | None = None
         self._calls: list[ToolCall] = []
         self._malformed = 0
         self._flushed = False
-        if in_reasoning and reasoning is not None:
-            self._state, self._strip_lead, self._reasoning = "reasoning", True, []
 
     def feed(self, ids: list[int]) -> list[CompletionDelta]:
         """Consume newly sampled ids; return the deltas that are now certain."""
@@ -150,6 +129,47 @@ class StreamParser:
         self.flush()
         reasoning = None if self._reasoning is None else "".join(self._reasoning)
         return ParsedOutput("".join(self._text), reasoning, list(self._calls), self._malformed)
+
+    def _drain(self, out: list[CompletionDelta], final: bool) -> None:
+        """Move what is certain from the buffer into ``out`` (all of it when ``final``)."""
+        raise NotImplementedError
+
+
+class StreamParser(ReplyParser):
+    """Incremental parser: ``feed`` ids as they arrive, ``flush`` at the end, then ``finish``.
+
+    ``tools``: the request's tools (formats that type argument values by schema read them).
+    ``in_reasoning``: the prompt opened the reasoning block (its generation prompt ends
+    with the open tag), so the output starts inside it.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        id_factory: IdFactory | None = None,
+        *,
+        tool_format: ToolFormat | None = None,
+        reasoning: ReasoningFormat | None = None,
+        tools: Sequence[ToolSpec] = (),
+        in_reasoning: bool = False,
+        drop_ids: frozenset[int] = frozenset(),
+    ) -> None:
+        if tool_format is None:
+            tool_format, reasoning = _hermes()
+        super().__init__(
+            tokenizer.detokenizer(special=tool_format.keeps_special),
+            drop_ids or (tokenizer.stop_ids if tool_format.keeps_special else frozenset()),
+            id_factory,
+        )
+        self._fmt = tool_format
+        self._think = reasoning
+        self._tools = tools
+        self._state: _State = "start"
+        self._strip_lead = False
+        self._ws_before_call = ""
+        self._open = ""  # the marker that opened the current call region
+        if in_reasoning and reasoning is not None:
+            self._state, self._strip_lead, self._reasoning = "reasoning", True, []
 
     # The state machine: each step consumes from the buffer or returns False (needs more).
 

@@ -33,7 +33,7 @@ from openforge.conversation import (
     ToolSpec,
 )
 from openforge.rendering.families.family import Calls, Piece, ReasoningFormat, ToolFormat
-from openforge.rendering.parsing import IdFactory, ParsedOutput, default_id_factory, partial_tag
+from openforge.rendering.parsing import IdFactory, ReplyParser, partial_tag
 from openforge.rendering.tokenizer import Tokenizer
 
 __all__ = ["HARMONY", "HARMONY_REASONING", "HarmonyParser"]
@@ -63,7 +63,7 @@ def _classify(header: str) -> _Message:
     return _Message(header, "reasoning" if name == "analysis" else "text")
 
 
-class HarmonyParser:
+class HarmonyParser(ReplyParser):
     """The Harmony reply parser (see the module docstring); same interface as
     :class:`openforge.rendering.parsing.StreamParser`."""
 
@@ -74,41 +74,14 @@ class HarmonyParser:
         id_factory: IdFactory | None = None,
         drop_ids: frozenset[int] = frozenset(),
     ) -> None:
-        self._detok = tokenizer.detokenizer(special=True)
-        self._drop = drop_ids or tokenizer.stop_ids
-        self._ids = id_factory or default_id_factory()
-        self._buf = ""
+        super().__init__(
+            tokenizer.detokenizer(special=True), drop_ids or tokenizer.stop_ids, id_factory
+        )
         self._msg: _Message | None = None
-        self._text: list[str] = []
-        self._reasoning: list[str] | None = None
-        self._calls: list[ToolCall] = []
-        self._malformed = 0
-        self._flushed = False
 
-    def feed(self, ids: list[int]) -> list[CompletionDelta]:
-        """Consume newly sampled ids; return the deltas that are now certain."""
-        self._buf += self._detok.feed([i for i in ids if i not in self._drop])
-        out: list[CompletionDelta] = []
-        while self._step(out, final=False):
+    def _drain(self, out: list[CompletionDelta], final: bool) -> None:
+        while self._step(out, final):
             pass
-        return out
-
-    def flush(self) -> list[CompletionDelta]:
-        """End of output: the message being written ends here."""
-        if self._flushed:
-            return []
-        self._flushed = True
-        self._buf += self._detok.flush()
-        out: list[CompletionDelta] = []
-        while self._step(out, final=True):
-            pass
-        return out
-
-    def finish(self) -> ParsedOutput:
-        """The whole parse (calls :meth:`flush` first if the caller did not)."""
-        self.flush()
-        reasoning = None if self._reasoning is None else "".join(self._reasoning)
-        return ParsedOutput("".join(self._text), reasoning, list(self._calls), self._malformed)
 
     def _step(self, out: list[CompletionDelta], final: bool) -> bool:
         if self._msg is None:
