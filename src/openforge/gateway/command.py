@@ -14,6 +14,8 @@ from openforge.cli_options import DEFAULT_GATEWAY_PORT
 from openforge.gateway.launch import ENGINE_SPEC_HELP
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from openforge.gateway.server import Gateway
 
 __all__ = ["register"]
@@ -170,17 +172,11 @@ def gateway(
     _check_formats(tool_format, reasoning_format)
 
     from openforge.gateway.limits import Limits
-    from openforge.gateway.server import Gateway, bind_socket, serve
+    from openforge.gateway.server import Gateway, serve
     from openforge.store.base import StoreError
-    from openforge.store.location import is_postgres_url, open_store
+    from openforge.store.location import open_store
 
-    if is_postgres_url(store):
-        _check_postgres(store)
-    if workers > 1 and not is_postgres_url(store):
-        _fail(
-            "--workers needs the shared PostgreSQL store (--store postgresql://…): "
-            "a rollout's calls may reach any worker (docs/gateway.md, Workers)"
-        )
+    _check_store(store, workers)
     token, where = _admin_token()
     ready = functools.partial(_announce, where)
     admin_port = (port + 1 if port else 0) if admin_port is None else admin_port
@@ -235,8 +231,33 @@ def gateway(
     if workers == 1:
         serve_one(0, None)
         return
+    _serve_workers(workers, (host, port), (admin_host, admin_port), serve_one)
+
+
+def _check_store(store: str, workers: int) -> None:
+    """Refuse a PostgreSQL store that cannot be reached, and workers without a shared store."""
+    from openforge.store.location import is_postgres_url
+
+    if is_postgres_url(store):
+        _check_postgres(store)
+    if workers > 1 and not is_postgres_url(store):
+        _fail(
+            "--workers needs the shared PostgreSQL store (--store postgresql://…): "
+            "a rollout's calls may reach any worker (docs/gateway.md, Workers)"
+        )
+
+
+def _serve_workers(
+    workers: int,
+    model_addr: tuple[str, int],
+    admin_addr: tuple[str, int],
+    serve_one: Callable[[int, tuple[socket.socket, socket.socket] | None], None],
+) -> None:
+    """Bind both ports once and serve them from ``workers`` processes; exit with their code."""
+    from openforge.gateway.server import bind_socket
     from openforge.gateway.workers import run_workers
 
+    (host, port), (admin_host, admin_port) = model_addr, admin_addr
     try:
         shared = (bind_socket(host, port), bind_socket(admin_host, admin_port))
     except OSError as exc:

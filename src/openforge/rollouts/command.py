@@ -206,7 +206,7 @@ def _run(args: RunArgs) -> None:
     from openforge.home import read_admin_token
     from openforge.progress import concurrency_warning, cores
     from openforge.rollouts.config import RolloutConfig
-    from openforge.rollouts.orchestrator import Interrupted, load_results, run_rollouts
+    from openforge.rollouts.orchestrator import Interrupted, run_rollouts
     from openforge.rollouts.preflight import GatewayUnusable, check_gateway_sync
     from openforge.rollouts.progress import RolloutCounts, live_display
     from openforge.sandboxes.base import SandboxError
@@ -218,30 +218,14 @@ def _run(args: RunArgs) -> None:
     if not args.allow_reachable_evidence:
         # A harness that could write the reward's evidence is the user's choice to fix, and
         # is told whatever the gateway's state (the orchestrator checks again).
-        from openforge.harnesses.registry import get_harness
-        from openforge.rollouts.reach import refuse_reachable_evidence
-
-        try:
-            harness = get_harness(args.harness, **harness_options(args.harness_option))
-            refuse_reachable_evidence(loaded.tasks, harness)
-        except (HarnessError, ValueError) as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from None
+        _refuse_reachable_evidence(args, loaded.tasks, console)
     try:
         check_gateway_sync(args.gateway, read_admin_token())
     except GatewayUnusable as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None
     out = args.out
-    ids = {t.id for t in loaded.tasks}
-    previous = load_results(out) if out.is_dir() else {}
-    skipped = sum(
-        1
-        for (task_id, sample), r in previous.items()
-        if task_id in ids
-        and sample < args.n
-        and not (args.retry_infra and r.status == "infra_error")
-    )
+    skipped = _already_done(args, loaded.tasks)
     live = RolloutCounts(total=len(loaded.tasks) * args.n, skipped=skipped)
     warning = concurrency_warning(args.concurrency, cores())
     if warning:
@@ -283,6 +267,37 @@ def _run(args: RunArgs) -> None:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     _report(args, loaded.tasks, results, time.perf_counter() - started, console)
+
+
+def _refuse_reachable_evidence(args: RunArgs, tasks: list[Task], console: Console) -> None:
+    """Exit 2 when the harness could write evidence the tasks' rewards are read from."""
+    from rich.markup import escape
+
+    from openforge.harnesses.base import HarnessError
+    from openforge.harnesses.registry import get_harness
+    from openforge.rollouts.reach import refuse_reachable_evidence
+
+    try:
+        harness = get_harness(args.harness, **harness_options(args.harness_option))
+        refuse_reachable_evidence(tasks, harness)
+    except (HarnessError, ValueError) as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def _already_done(args: RunArgs, tasks: list[Task]) -> int:
+    """How many of the asked rollouts ``--out`` already holds (resumed runs skip them)."""
+    from openforge.rollouts.orchestrator import load_results
+
+    ids = {t.id for t in tasks}
+    previous = load_results(args.out) if args.out.is_dir() else {}
+    return sum(
+        1
+        for (task_id, sample), r in previous.items()
+        if task_id in ids
+        and sample < args.n
+        and not (args.retry_infra and r.status == "infra_error")
+    )
 
 
 def _report(

@@ -148,51 +148,36 @@ def _section(
     return loaders[given[0]](file, root, table)
 
 
-def load_native(root: Path, sections: Mapping[str, SectionLoader] | None = None) -> Task:
-    """Load a native task directory; raise :class:`TaskError` naming file and field.
-
-    ``sections`` are the loaders of the GUI sections (``browser``, ``desktop``) this caller
-    knows; any other key is refused as unknown.
-    """
-    loaders = dict(sections or {})
-    file = root / "task.toml"
+def _read_task_toml(file: Path) -> dict[str, Any]:
+    """``task.toml`` parsed; TaskError when it is not TOML or cannot be read."""
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        return tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(file, "(file)", f"cannot be read: {exc}") from exc
 
-    check_keys(file, data, (*_TOP_KEYS, *loaders))
-    task_id = data.get("id")
-    if not isinstance(task_id, str) or not ID_RE.match(task_id):
-        raise TaskError(file, "id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
+
+def _instruction(file: Path, root: Path, data: dict[str, Any]) -> str:
+    """``instruction`` from task.toml, else instruction.md; it must not be empty."""
     instruction = data.get("instruction")
     md = root / "instruction.md"
     if instruction is None and md.is_file():
         instruction = md.read_text(encoding="utf-8")
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskError(file, "instruction", "missing or empty (or add instruction.md)")
-    network = data.get("network", "gateway")
-    if network not in _NETWORKS:
-        raise TaskError(file, "network", f"must be one of {_NETWORKS}, got {network!r}")
-    split = data.get("split", "train")
-    if split not in _SPLITS:
-        raise TaskError(file, "split", f"must be one of {_SPLITS}, got {split!r}")
-    image = data.get("image")
-    if image is not None and not isinstance(image, str):
-        raise TaskError(file, "image", f"must be a string, got {image!r}")
-    resources = data.get("resources", {})
-    if not isinstance(resources, dict):
-        raise TaskError(file, "resources", "must be a table")
-    check_keys(file, resources, _RESOURCE_KEYS, "resources.")
-    verify = data.get("verify", {})
-    if not isinstance(verify, dict):
-        raise TaskError(file, "verify", "must be a table")
-    check_keys(file, verify, _VERIFY_KEYS, "verify.")
+    return instruction
 
-    gui = _section(file, root, data, loaders)
-    verify_files = collect_dir(root, "verify", "verify/")
+
+def _verify_command(
+    file: Path,
+    root: Path,
+    data: dict[str, Any],
+    verify: dict[str, Any],
+    verify_files: dict[str, Path],
+    gui: NativeSection | None,
+) -> str:
+    """The command that verifies: the GUI section's, [verify] command, or verify/'s script."""
     command = verify.get("command")
     if gui is not None and gui.verify_command:
         if verify or verify_files:
@@ -215,6 +200,44 @@ def load_native(root: Path, sections: Mapping[str, SectionLoader] | None = None)
             )
     if not isinstance(command, str):
         raise TaskError(file, "verify.command", f"must be a string, got {command!r}")
+    return command
+
+
+def load_native(root: Path, sections: Mapping[str, SectionLoader] | None = None) -> Task:
+    """Load a native task directory; raise :class:`TaskError` naming file and field.
+
+    ``sections`` are the loaders of the GUI sections (``browser``, ``desktop``) this caller
+    knows; any other key is refused as unknown.
+    """
+    loaders = dict(sections or {})
+    file = root / "task.toml"
+    data = _read_task_toml(file)
+    check_keys(file, data, (*_TOP_KEYS, *loaders))
+    task_id = data.get("id")
+    if not isinstance(task_id, str) or not ID_RE.match(task_id):
+        raise TaskError(file, "id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
+    instruction = _instruction(file, root, data)
+    network = data.get("network", "gateway")
+    if network not in _NETWORKS:
+        raise TaskError(file, "network", f"must be one of {_NETWORKS}, got {network!r}")
+    split = data.get("split", "train")
+    if split not in _SPLITS:
+        raise TaskError(file, "split", f"must be one of {_SPLITS}, got {split!r}")
+    image = data.get("image")
+    if image is not None and not isinstance(image, str):
+        raise TaskError(file, "image", f"must be a string, got {image!r}")
+    resources = data.get("resources", {})
+    if not isinstance(resources, dict):
+        raise TaskError(file, "resources", "must be a table")
+    check_keys(file, resources, _RESOURCE_KEYS, "resources.")
+    verify = data.get("verify", {})
+    if not isinstance(verify, dict):
+        raise TaskError(file, "verify", "must be a table")
+    check_keys(file, verify, _VERIFY_KEYS, "verify.")
+
+    gui = _section(file, root, data, loaders)
+    verify_files = collect_dir(root, "verify", "verify/")
+    command = _verify_command(file, root, data, verify, verify_files, gui)
 
     timeout = number(file, data, "timeout", 300.0)
     verify_timeout = number(file, verify, "timeout", 120.0, "verify.")

@@ -256,7 +256,13 @@ def register(app: typer.Typer) -> None:
     """Add ``openforge traces …`` to the ``openforge`` app."""
     traces = typer.Typer(help="Turn recorded calls into training samples; export, view, count.")
     app.add_typer(traces, name="traces")
+    _add_export(traces)
+    _add_stats(traces)
+    _add_show(traces)
+    _add_flag(traces)
 
+
+def _add_export(traces: typer.Typer) -> None:
     @traces.command("export")
     def export_cmd(
         store: str = _STORE,
@@ -292,6 +298,8 @@ def register(app: typer.Typer) -> None:
                 selection, allow_held_out,
             )  # fmt: skip
 
+
+def _add_stats(traces: typer.Typer) -> None:
     @traces.command("stats")
     def stats_cmd(
         store: str = _STORE,
@@ -321,6 +329,8 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
         typer.echo(splits.line())
 
+
+def _add_show(traces: typer.Typer) -> None:
     @traces.command("show")
     def show_cmd(
         rollout_id: str | None = typer.Argument(
@@ -343,6 +353,8 @@ def register(app: typer.Typer) -> None:
         else:
             asyncio.run(show(store, rollout_id, html, tokenizer))
 
+
+def _add_flag(traces: typer.Typer) -> None:
     @traces.command("flag")
     def flag_cmd(
         store: str = _STORE,

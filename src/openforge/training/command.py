@@ -57,15 +57,7 @@ def train(
     handler = RichHandler(console=console, show_path=False, markup=False)
     logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", handlers=[handler])
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call
-    overrides: dict[str, object] = {}
-    if steps is not None:
-        overrides["steps"] = steps
-    if run_dir is not None:
-        overrides["run_dir"] = run_dir
-    if judge_engine is not None:
-        overrides["judge_engine"] = judge_engine
-    if user_engine is not None:
-        overrides["user_engine"] = user_engine
+    overrides = _overrides(steps, run_dir, judge_engine, user_engine)
     try:
         cfg = load_config(config, **overrides)
     except ConfigError as exc:
@@ -111,20 +103,36 @@ def train(
     except ConfigError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
-        ckpt = latest_checkpoint(cfg.run_dir)
-        again = (
-            "openforge train"
-            + (f" {config}" if config else "")
-            + (f" --run-dir {run_dir}" if run_dir else "")
-        )
-        where = (
-            f"from {ckpt} (finished phases are skipped)"
-            if ckpt
-            else "from the start (no "
-            "checkpoint yet; recorded teacher and evaluation rollouts are kept)"
-        )
-        typer.echo(f"interrupted: rerun `{again}` to resume {where}", err=True)
+        typer.echo(_resume_hint(latest_checkpoint(cfg.run_dir), config, run_dir), err=True)
         raise typer.Exit(130) from None
+
+
+def _overrides(
+    steps: int | None, run_dir: str | None, judge_engine: str | None, user_engine: str | None
+) -> dict[str, object]:
+    """The config keys the command line overrides (only the options given)."""
+    given = {
+        "steps": steps,
+        "run_dir": run_dir,
+        "judge_engine": judge_engine,
+        "user_engine": user_engine,
+    }
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def _resume_hint(ckpt: Path | None, config: Path | None, run_dir: str | None) -> str:
+    """What an interrupted run tells the user: the command that resumes it, and from where."""
+    again = (
+        "openforge train"
+        + (f" {config}" if config else "")
+        + (f" --run-dir {run_dir}" if run_dir else "")
+    )
+    where = (
+        f"from {ckpt} (finished phases are skipped)"
+        if ckpt
+        else "from the start (no checkpoint yet; recorded teacher and evaluation rollouts are kept)"
+    )
+    return f"interrupted: rerun `{again}` to resume {where}"
 
 
 def quickstart(

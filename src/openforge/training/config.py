@@ -171,97 +171,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_types(self)
-        positive = (
-            "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
-            "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
-            "rollout_timeout_s", "lora_rank", "max_sample_rounds", "updates_per_step",
-        )  # fmt: skip
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}", self.source)
-        nonneg = (
-            "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
-            "train_layers", "sft_epochs", "sft_learning_rate", "threads", "rest_steps",
-            "skill_rest_after",
-        )  # fmt: skip
-        for name in nonneg:
-            if getattr(self, name) < 0:
-                raise ConfigError(name, f"must be >= 0, got {getattr(self, name)!r}", self.source)
-        if self.group_size < 2:
-            raise ConfigError(
-                "group_size", "GRPO needs at least 2 rollouts per task (allowed: >= 2)", self.source
-            )
-        if not 0 <= self.eps_low < 1:
-            raise ConfigError("eps_low", "must be in [0, 1)", self.source)
-        if self.eps_high < 0:
-            raise ConfigError("eps_high", "must be >= 0", self.source)
-        if self.tis_cap is not None and self.tis_cap < 1:
-            raise ConfigError("tis_cap", "must be >= 1 (or null to turn TIS off)", self.source)
-        if self.eval_every < 0:
-            raise ConfigError("eval_every", "must be >= 0 (0: before and after only)", self.source)
-        if not 0 <= self.temperature <= 2:
-            raise ConfigError("temperature", "must be in [0, 2]", self.source)
-        if self.eval_temperature is not None and not 0 <= self.eval_temperature <= 2:
-            raise ConfigError("eval_temperature", "must be in [0, 2] or null", self.source)
-        if self.skill_rest_after and not self.rest_steps:
-            raise ConfigError(
-                "skill_rest_after",
-                "rests a skill for rest_steps steps: set rest_steps > 0 too",
-                self.source,
-            )
+        _check_ranges(self)
         _check_curriculum(self)
-        if self.lora and self.train_layers:
-            raise ConfigError(
-                "train_layers",
-                "applies to full fine-tuning; with lora: true set it to 0",
-                self.source,
-            )
-        if self.gateway_url is not None and self.store is None:
-            raise ConfigError(
-                "store",
-                "with gateway_url set, give the path of that gateway's SQLite store "
-                "(the trainer reads the recorded calls from it)",
-                self.source,
-            )
-        if self.engine != "local" and self.gateway_url is None and not self.engine_urls:
-            raise ConfigError(
-                "engine_urls",
-                f"engine {self.engine!r} runs outside OpenForge: give its server's URL in "
-                "engine_urls (a gateway is started in front of it), or the gateway_url "
-                "that serves it",
-                self.source,
-            )
-        if self.engine_urls and (self.engine == "local" or self.gateway_url is not None):
-            raise ConfigError(
-                "engine_urls",
-                "names the engine servers of the gateway the run starts, for engine vllm "
-                "or sglang without gateway_url",
-                self.source,
-            )
-        for name in ("judge_engine", "user_engine"):
-            if getattr(self, name) is not None and self.gateway_url is not None:
-                raise ConfigError(
-                    name,
-                    "configures the gateway the run starts; with gateway_url set, give it to "
-                    "that gateway (openforge gateway --judge-engine / --user-engine)",
-                    self.source,
-                )
-        if self.train_split != "train" and not self.allow_held_out:
-            raise ConfigError(
-                "train_split",
-                f"{self.train_split!r} is held-out data: training on it contaminates every "
-                "evaluation on it; use train, or set allow_held_out: true to train on it anyway",
-                self.source,
-            )
-        if not 0 <= self.lora_dropout < 1:
-            raise ConfigError("lora_dropout", "must be in [0, 1)", self.source)
-        if self.monitor_rules is not None:
-            from openforge.traces.monitor import RuleError, load_rules
-
-            try:
-                load_rules(self.monitor_rules)
-            except RuleError as exc:
-                raise ConfigError("monitor_rules", str(exc), self.source) from None
+        _check_setup(self)
+        _check_monitor_rules(self)
 
 
 _CURRICULUM_DEFAULTS = {
@@ -270,6 +183,108 @@ _CURRICULUM_DEFAULTS = {
     "curriculum_window": 4,
     "curriculum_explore": 0.1,
 }
+
+
+def _check_ranges(cfg: TrainConfig) -> None:
+    """Each number within the range its field allows."""
+    positive = (
+        "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
+        "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
+        "rollout_timeout_s", "lora_rank", "max_sample_rounds", "updates_per_step",
+    )  # fmt: skip
+    for name in positive:
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(name, f"must be > 0, got {getattr(cfg, name)!r}", cfg.source)
+    nonneg = (
+        "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
+        "train_layers", "sft_epochs", "sft_learning_rate", "threads", "rest_steps",
+        "skill_rest_after",
+    )  # fmt: skip
+    for name in nonneg:
+        if getattr(cfg, name) < 0:
+            raise ConfigError(name, f"must be >= 0, got {getattr(cfg, name)!r}", cfg.source)
+    if cfg.group_size < 2:
+        raise ConfigError(
+            "group_size", "GRPO needs at least 2 rollouts per task (allowed: >= 2)", cfg.source
+        )
+    if not 0 <= cfg.eps_low < 1:
+        raise ConfigError("eps_low", "must be in [0, 1)", cfg.source)
+    if cfg.eps_high < 0:
+        raise ConfigError("eps_high", "must be >= 0", cfg.source)
+    if cfg.tis_cap is not None and cfg.tis_cap < 1:
+        raise ConfigError("tis_cap", "must be >= 1 (or null to turn TIS off)", cfg.source)
+    if cfg.eval_every < 0:
+        raise ConfigError("eval_every", "must be >= 0 (0: before and after only)", cfg.source)
+    if not 0 <= cfg.temperature <= 2:
+        raise ConfigError("temperature", "must be in [0, 2]", cfg.source)
+    if cfg.eval_temperature is not None and not 0 <= cfg.eval_temperature <= 2:
+        raise ConfigError("eval_temperature", "must be in [0, 2] or null", cfg.source)
+    if cfg.skill_rest_after and not cfg.rest_steps:
+        raise ConfigError(
+            "skill_rest_after",
+            "rests a skill for rest_steps steps: set rest_steps > 0 too",
+            cfg.source,
+        )
+
+
+def _check_setup(cfg: TrainConfig) -> None:
+    """The fine-tuning, engine, gateway and data choices agree with each other."""
+    if cfg.lora and cfg.train_layers:
+        raise ConfigError(
+            "train_layers",
+            "applies to full fine-tuning; with lora: true set it to 0",
+            cfg.source,
+        )
+    if cfg.gateway_url is not None and cfg.store is None:
+        raise ConfigError(
+            "store",
+            "with gateway_url set, give the path of that gateway's SQLite store "
+            "(the trainer reads the recorded calls from it)",
+            cfg.source,
+        )
+    if cfg.engine != "local" and cfg.gateway_url is None and not cfg.engine_urls:
+        raise ConfigError(
+            "engine_urls",
+            f"engine {cfg.engine!r} runs outside OpenForge: give its server's URL in "
+            "engine_urls (a gateway is started in front of it), or the gateway_url "
+            "that serves it",
+            cfg.source,
+        )
+    if cfg.engine_urls and (cfg.engine == "local" or cfg.gateway_url is not None):
+        raise ConfigError(
+            "engine_urls",
+            "names the engine servers of the gateway the run starts, for engine vllm "
+            "or sglang without gateway_url",
+            cfg.source,
+        )
+    for name in ("judge_engine", "user_engine"):
+        if getattr(cfg, name) is not None and cfg.gateway_url is not None:
+            raise ConfigError(
+                name,
+                "configures the gateway the run starts; with gateway_url set, give it to "
+                "that gateway (openforge gateway --judge-engine / --user-engine)",
+                cfg.source,
+            )
+    if cfg.train_split != "train" and not cfg.allow_held_out:
+        raise ConfigError(
+            "train_split",
+            f"{cfg.train_split!r} is held-out data: training on it contaminates every "
+            "evaluation on it; use train, or set allow_held_out: true to train on it anyway",
+            cfg.source,
+        )
+    if not 0 <= cfg.lora_dropout < 1:
+        raise ConfigError("lora_dropout", "must be in [0, 1)", cfg.source)
+
+
+def _check_monitor_rules(cfg: TrainConfig) -> None:
+    """The reward-hack monitor's rules file, when given, loads."""
+    if cfg.monitor_rules is not None:
+        from openforge.traces.monitor import RuleError, load_rules
+
+        try:
+            load_rules(cfg.monitor_rules)
+        except RuleError as exc:
+            raise ConfigError("monitor_rules", str(exc), cfg.source) from None
 
 
 def _check_curriculum(cfg: TrainConfig) -> None:

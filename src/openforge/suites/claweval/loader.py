@@ -335,13 +335,16 @@ def _warnings(file: Path, data: dict[str, Any]) -> tuple[TaskWarning, ...]:
     return tuple(out)
 
 
-def load_claweval_task(root: Path, task_dir: Path) -> Task:
-    """One ``tasks/<id>/`` directory of a ClawEval checkout."""
-    file = task_dir / "task.yaml"
-    data = read_yaml_mapping(file)
+def _task_id(file: Path, data: dict[str, Any]) -> str:
+    """The task's ``task_id``, checked against the ids a task may have."""
     task_id = data.get("task_id")
     if not isinstance(task_id, str) or not ID_RE.match(task_id):
         raise TaskError(file, "task_id", f"must be a string of [A-Za-z0-9._/-], got {task_id!r}")
+    return task_id
+
+
+def _prompt(file: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The task's ``prompt`` mapping, which must carry a non-empty ``text``."""
     prompt = data.get("prompt")
     if (
         not isinstance(prompt, dict)
@@ -351,6 +354,26 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         raise TaskError(
             file, "prompt.text", "missing or empty (ClawEval's prompt is {text, language})"
         )
+    return prompt
+
+
+def _refuse_missing(file: Path, missing: list[tuple[str, str]]) -> None:
+    """One error naming every file the task lists that neither it nor the checkout has."""
+    if missing:
+        where = " or the fixtures directory" if os.environ.get(FIXTURES_ENV) else ""
+        named = ", ".join(repr(rel) for _, rel in missing)
+        raise MissingFile(
+            file, missing[0][0], f"{named} not found in the task or checkout{where}",
+            missing=tuple(rel for _, rel in missing), remedy=_REMEDY,
+        )  # fmt: skip
+
+
+def load_claweval_task(root: Path, task_dir: Path) -> Task:
+    """One ``tasks/<id>/`` directory of a ClawEval checkout."""
+    file = task_dir / "task.yaml"
+    data = read_yaml_mapping(file)
+    task_id = _task_id(file, data)
+    prompt = _prompt(file, data)
     if not (task_dir / "grader.py").is_file():
         raise TaskError(task_dir / "grader.py", "grader.py", "missing: every ClawEval task has one")
     env = _mapping(file, data, "environment")
@@ -390,13 +413,7 @@ def load_claweval_task(root: Path, task_dir: Path) -> Task:
         local_grader_files=_strings(file, data, "local_grader_files"),
         user_agent=user.get("enabled") is True,
     )
-    if missing:
-        where = " or the fixtures directory" if os.environ.get(FIXTURES_ENV) else ""
-        named = ", ".join(repr(rel) for _, rel in missing)
-        raise MissingFile(
-            file, missing[0][0], f"{named} not found in the task or checkout{where}",
-            missing=tuple(rel for _, rel in missing), remedy=_REMEDY,
-        )  # fmt: skip
+    _refuse_missing(file, missing)
     attachments = prompt.get("attachments") or []
     if not isinstance(attachments, list):
         raise TaskError(file, "prompt.attachments", "must be a list")

@@ -338,6 +338,47 @@ def _steps(
     return tuple(out)
 
 
+def _require_single_step_files(root: Path, md: Path) -> None:
+    """A single-step task states its instruction and its tests at the top level."""
+    if not md.is_file():
+        raise TaskError(root, "instruction.md", "missing: a Harbor task needs instruction.md")
+    if not (root / "tests" / "test.sh").is_file():
+        raise TaskError(root, "tests/test.sh", "missing: a Harbor task needs tests/test.sh")
+
+
+def _task_id(file: Path, root: Path, info: dict[str, Any]) -> str:
+    """``[task].name`` (slashes made dashes), else the directory's name."""
+    task_id = str(info.get("name") or root.name).replace("/", "-")
+    if not ID_RE.match(task_id):
+        raise TaskError(file, "task.name", f"must be [A-Za-z0-9._/-], got {task_id!r}")
+    return task_id
+
+
+def _free_form_tags(meta: dict[str, Any], info: dict[str, Any]) -> object:
+    """[metadata] is free-form in Harbor: tags are read when they are a list of strings."""
+    tags = meta.get("tags", info.get("keywords"))
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return None
+    return tags
+
+
+def _artifact_notes(data: dict[str, Any]) -> tuple[str, ...]:
+    """Notes for the artifacts a task asks for, which are accepted but not collected."""
+    return tuple(
+        f"{key}: accepted but not collected" for key in ("artifacts",) if data.get(key)
+    ) + tuple(f"steps[{i}].artifacts: not collected" for i, s in enumerate(data.get("steps") or [])
+              if isinstance(s, dict) and s.get("artifacts"))  # fmt: skip
+
+
+def _wants_internet(env: dict[str, Any], agent: dict[str, Any]) -> bool:
+    """Harbor's default is a public network (allow_internet = true); only an explicit
+    allow_internet = false or network_mode = "no-network" says the task needs none."""
+    modes = (env.get("network_mode"), agent.get("network_mode"))
+    return "public" in modes or (
+        env.get("allow_internet", True) is not False and "no-network" not in modes
+    )
+
+
 def load_harbor(root: Path) -> Task:
     """Load a Harbor task directory (single- or multi-step)."""
     file = root / "task.toml"
@@ -359,13 +400,9 @@ def load_harbor(root: Path) -> Task:
     _refuse_unsupported(file, env, ver, agent)
     multi = "steps" in data
     md = root / "instruction.md"
-    if not multi and not md.is_file():
-        raise TaskError(root, "instruction.md", "missing: a Harbor task needs instruction.md")
-    if not multi and not (root / "tests" / "test.sh").is_file():
-        raise TaskError(root, "tests/test.sh", "missing: a Harbor task needs tests/test.sh")
-    task_id = str(info.get("name") or root.name).replace("/", "-")
-    if not ID_RE.match(task_id):
-        raise TaskError(file, "task.name", f"must be [A-Za-z0-9._/-], got {task_id!r}")
+    if not multi:
+        _require_single_step_files(root, md)
+    task_id = _task_id(file, root, info)
     strategy = data.get("multi_step_reward_strategy", "mean")
     if strategy not in ("mean", "final"):
         raise TaskError(file, "multi_step_reward_strategy", f"must be mean or final: {strategy!r}")
@@ -376,20 +413,9 @@ def load_harbor(root: Path) -> Task:
         timeout_s=number(file, ver, "timeout_sec", 600.0, "verifier.") or 600.0,
     )
     steps = _steps(file, root, data, agent_timeout, verifier, warns)
-    # [metadata] is free-form in Harbor: tags are read when they are a list of strings.
-    tags = meta.get("tags", info.get("keywords"))
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        tags = None
-    notes = tuple(
-        f"{key}: accepted but not collected" for key in ("artifacts",) if data.get(key)
-    ) + tuple(f"steps[{i}].artifacts: not collected" for i, s in enumerate(data.get("steps") or [])
-              if isinstance(s, dict) and s.get("artifacts"))  # fmt: skip
-    # Harbor's default is a public network (allow_internet = true); only an explicit
-    # allow_internet = false or network_mode = "no-network" says the task needs none.
-    modes = (env.get("network_mode"), agent.get("network_mode"))
-    wants_internet = "public" in modes or (
-        env.get("allow_internet", True) is not False and "no-network" not in modes
-    )
+    tags = _free_form_tags(meta, info)
+    notes = _artifact_notes(data)
+    wants_internet = _wants_internet(env, agent)
     cpus = number(file, env, "cpus", None, "environment.")
     mcp = _mcp_server(file, env.get("mcp_servers"), warns)
     return Task(
