@@ -64,16 +64,25 @@ def run_workers(
                 os._exit(status)
         children.append(pid)
 
-    def forward(signum: int, _frame: object) -> None:
+    asked: list[int] = []  # the signals this parent was sent and passed on
+
+    def send(signum: int) -> None:
         for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signum)
 
+    def forward(signum: int, _frame: object) -> None:
+        asked.append(signum)
+        send(signum)
+
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     _, status = os.wait()
-    forward(signal.SIGTERM, None)
+    send(signal.SIGTERM)
     for child in children:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(status)
+    # uvicorn re-raises the signal it caught once it has shut down, so a worker stopped
+    # as asked can end by that signal: a clean stop all the same.
+    return 0 if -code in asked else code
