@@ -70,7 +70,7 @@ for name in ("starlette", "uvicorn", "orjson", "anyio", "h11", "idna", "sniffio"
 PYEOF
 mkdir -p "$SITE/openforge/sandboxes"
 cp "$REPO/src/openforge/__init__.py" "$SITE/openforge/"
-cp "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,runtime,sandboxd,sandboxd_verify,verifier,verifier_python}.py "$SITE/openforge/sandboxes/"
+cp "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,runs,runtime,sandboxd,sandboxd_verify,verifier,verifier_python}.py "$SITE/openforge/sandboxes/"
 # runtime.py takes the sandbox paths from guest/common.py (standard library only).
 mkdir -p "$SITE/openforge/guest"
 cp "$REPO"/src/openforge/guest/{__init__,common}.py "$SITE/openforge/guest/"
@@ -83,7 +83,7 @@ chmod 755 "$ROOT/opt/openforge/bin/python3"
 tar -C "$ROOT" -czf "$CTX/rootfs.tar.gz" .
 cp "$HERE/Containerfile.sandbox" "$CTX/Containerfile"
 # The sources' hash as a label: tests (and users) can tell an image older than the code.
-SOURCES=$(cat "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,runtime,sandboxd,sandboxd_verify,verifier,verifier_python}.py \
+SOURCES=$(cat "$REPO"/src/openforge/sandboxes/{__init__,base,fspaths,gateway_relay,procs,runs,runtime,sandboxd,sandboxd_verify,verifier,verifier_python}.py \
   "$REPO"/src/openforge/guest/{__init__,common}.py | sha256sum | cut -c1-16)
 "$ENGINE" build -q --label "openforge.dev/sources=$SOURCES" -t "$IMAGE" -f "$CTX/Containerfile" "$CTX"
 echo "built $IMAGE ($(du -sh "$CTX/rootfs.tar.gz" | cut -f1) compressed rootfs)"

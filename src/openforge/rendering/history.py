@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
@@ -18,12 +18,34 @@ from openforge.conversation import ImagePart, Message, ToolCall
 from openforge.rendering.toolformat import canonical_arguments, content_text
 from openforge.rendering.untracked import untracked
 
-if TYPE_CHECKING:
-    from openforge.rendering.renderer import Renderer
-
-__all__ = ["DriftPoint", "LastRender", "RenderedPrompt", "RolloutHistory", "Segment", "Turn"]
+__all__ = [
+    "DriftPoint",
+    "HistoryRenderer",
+    "LastRender",
+    "RenderedPrompt",
+    "RolloutHistory",
+    "Segment",
+    "Turn",
+]
 
 TurnKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+class HistoryRenderer(Protocol):
+    """What a rollout's history needs of its renderer (``Renderer`` is one): how a turn is
+    framed, the ids shared between rollouts, a reply re-encoded. Named here, below
+    ``renderer.py``, so the history need not import the renderer that owns it."""
+
+    end_id: int
+    turn_end_ids: frozenset[int]
+    generation_ids: list[int]
+    turn_separator_ids: list[int]
+
+    def encode_reply(
+        self, text: str, reasoning: str | None, tool_calls: list[ToolCall] | None, *, validate: bool
+    ) -> list[int]: ...
+
+    def shared_json(self, key: Hashable, ids: Sequence[int]) -> bytes | None: ...
 
 
 @dataclass(slots=True)
@@ -110,7 +132,7 @@ class Turn:
         """The output, ending with the end-of-turn id."""
         return self.segment_ids[self._head : len(self.segment_ids) - self._tail]
 
-    def drift_at(self, renderer: Renderer) -> int | None:
+    def drift_at(self, renderer: HistoryRenderer) -> int | None:
         """Offset in the output where re-tokenizing its text differs from the sampled ids."""
         if self._drift_at == -1:
             calls = [ToolCall("", name, args) for name, args in self.calls]
@@ -211,7 +233,7 @@ def _ids_json(ids: Sequence[int]) -> bytes:
 class RolloutHistory:
     """Per-rollout memory: recorded replies, segment ids, and which prompts were sampled."""
 
-    def __init__(self, renderer: Renderer) -> None:
+    def __init__(self, renderer: HistoryRenderer) -> None:
         self._renderer = renderer
         self.calls: list[Turn] = []  # by call index
         self.segment_cache: dict[Hashable, Sequence[int]] = {}

@@ -15,9 +15,8 @@ call region comes back verbatim as text and is counted.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from openforge.conversation import (
     CompletionDelta,
@@ -28,6 +27,7 @@ from openforge.conversation import (
     ToolCallStart,
     ToolSpec,
 )
+from openforge.rendering.parsed import IdFactory, OutputParser, ParsedOutput
 from openforge.rendering.tokenizer import Detokenizer, Tokenizer
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ __all__ = [
     "parse",
 ]
 
-IdFactory = Callable[[], str]
 _State = Literal["start", "reasoning", "text", "call"]
 
 
@@ -51,26 +50,6 @@ def default_id_factory() -> IdFactory:
     """``call_0``, ``call_1``, ... (callers normally pass their dialect's own factory)."""
     counter = itertools.count()
     return lambda: f"call_{next(counter)}"
-
-
-@dataclass(slots=True)
-class ParsedOutput:
-    text: str = ""
-    reasoning: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    # call regions that did not parse (a <tool_call> that is not a JSON object with a
-    # name and object arguments, say): they are in ``text`` as the model wrote them
-    malformed: int = 0
-
-
-class OutputParser(Protocol):
-    """What every family's parser offers: ids in, deltas out, then the whole parse."""
-
-    def feed(self, ids: list[int]) -> list[CompletionDelta]: ...
-
-    def flush(self) -> list[CompletionDelta]: ...
-
-    def finish(self) -> ParsedOutput: ...
 
 
 def partial_tag(buf: str, tag: str) -> int:

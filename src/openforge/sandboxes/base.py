@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
+from openforge.sandboxes.runs import ExecResult, VerifierExec, VerifierRun
 from openforge.sandboxes.runtime import SANDBOX_WORKDIR
-
-if TYPE_CHECKING:
-    from openforge.sandboxes.verifier import VerifierExec, VerifierRun
 
 __all__ = [
     "DEFAULT_DISK_MB",
@@ -131,14 +129,6 @@ class SandboxSpec:
     gui: bool = False
     # The task's sidecars (Harbor's compose services besides main).
     services: tuple[ServiceContainer, ...] = ()
-
-
-@dataclass(slots=True)
-class ExecResult:
-    exit_code: int
-    stdout: bytes = b""
-    stderr: bytes = b""
-    timed_out: bool = False
 
 
 @runtime_checkable

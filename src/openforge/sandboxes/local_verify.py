@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
-from openforge.sandboxes.base import SandboxError
+from openforge.sandboxes.base import ExecResult, OutputCallback, SandboxError, SandboxSpec
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.sandboxes.verifier import (
     CHANNEL_ENV,
@@ -35,10 +36,14 @@ from openforge.sandboxes.verifier import (
     restore_dir_mode,
 )
 
-if TYPE_CHECKING:
-    from openforge.sandboxes.local import LocalSandbox
-
-__all__ = ["ExecView", "exec_local_verifier", "unprivileged_ids", "verifier_ids"]
+__all__ = [
+    "ExecView",
+    "VerifierBackend",
+    "VerifierBox",
+    "exec_local_verifier",
+    "unprivileged_ids",
+    "verifier_ids",
+]
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -52,6 +57,50 @@ class ExecView:
     ids: tuple[int, int] | None
     binds: tuple[tuple[str, str, bool], ...]
     gateway: bool = True
+
+
+_T = TypeVar("_T")
+
+
+class VerifierBackend(Protocol):
+    """What a verifier run needs of the local backend (``LocalBackend`` is one): the
+    ``python3`` the run area links, the agent's and the verifier's host ids, its threads."""
+
+    python: str | None
+    ids: tuple[int, int] | None
+    verifier_ids: tuple[int, int] | None
+
+    async def offload(self, kind: str, fn: Callable[..., _T], *args: Any) -> _T: ...
+
+
+class VerifierBox(Protocol):
+    """What a verifier run needs of a local sandbox (``LocalSandbox`` is one). Named here,
+    below ``local.py``, so this module need not import the backend that calls it."""
+
+    id: str
+    spec: SandboxSpec
+    workdir: str
+
+    @property
+    def _backend(self) -> VerifierBackend: ...
+
+    def root_of(self, path: str) -> Path: ...
+
+    def verifier_dir(self) -> Path: ...
+
+    async def kill_all(self) -> int: ...
+
+    async def exec_as(
+        self,
+        cmd: Sequence[str] | str,
+        env: Mapping[str, str],
+        cwd: str | None,
+        timeout: float | None,
+        stdin: bytes | None,
+        on_output: OutputCallback | None,
+        view: ExecView,
+        max_output: int,
+    ) -> ExecResult: ...
 
 
 _NOBODY = 65534
@@ -126,7 +175,7 @@ class _Prepared:
     handed: bool  # the agent's directories were given to the verifier's uid
 
 
-def _prepare(box: LocalSandbox, run: VerifierExec, vids: tuple[int, int] | None) -> _Prepared:
+def _prepare(box: VerifierBox, run: VerifierExec, vids: tuple[int, int] | None) -> _Prepared:
     """Undo what the agent did to the verifier's paths and make its own (blocking)."""
     backend = box._backend
     own = box.verifier_dir()
@@ -161,9 +210,7 @@ def _prepare(box: LocalSandbox, run: VerifierExec, vids: tuple[int, int] | None)
     return _Prepared(area, binds, notes, mount_point, handed)
 
 
-def _finish(
-    box: LocalSandbox, run: VerifierExec, prep: _Prepared
-) -> tuple[bytes, dict[str, bytes]]:
+def _finish(box: VerifierBox, run: VerifierExec, prep: _Prepared) -> tuple[bytes, dict[str, bytes]]:
     """Read the channel and outputs, give the agent's directories back, remove ours."""
     channel = read_channel(prep.area.channel_fd)
     own = box.verifier_dir()
@@ -179,7 +226,7 @@ def _finish(
     return channel, outputs
 
 
-async def exec_local_verifier(box: LocalSandbox, run: VerifierExec) -> VerifierRun:
+async def exec_local_verifier(box: VerifierBox, run: VerifierExec) -> VerifierRun:
     """Kill what the agent left, prepare, run ``run`` as the verifier uid, read its channel."""
     backend = box._backend
     notes: list[str] = []

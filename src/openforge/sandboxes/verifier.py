@@ -33,11 +33,11 @@ import os
 import shlex
 import shutil
 import stat
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from openforge.sandboxes.base import ExecResult
+from openforge.sandboxes.runs import VERIFIER_MAX_OUTPUT, VerifierExec, VerifierRun
 
 __all__ = [
     "CHANNEL_ENV",
@@ -63,47 +63,11 @@ VERIFIER_RUN = "/run/openforge-verifier"
 # The reward channel's path, for openforge_verify (which removes the name once open).
 CHANNEL_ENV = "OPENFORGE_REWARD_CHANNEL"
 CHANNEL_MAX = 1024 * 1024  # bytes of channel read; a reward line is far less
-VERIFIER_MAX_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr kept per verifier run
 # The uid and gid a verifier runs as in a container or pod, where the agent is root (the
 # distroless "nonroot" id: no account of any usual image has it).
 CONTAINER_VERIFIER_IDS = (65532, 65532)
 _BOOT = Path(__file__).with_name("verifier_python.py")
 _F_SETPIPE_SZ = 1031
-
-
-@dataclass(frozen=True, slots=True)
-class VerifierExec:
-    """One verifier run (see the module docstring for what happens around it).
-
-    ``dir``: where the verifier's ``files`` go, made anew (relative to the workdir, or
-    absolute such as ``/tests``); ``$OPENFORGE_VERIFY_DIR`` names it. ``own_uid``: run as
-    the verifier's uid (False: as the sandbox's own, for a published verifier whose
-    contract needs it). ``outputs``: an absolute directory made empty before the run, whose
-    regular files (``CHANNEL_MAX`` bytes in all) come back in :attr:`VerifierRun.outputs`
-    (Harbor's ``/logs/verifier``).
-    """
-
-    cmd: Sequence[str] | str
-    files: Mapping[str, bytes] = field(default_factory=dict)
-    dir: str = ".openforge-verify"
-    env: Mapping[str, str] = field(default_factory=dict)
-    timeout: float | None = None
-    max_output: int = VERIFIER_MAX_OUTPUT
-    own_uid: bool = True
-    outputs: str | None = None
-
-
-@dataclass(slots=True)
-class VerifierRun:
-    """What a verifier run gave: its exit and output (bounded), what it wrote on the
-    reward channel, the ``outputs`` directory's files, and notes on what was undone first
-    (``uid``: the uid it ran as, in the sandbox's terms; None when the sandbox's own)."""
-
-    result: ExecResult
-    channel: bytes = b""
-    outputs: dict[str, bytes] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    uid: int | None = None
 
 
 def clear_path(path: Path) -> str | None:

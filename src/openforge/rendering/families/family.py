@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openforge.conversation import ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from openforge.rendering.parsing import IdFactory, OutputParser
-    from openforge.rendering.tokenizer import Tokenizer
+from openforge.rendering.parsed import IdFactory, OutputParser
+from openforge.rendering.tokenizer import Tokenizer
 
 __all__ = [
     "Calls",
