@@ -8,11 +8,13 @@ Exceptions::
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import yaml
 
@@ -38,6 +40,7 @@ __all__ = [
     "check_keys",
     "collect_dir",
     "inside",
+    "read_task_data",
     "read_yaml_mapping",
     "unknown_keys",
 ]
@@ -341,6 +344,30 @@ def collect_dir(root: Path, sub: str, field_name: str) -> dict[str, Path]:
             if p.is_file():
                 out[p.relative_to(base).as_posix()] = p
     return out
+
+
+@overload
+def read_task_data(file: Path, expect: type[list[Any]]) -> list[Any]: ...
+
+
+@overload
+def read_task_data(file: Path, expect: type[dict[str, Any]] = ...) -> dict[str, Any]: ...
+
+
+def read_task_data(file: Path, expect: type = dict) -> Any:
+    """``file`` parsed, as TOML when it is ``*.toml`` and else as JSON, whose top level must
+    be an ``expect`` (a table, or a list of tasks): else a :class:`TaskError` at ``(toml)``
+    or ``(json)`` saying what is wrong with the file, never a decoder's stack trace."""
+    kind = "toml" if file.suffix == ".toml" else "json"
+    try:
+        text = file.read_text(encoding="utf-8")
+        data = tomllib.loads(text) if kind == "toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TaskError(file, f"({kind})", str(exc)) from exc
+    if not isinstance(data, expect):
+        wanted = "a list of tasks" if expect is list else "an object"
+        raise TaskError(file, f"({kind})", f"must be {wanted}")
+    return data
 
 
 def check_keys(

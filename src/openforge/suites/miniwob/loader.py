@@ -20,12 +20,11 @@ first use: :data:`SUITE_TASKS` with a few seeds each, ``test`` split on the last
 from __future__ import annotations
 
 import importlib.util
-import tomllib
 from pathlib import Path
 
 from openforge.environments.browser import VERIFY_SCRIPT, BrowserEnvironment, verify_script
 from openforge.suites.cache import cached_suite
-from openforge.tasks.model import Task, TaskError, collect_dir, unknown_keys
+from openforge.tasks.model import Task, TaskError, collect_dir, read_task_data, unknown_keys
 
 __all__ = [
     "MINIWOB_FILE",
@@ -124,10 +123,7 @@ def miniwob_task(
 def load_miniwob(d: Path) -> Task:
     """Load a task directory holding ``miniwob.toml``."""
     file = d / MINIWOB_FILE
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(file, "(toml)", str(exc)) from exc
+    data = read_task_data(file)
     name, seed = data.get("task"), data.get("seed", 0)
     if not isinstance(name, str) or not name or "/" in name:
         raise TaskError(file, "task", "must be the name of a MiniWoB page, e.g. 'click-button'")

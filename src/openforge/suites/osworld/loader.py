@@ -18,7 +18,14 @@ from typing import Any
 
 from openforge.environments.desktop import ConfigStep, DesktopEnvironment
 from openforge.guest import bundle
-from openforge.tasks.model import VERIFY_DIR, Task, TaskError, TaskWarning, unknown_keys
+from openforge.tasks.model import (
+    VERIFY_DIR,
+    Task,
+    TaskError,
+    TaskWarning,
+    read_task_data,
+    unknown_keys,
+)
 
 __all__ = [
     "EVALUATOR",
@@ -115,12 +122,7 @@ def check_evaluator(file: Path, ev: Any, root: Path, where: str = "evaluator") -
 
 
 def _load_example(file: Path, domain: str, root: Path) -> Task:
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TaskError(file, "(json)", str(exc)) from exc
-    if not isinstance(data, dict):
-        raise TaskError(file, "(json)", "must be an object")
+    data = read_task_data(file)
     for key in ("id", "instruction"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise TaskError(file, key, "must be a non-empty string")

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from openforge.suites.grading import GRADER_WRAPPER, check_id
-from openforge.suites.qwenclawbench.loader import frontmatter_warnings
+from openforge.suites.qwenclawbench.loader import frontmatter_task
 from openforge.tasks.model import VERIFY_DIR, Task, TaskError, inside
 from openforge.tasks.native import number
 
@@ -64,22 +64,15 @@ def load_qwenclawbench(file: Path, suite_root: Path) -> Task:
         src = _find_source(file, suite_root, entry["source"], where)
         workspace[str(dest)] = src
     timeout = number(file, front, "timeout_seconds", 300.0) or 300.0
-    warnings = frontmatter_warnings(file, front)
-    return Task(
-        id=task_id,
-        instruction=prompt,
-        path=file,
-        format="qwenclawbench",
-        timeout_s=timeout,
-        tags=tuple(str(t) for t in [front.get("category")] if t),
-        workspace=workspace,
-        verify_extra={
-            "grader.py": code.group(1).encode(),
-            "run.py": (GRADER_WRAPPER % "*([[], ws][-n:] if n == 2 else [ws])").encode(),
-        },
-        verify_command=f"python3 {VERIFY_DIR}/run.py",
-        warnings=tuple(warnings),
-    )
+    task = frontmatter_task(file, front, task_id, prompt, timeout)
+    task.tags = tuple(str(t) for t in [front.get("category")] if t)
+    task.workspace = workspace
+    task.verify_extra = {
+        "grader.py": code.group(1).encode(),
+        "run.py": (GRADER_WRAPPER % "*([[], ws][-n:] if n == 2 else [ws])").encode(),
+    }
+    task.verify_command = f"python3 {VERIFY_DIR}/run.py"
+    return task
 
 
 def _find_source(file: Path, suite_root: Path, source: str, where: str) -> Path:

@@ -50,6 +50,21 @@ def frontmatter_warnings(file: Path, meta: dict[str, Any]) -> list[TaskWarning]:
     return warnings
 
 
+def frontmatter_task(
+    file: Path, meta: dict[str, Any], task_id: str, prompt: str, timeout_s: float
+) -> Task:
+    """The Task either layout (this one, or ``legacy.py``'s) makes of a task file: its id,
+    prompt, timeout and front-matter warnings; the caller adds what its layout grades by."""
+    return Task(
+        id=task_id,
+        instruction=prompt,
+        path=file,
+        format="qwenclawbench",
+        timeout_s=timeout_s,
+        warnings=tuple(frontmatter_warnings(file, meta)),
+    )
+
+
 _LIB = ("scripts", "lib_grading.py")
 # lib_tasks.py's own expressions: the frontmatter, tracing-only fields it strips, sections,
 # and lib_grading.py's code block (closed only by a fence at the start of a line).
@@ -201,21 +216,13 @@ def _load_one(file: Path, root: Path, tasks_dir: Path, assets: list[Path]) -> Ta
         raise TaskError(file, "timeout_seconds", f"must be a positive number, got {timeout!r}")
     category = meta.get("category", "")
     files, inline = _workspace(file, meta, task_id, assets)
-    warnings = frontmatter_warnings(file, meta)
-    return Task(
-        id=task_id,
-        instruction=prompt,
-        path=file,
-        format="qwenclawbench",
-        timeout_s=float(timeout),
-        verify_timeout_s=600.0,
-        tags=tuple(str(t) for t in (category, meta.get("subcategory")) if t),
-        category=str(category or ""),
-        workspace=files,
-        workspace_extra=inline,
-        grader=QwenClawBenchGrader(root, tasks_dir, file, str(grading)),
-        warnings=tuple(warnings),
-    )
+    task = frontmatter_task(file, meta, task_id, prompt, float(timeout))
+    task.verify_timeout_s = 600.0
+    task.tags = tuple(str(t) for t in (category, meta.get("subcategory")) if t)
+    task.category = str(category or "")
+    task.workspace, task.workspace_extra = files, inline
+    task.grader = QwenClawBenchGrader(root, tasks_dir, file, str(grading))
+    return task
 
 
 def load_qwenclawbench_checkout(path: Path) -> tuple[list[Task], list[TaskError]]:

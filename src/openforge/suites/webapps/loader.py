@@ -28,7 +28,6 @@ one task of each app in the ``test`` split.
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from openforge.environments.base import STATED_ANSWER
 from openforge.environments.browser import APP_DB, RESULT_FILE, BrowserEnvironment
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.suites.cache import cached_suite
-from openforge.tasks.model import Task, TaskError, check_keys
+from openforge.tasks.model import Task, TaskError, check_keys, read_task_data
 
 __all__ = [
     "APPS",
@@ -214,10 +213,7 @@ def webapp_task(
 def load_webapp(d: Path) -> Task:
     """Load a task directory holding ``webapp.toml``."""
     file = d / WEBAPP_FILE
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(file, "(toml)", str(exc)) from exc
+    data = read_task_data(file)
     check_keys(file, data, _KEYS)
     app = data.get("app")
     if app not in APPS:

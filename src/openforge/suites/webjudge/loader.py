@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from openforge.environments.browser import BrowserEnvironment
 from openforge.suites.webjudge.grader import KEEP_SCREENSHOTS, WebJudgeGrader
-from openforge.tasks.model import Task, TaskError, unknown_keys
+from openforge.tasks.model import Task, TaskError, read_task_data, unknown_keys
 
 __all__ = ["MIND2WEB_FILE", "WEBVOYAGER_FILE", "load_mind2web", "load_webvoyager", "site_task"]
 
@@ -99,12 +99,7 @@ def load_webvoyager(path: Path) -> tuple[list[Task], list[TaskError]]:
 def load_mind2web(path: Path) -> tuple[list[Task], list[TaskError]]:
     """Online-Mind2Web's task JSON (a list of tasks; the file or its directory)."""
     file = _suite_file(path, MIND2WEB_FILE)
-    try:
-        rows = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TaskError(file, "(json)", str(exc)) from exc
-    if not isinstance(rows, list):
-        raise TaskError(file, "(json)", "must be a list of tasks")
+    rows = read_task_data(file, list)
     tasks: list[Task] = []
     errors: list[TaskError] = []
     for i, row in enumerate(rows):
