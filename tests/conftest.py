@@ -45,6 +45,7 @@ SANDBOX_SOURCES = (
     "fspaths",
     "gateway_relay",
     "procs",
+    "runs",
     "runtime",
     "sandboxd",
     "sandboxd_verify",
