@@ -18,8 +18,9 @@ quickstart: $(SETUP)
 	$(VENV)/bin/openforge quickstart
 
 # The veRL export and bridge tests run again in .venv-verl, where veRL itself imports.
+# --durations: CI's log names the slowest tests (the whole run must stay under 30 minutes).
 test: $(SETUP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 	.venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/integrations tests/traces/test_verl.py
 
 bench: $(SETUP)

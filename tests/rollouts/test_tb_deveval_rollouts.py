@@ -6,6 +6,7 @@ never ``infra_error``."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -30,15 +31,20 @@ async def test_deveval_shape_through_the_orchestrator(
 ) -> None:
     monkeypatch.setenv("OPENFORGE_HOME", str(tmp_path / "home"))  # no cached verdicts
     (task,) = load_tasks(samples.terminal_bench_template(tmp_path / "suite", "deveval")).tasks
-    results = {}
-    for name, command in COMMANDS.items():
-        config = RolloutConfig(
+
+    def config(name: str, command: str) -> RolloutConfig:
+        return RolloutConfig(
             tasks=[dataclasses.replace(task, id=name)], harness="shell",
             harness_options={"command": command}, gateway_url=gateway, backend="podman",
             backend_options={"base_images": {samples.TB_PYTHON: uv_base}},
             out_dir=tmp_path / name, retries=0,
         )  # fmt: skip
-        (results[name],) = await run_rollouts(config)
+
+    # The honest run builds the task's image; the other two then run side by side on it.
+    (honest,) = await run_rollouts(config("honest", COMMANDS["honest"]))
+    others = [name for name in COMMANDS if name != "honest"]
+    runs = await asyncio.gather(*(run_rollouts(config(n, COMMANDS[n])) for n in others))
+    results = {"honest": honest} | {name: r for name, (r,) in zip(others, runs, strict=True)}
     got = {name: (r.status, r.reward) for name, r in results.items()}
     assert got == {
         "honest": ("completed", 1.0),
