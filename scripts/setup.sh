@@ -25,7 +25,7 @@ fi
 # setup is spent waiting on their downloads (vLLM's CPU build alone is 3.5 GB).
 LOGS=$(mktemp -d)
 JOBS=()
-trap 'kill "${JOBS[@]}" 2>/dev/null; rm -rf "$LOGS"' EXIT
+trap 'kill "${JOBS[@]}" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 wait_for() {  # NAME PID: that install's output, or its failure with the output
   if ! wait "$2"; then
     echo "setup: scripts/install-$1.sh failed; its output:" >&2
