@@ -63,8 +63,15 @@ async def _round_trip(tmp_path: Path, tool: dict[str, Any], launch: Any, dialect
     assert not second.fork
 
 
-@pytest.mark.skipif(shutil.which("claude") is None, reason="Claude Code is not installed")
+def _installed(program: str) -> None:
+    """Fail, naming the script, when a harness setup installs is missing (never a skip)."""
+    if shutil.which(program) is None:
+        pytest.fail(f"{program} is missing: scripts/install-harnesses.sh installs it")
+
+
 async def test_claude_code_tool_round_trip(tmp_path: Path) -> None:
+    _installed("claude")
+
     def launch(rollout: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str, str]]:
         home = tmp / "home"
         home.mkdir()
@@ -93,8 +100,9 @@ async def test_claude_code_tool_round_trip(tmp_path: Path) -> None:
     await _round_trip(tmp_path, tool, launch, "anthropic")
 
 
-@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
 async def test_codex_tool_round_trip(tmp_path: Path) -> None:
+    _installed("codex")
+
     def launch(rollout: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str, str]]:
         home = tmp / "codex-home"
         home.mkdir()
@@ -121,12 +129,12 @@ async def test_codex_tool_round_trip(tmp_path: Path) -> None:
     await _round_trip(tmp_path, tool, launch, "openai_responses")
 
 
-@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
 async def test_codex_compacts_and_finishes(tmp_path: Path) -> None:
     """Codex forced to compact early (``model_auto_compact_token_limit`` below its first
     prompt): after its tool call it sends a ``compaction_trigger``; the policy's summary
     comes back as a compaction item, Codex carries it on and finishes the task, and the
     trace shows the compaction call and the fork its summary starts."""
+    _installed("codex")
     summary = "Ran echo forge-$((6*7)); it printed forge-42. Next: report forge-42."
     script = write_script(
         tmp_path / "script.jsonl",
