@@ -421,6 +421,8 @@ def eval_(
 ) -> None:
     """Run every task × n like `openforge rollout`, then report pass@k and pass^k per task
     and overall."""
+    from openforge.suites.command import task_selection
+
     ks = sorted(set(k or [1, n]))
     bad = [x for x in ks if not 1 <= x <= n]
     if bad:
@@ -430,7 +432,7 @@ def eval_(
             tasks, harness, harness_option, n, concurrency, backend, gateway, out, model, split,
             retries, retry_infra, ks, allow_task_internet, reward_key,
             prices(price_input, price_output, price_sandbox_hour), allow_reachable_evidence,
-            monitor_rules, _selection(task, exclude, limit, sample, seed), claweval_fixtures,
+            monitor_rules, task_selection(task, exclude, limit, sample, seed), claweval_fixtures,
         )
     )  # fmt: skip
 
@@ -443,18 +445,6 @@ def _options_but(command: Callable[..., None], *names: str) -> inspect.Signature
 
 # rollout takes eval's options, --k aside (it reports pass@1): declared once, in eval_.
 rollout.__signature__ = _options_but(eval_, "k")  # type: ignore[attr-defined]
-
-
-def _selection(
-    task: list[str] | None,
-    exclude: list[str] | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-) -> TaskSelection:
-    from openforge.suites.command import task_selection
-
-    return task_selection(task, exclude, limit, sample, seed)
 
 
 def register(app: typer.Typer) -> None:
