@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anthropic
 import httpx
+import openai
 import orjson
 import pytest
 
@@ -62,3 +64,34 @@ async def rollout_calls(gw: Gateway, rollout_id: str) -> dict[str, Any]:
         r = await c.get(f"{gw.admin_url}/rollouts/{rollout_id}", params={"tokens": 1})
         assert r.status_code == 200, r.text
         return dict(r.json())
+
+
+# SDK clients the tests opened, closed after each test: an unclosed httpx pool warns at
+# interpreter exit and can hold a connection the next test's gateway shutdown waits on.
+_SDK_CLIENTS: list[openai.AsyncOpenAI | anthropic.AsyncAnthropic] = []
+SdkClient = TypeVar("SdkClient", openai.AsyncOpenAI, anthropic.AsyncAnthropic)
+
+
+@pytest.fixture(autouse=True)
+async def _close_sdk_clients() -> AsyncIterator[None]:
+    yield
+    while _SDK_CLIENTS:
+        await _SDK_CLIENTS.pop().close()
+
+
+def closing(client: SdkClient) -> SdkClient:
+    """``client``, closed when the test ends."""
+    _SDK_CLIENTS.append(client)
+    return client
+
+
+def openai_client(r: dict[str, Any]) -> openai.AsyncOpenAI:
+    """The official OpenAI SDK at rollout ``r``'s base URL, no retries, closed after the test."""
+    return closing(openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0))
+
+
+def anthropic_client(r: dict[str, Any]) -> anthropic.AsyncAnthropic:
+    """The official Anthropic SDK at rollout ``r``'s base URL, no retries, closed after the test."""
+    return closing(
+        anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
+    )

@@ -6,7 +6,7 @@ reason names the compaction."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -18,9 +18,8 @@ from openforge.rendering import load_tokenizer
 from openforge.traces.graph import build_graph
 from openforge.traces.view import load_decoder, render_html
 
-from .conftest import MODEL, new_rollout, rollout_calls
+from .conftest import MODEL, new_rollout, openai_client, rollout_calls
 
-_CLIENTS: list[Any] = []
 SUMMARY = "Goal: print forge-42. Done: ran echo, it printed forge-42. Next: report it."
 TOOL: Any = {
     "type": "function",
@@ -33,19 +32,6 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": SUMMARY},
     {"text": "The answer is forge-42."},
 ]
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> AsyncIterator[None]:
-    yield
-    while _CLIENTS:
-        await _CLIENTS.pop().close()
-
-
-def _client(r: dict[str, Any]) -> openai.AsyncOpenAI:
-    client = openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0)
-    _CLIENTS.append(client)
-    return client
 
 
 async def _first_turn(client: openai.AsyncOpenAI) -> list[Any]:
@@ -86,7 +72,7 @@ def _check_trace(calls: list[dict[str, Any]], source: str) -> None:
 async def test_compact_endpoint_round_trip(make_gateway: Callable[..., Gateway]) -> None:
     async with make_gateway(SCRIPT) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         items = await _first_turn(client)
         compacted = await client.responses.compact(
             model="m", input=items, extra_body={"tools": [TOOL]}
@@ -115,7 +101,7 @@ async def test_compaction_trigger_round_trip(
 ) -> None:
     async with make_gateway(SCRIPT) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         items = await _first_turn(client)
         trigger = [*items, {"type": "compaction_trigger"}]
         if stream:
@@ -154,7 +140,7 @@ async def test_compaction_continued_by_previous_response_id(
 ) -> None:
     async with make_gateway(SCRIPT) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         items = await _first_turn(client)
         trigger = [*items, {"type": "compaction_trigger"}]
         response = await client.responses.create(model="m", input=trigger, tools=[TOOL], store=True)
@@ -188,7 +174,7 @@ async def test_compaction_continued_by_previous_response_id(
 )
 async def test_compaction_refusals(gateway: Gateway, body: dict[str, Any], param: str) -> None:
     r = await new_rollout(gateway)
-    client = _client(r)
+    client = openai_client(r)
     with pytest.raises(openai.BadRequestError) as err:
         await client.responses.create(model="m", **body)
     assert err.value.body["param"] == param  # type: ignore[index]

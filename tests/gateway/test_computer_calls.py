@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -16,10 +16,8 @@ import pytest
 from openforge.gateway.server import Gateway
 from openforge.rendering import load_tokenizer
 
-from .conftest import MODEL, new_rollout, rollout_calls
+from .conftest import MODEL, new_rollout, openai_client, rollout_calls
 from .test_vendor_tools import screenshot
-
-_CLIENTS: list[Any] = []
 
 COMPUTER: Any = {
     "type": "computer_use_preview",
@@ -30,19 +28,6 @@ COMPUTER: Any = {
 CLICK = {"type": "click", "button": "left", "x": 100, "y": 200}
 DRAG = {"type": "drag", "path": [{"x": 1, "y": 2}, {"x": 30, "y": 40}]}
 KEYS = {"type": "keypress", "keys": ["CTRL", "L"]}
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> AsyncIterator[None]:
-    yield
-    while _CLIENTS:
-        await _CLIENTS.pop().close()
-
-
-def _client(r: dict[str, Any]) -> openai.AsyncOpenAI:
-    client = openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0)
-    _CLIENTS.append(client)
-    return client
 
 
 def _output(call_id: str, seed: int) -> dict[str, Any]:
@@ -63,7 +48,7 @@ def _script(*actions: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_computer_calls_round_trip(make_gateway: Callable[..., Gateway]) -> None:
     async with make_gateway(_script(CLICK, DRAG, KEYS)) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         items: list[Any] = [{"role": "user", "content": "Open the page."}]
         first = await client.responses.create(
             model="computer-use-preview", input=items, tools=[COMPUTER], truncation="auto"
@@ -124,7 +109,7 @@ async def test_computer_call_with_previous_response_id(
 ) -> None:
     async with make_gateway(_script({"type": "screenshot"})) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         first = await client.responses.create(
             model="m",
             input="Look at the screen.",
@@ -196,7 +181,7 @@ async def test_computer_call_with_previous_response_id(
 )
 async def test_computer_refusals(gateway: Gateway, body: dict[str, Any], param: str) -> None:
     r = await new_rollout(gateway)
-    client = _client(r)
+    client = openai_client(r)
     with pytest.raises(openai.BadRequestError) as err:
         await client.responses.create(model="m", **body)
     assert err.value.body["param"] == param  # type: ignore[index]
@@ -207,7 +192,7 @@ async def test_batched_computer_tool(make_gateway: Callable[..., Gateway]) -> No
     script = [{"tool_calls": [{"name": "computer", "arguments": batch}]}, {"text": "Typed."}]
     async with make_gateway(script) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = openai_client(r)
         items: list[Any] = [{"role": "user", "content": "Type hello."}]
         async with client.responses.stream(
             model="gpt-5.5", input=items, tools=[{"type": "computer"}]

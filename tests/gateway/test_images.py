@@ -6,7 +6,7 @@ import base64
 import hashlib
 import io
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,7 +21,7 @@ from openforge.gateway.limits import Limits
 from openforge.gateway.server import Gateway
 from openforge.store.sqlite import SqliteStore
 
-from .conftest import new_rollout
+from .conftest import anthropic_client, new_rollout, openai_client
 
 
 def screenshot(seed: int, size: tuple[int, int] = (128, 72), fmt: str = "PNG") -> bytes:
@@ -38,28 +38,6 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-_CLIENTS: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> AsyncIterator[None]:
-    yield
-    while _CLIENTS:
-        await _CLIENTS.pop().close()
-
-
-def _oai(r: dict[str, Any]) -> openai.AsyncOpenAI:
-    client = openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0)
-    _CLIENTS.append(client)
-    return client
-
-
-def _ant(r: dict[str, Any]) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
-    _CLIENTS.append(client)
-    return client
-
-
 def _chat_image(data: bytes, media_type: str = "image/png") -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{b64(data)}"}}
 
@@ -67,7 +45,7 @@ def _chat_image(data: bytes, media_type: str = "image/png") -> dict[str, Any]:
 async def test_screenshots_stored_once_and_referenced(gateway: Gateway) -> None:
     """Each call re-sends every screenshot so far: 4 calls, 10 images sent, 4 stored."""
     r = await new_rollout(gateway)
-    client = _oai(r)
+    client = openai_client(r)
     shots = [screenshot(i) for i in range(4)]
     content: list[Any] = [{"type": "text", "text": "Open the settings page."}]
     for shot in shots:
@@ -98,7 +76,7 @@ async def test_screenshots_stored_once_and_referenced(gateway: Gateway) -> None:
 async def test_responses_and_anthropic_images(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
     shot = screenshot(7, fmt="JPEG")
-    resp = await _oai(r).responses.create(
+    resp = await openai_client(r).responses.create(
         model="m",
         input=[
             {
@@ -115,7 +93,7 @@ async def test_responses_and_anthropic_images(gateway: Gateway) -> None:
         ],
     )
     assert resp.status == "completed"
-    msg = await _ant(r).messages.create(
+    msg = await anthropic_client(r).messages.create(
         model="m",
         max_tokens=32,
         messages=[
@@ -155,7 +133,7 @@ async def test_bad_images_are_dialect_400s(
 ) -> None:
     r = await new_rollout(gateway)
     with pytest.raises(anthropic.BadRequestError) as ant:
-        await _ant(r).messages.create(
+        await anthropic_client(r).messages.create(
             model="m",
             max_tokens=8,
             messages=[
@@ -177,7 +155,7 @@ async def test_bad_images_are_dialect_400s(
     assert error["type"] == "invalid_request_error"
     assert "messages[2].content[1].source.data" in error["message"] and why in error["message"]
     with pytest.raises(openai.BadRequestError) as oai:
-        await _oai(r).chat.completions.create(
+        await openai_client(r).chat.completions.create(
             model="m",
             messages=[
                 {
@@ -195,7 +173,7 @@ async def test_bad_images_are_dialect_400s(
     assert oai.value.body["param"] == "messages[0].content[1].image_url.url"  # type: ignore[index]
     assert why in oai.value.body["message"]  # type: ignore[index]
     with pytest.raises(openai.BadRequestError) as resp:
-        await _oai(r).responses.create(
+        await openai_client(r).responses.create(
             model="m",
             input=[
                 {
@@ -221,7 +199,7 @@ async def test_image_over_the_size_limit(gateway: Gateway, monkeypatch: pytest.M
     monkeypatch.setattr(images_module, "MAX_IMAGE_BYTES", len(shot) - 1)
     r = await new_rollout(gateway)
     with pytest.raises(openai.BadRequestError, match="exceed the limit") as oai:
-        await _oai(r).chat.completions.create(
+        await openai_client(r).chat.completions.create(
             model="m", messages=[{"role": "user", "content": [_chat_image(shot)]}]
         )
     assert oai.value.body["param"] == "messages[0].content[0].image_url.url"  # type: ignore[index]
@@ -263,7 +241,7 @@ def image_server() -> Iterator[str]:
 async def test_url_images_off_by_default(gateway: Gateway, image_server: str) -> None:
     r = await new_rollout(gateway)
     with pytest.raises(anthropic.BadRequestError, match="does not fetch image URLs"):
-        await _ant(r).messages.create(
+        await anthropic_client(r).messages.create(
             model="m",
             max_tokens=8,
             messages=[
@@ -288,7 +266,7 @@ async def test_url_images_fetched_when_allowed(make_gateway: Any, image_server: 
     )
     async with make_gateway(limits=limits) as gw:
         r = await new_rollout(gw)
-        client = _oai(r)
+        client = openai_client(r)
 
         async def ask(path: str) -> Any:
             return await client.chat.completions.create(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
@@ -13,7 +12,7 @@ import pytest
 from openforge.engines.scripted import scripted_logprob
 from openforge.gateway.server import Gateway
 
-from .conftest import new_rollout, rollout_calls
+from .conftest import anthropic_client, closing, new_rollout, openai_client, rollout_calls
 
 TOOLS_OAI: list[Any] = [
     {
@@ -36,21 +35,6 @@ TOOLS_ANT: list[Any] = [
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4wcUFAAJ6AN1nJ0J9AAAAAElFTkSuQmCC"
 
 
-_CLIENTS: list[Any] = []
-
-
-def _track(client: Any) -> Any:
-    _CLIENTS.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> AsyncIterator[None]:
-    yield
-    while _CLIENTS:
-        await _CLIENTS.pop().close()
-
-
 def _check_recorded(call: dict[str, Any]) -> None:
     assert call["status"] == "ok"
     assert call["output_logprobs"] == pytest.approx(
@@ -60,7 +44,7 @@ def _check_recorded(call: dict[str, Any]) -> None:
 
 async def test_chat_tool_round_trip_path_key(gateway: Gateway) -> None:
     r = await new_rollout(gateway, task_id="t1")
-    client = _track(openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="ignored"))
+    client = closing(openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="ignored"))
     msgs: list[Any] = [
         {
             "role": "user",
@@ -111,7 +95,7 @@ async def test_chat_tool_round_trip_path_key(gateway: Gateway) -> None:
 
 async def test_anthropic_stream_and_tools_bearer_key(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
-    client = _track(anthropic.AsyncAnthropic(base_url=gateway.url, api_key=r["key"]))
+    client = closing(anthropic.AsyncAnthropic(base_url=gateway.url, api_key=r["key"]))
     msgs: list[Any] = [{"role": "user", "content": "run echo hi"}]
     async with client.messages.stream(
         model="claude-x", max_tokens=1024, messages=msgs, tools=TOOLS_ANT, system="Be brief."
@@ -148,7 +132,7 @@ async def test_anthropic_stream_and_tools_bearer_key(gateway: Gateway) -> None:
 
 async def test_x_api_key_and_beta_query(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
-    client = _track(anthropic.AsyncAnthropic(base_url=gateway.url, api_key=r["key"]))
+    client = closing(anthropic.AsyncAnthropic(base_url=gateway.url, api_key=r["key"]))
     msg = await client.beta.messages.create(
         model="claude-x",
         max_tokens=64,
@@ -161,7 +145,7 @@ async def test_x_api_key_and_beta_query(gateway: Gateway) -> None:
 
 
 async def test_unknown_key_and_closed_rollout(gateway: Gateway) -> None:
-    bad = _track(
+    bad = closing(
         openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="not-a-key", max_retries=0)
     )
     with pytest.raises(openai.AuthenticationError):
@@ -174,9 +158,7 @@ async def test_unknown_key_and_closed_rollout(gateway: Gateway) -> None:
         assert (await c.post(url, json={"status": "completed", "reward": 1.0})).status_code == 200
         assert (await c.post(url, json={"status": "completed", "reward": 1.0})).status_code == 200
         assert (await c.post(url, json={"status": "timeout"})).status_code == 409
-    closed = _track(
-        anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
-    )
+    closed = anthropic_client(r)
     with pytest.raises(anthropic.PermissionDeniedError):
         await closed.messages.create(
             model="m", max_tokens=8, messages=[{"role": "user", "content": "x"}]
@@ -185,15 +167,13 @@ async def test_unknown_key_and_closed_rollout(gateway: Gateway) -> None:
 
 async def test_bad_requests_get_dialect_errors(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
-    client = _track(openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0))
+    client = openai_client(r)
     with pytest.raises(openai.BadRequestError) as oai:
         await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}], n=2
         )
     assert oai.value.body["param"] == "n"  # type: ignore[index]
-    ant = _track(
-        anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
-    )
+    ant = anthropic_client(r)
     with pytest.raises(anthropic.BadRequestError):
         await ant.messages.create(
             model="m",
@@ -212,17 +192,13 @@ async def test_bad_requests_get_dialect_errors(gateway: Gateway) -> None:
 async def test_context_too_long(make_gateway: Any) -> None:
     async with make_gateway(max_context=50) as gw:
         r = await new_rollout(gw)
-        client = _track(
-            openai.AsyncOpenAI(base_url=r["openai_base_url"], api_key="x", max_retries=0)
-        )
+        client = openai_client(r)
         with pytest.raises(openai.BadRequestError) as oai:
             await client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "word " * 100}]
             )
         assert oai.value.code == "context_length_exceeded"
-        ant = _track(
-            anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
-        )
+        ant = anthropic_client(r)
         with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
             await ant.messages.create(
                 model="m", max_tokens=8, messages=[{"role": "user", "content": "word " * 100}]
@@ -231,7 +207,7 @@ async def test_context_too_long(make_gateway: Any) -> None:
 
 async def test_anonymous(make_gateway: Any) -> None:
     async with make_gateway(allow_anonymous=True) as gw:
-        client = _track(openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="whatever"))
+        client = closing(openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="whatever"))
         out = await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}]
         )

@@ -9,7 +9,7 @@ import base64
 import hashlib
 import io
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -20,16 +20,7 @@ from openforge.dialects.anthropic.defined import VERSIONS
 from openforge.gateway.server import Gateway
 from openforge.rendering import load_tokenizer
 
-from .conftest import MODEL, new_rollout, rollout_calls
-
-_CLIENTS: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> AsyncIterator[None]:
-    yield
-    while _CLIENTS:
-        await _CLIENTS.pop().close()
+from .conftest import MODEL, anthropic_client, new_rollout, rollout_calls
 
 
 def screenshot(seed: int) -> bytes:
@@ -38,12 +29,6 @@ def screenshot(seed: int) -> bytes:
     out = io.BytesIO()
     img.save(out, "PNG")
     return out.getvalue()
-
-
-def _client(r: dict[str, Any]) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=r["anthropic_base_url"], api_key="x", max_retries=0)
-    _CLIENTS.append(client)
-    return client
 
 
 def _tool(kind: str) -> dict[str, Any]:
@@ -130,7 +115,7 @@ async def test_defined_tool_round_trip(kind: str, make_gateway: Callable[..., Ga
     script = [{"tool_calls": [{"name": name, "arguments": a}]} for a in calls]
     async with make_gateway([*script, {"text": "All done."}]) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = anthropic_client(r)
         tools: Any = [_tool(kind)]
         msgs: list[Any] = [{"role": "user", "content": "Do the task."}]
         first = await client.beta.messages.create(
@@ -184,7 +169,7 @@ async def test_defined_tool_round_trip(kind: str, make_gateway: Callable[..., Ga
 
 async def test_defined_tools_are_counted(gateway: Gateway) -> None:
     r = await new_rollout(gateway)
-    client = _client(r)
+    client = anthropic_client(r)
     counted = await client.beta.messages.count_tokens(
         model="claude-x",
         messages=[{"role": "user", "content": "hi"}],
@@ -246,7 +231,7 @@ async def test_defined_tool_refusals(
     gateway: Gateway, tool: dict[str, Any], where: str, words: str
 ) -> None:
     r = await new_rollout(gateway)
-    client = _client(r)
+    client = anthropic_client(r)
     with pytest.raises(anthropic.BadRequestError) as err:
         await client.beta.messages.create(
             model="claude-x",
@@ -273,7 +258,7 @@ async def test_computer_toolset_round_trip(make_gateway: Callable[..., Gateway])
     toolset: Any = {"type": "computer_toolset_20260801", "configs": {"zoom": {"enabled": False}}}
     async with make_gateway(script) as gw:
         r = await new_rollout(gw)
-        client = _client(r)
+        client = anthropic_client(r)
         msgs: list[Any] = [{"role": "user", "content": "Scroll the list."}]
         first = await client.beta.messages.create(
             model="claude-x", max_tokens=256, messages=msgs, tools=[toolset]
@@ -333,7 +318,7 @@ async def test_computer_toolset_round_trip(make_gateway: Callable[..., Gateway])
 )
 async def test_toolset_refusals(gateway: Gateway, tool: dict[str, Any], where: str | None) -> None:
     r = await new_rollout(gateway)
-    client = _client(r)
+    client = anthropic_client(r)
     tools: Any = [tool, {"name": "type", "input_schema": {"type": "object"}}]
     with pytest.raises(anthropic.BadRequestError) as err:
         await client.beta.messages.create(
