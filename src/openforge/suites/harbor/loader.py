@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from openforge.tasks.model import (
     TestsVerifier,
     collect_dir,
     inside,
+    read_task_data,
     read_yaml_mapping,
     unknown_keys,
 )
@@ -382,10 +382,7 @@ def _wants_internet(env: dict[str, Any], agent: dict[str, Any]) -> bool:
 def load_harbor(root: Path) -> Task:
     """Load a Harbor task directory (single- or multi-step)."""
     file = root / "task.toml"
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(file, "(toml)", f"not valid TOML: {exc}") from exc
+    data = read_task_data(file)  # a file that is not TOML (or not UTF-8) is a TaskError
     warns = unknown_keys(file, data, _TOP)
     info = _table(file, data, "task", _TASK, warns)
     agent = _table(file, data, "agent", _AGENT, warns)
