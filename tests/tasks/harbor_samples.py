@@ -402,6 +402,82 @@ def harbor_sidecar(
     })  # fmt: skip
 
 
+# A simulated user of the task's own, in the cookbook's simulated-user layout: a sidecar whose
+# compose environment names ANTHROPIC_API_KEY and that asks Anthropic's Messages API (the
+# wire format the official SDK speaks, with the SDK's ANTHROPIC_BASE_URL and x-api-key) for
+# each answer. Standard library only: the Debian base has no anthropic package.
+USER_SERVER_PY = """\
+import json, os, urllib.parse, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PERSONA = "You are a user who wants the word forge-word-3 written to /app/word.txt."
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        question = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["q"][0]
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 64, "system": PERSONA,
+                "messages": [{"role": "user", "content": question}]}
+        base = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        req = urllib.request.Request(base.rstrip("/") + "/v1/messages", json.dumps(body).encode(), {
+            "content-type": "application/json", "anthropic-version": "2023-06-01",
+            "x-api-key": os.environ.get("ANTHROPIC_API_KEY", "")})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                reply = json.load(r)
+            text = "".join(b["text"] for b in reply["content"] if b["type"] == "text")
+            code = 200
+        except Exception as exc:
+            text, code = f"the user is not there: {exc}", 502
+        self.send_response(code)
+        self.end_headers()
+        self.wfile.write(text.encode())
+
+
+ThreadingHTTPServer(("0.0.0.0", 8000), Handler).serve_forever()
+"""
+ASK_USER = "curl -sf 'http://user-server:8000/ask?q=Which%20word%20do%20you%20want%3F'"
+
+
+def harbor_simulated_user(root: Path) -> Path:
+    """A task whose requirement only its simulated user knows: a ``user-server`` sidecar that
+    calls a model with ``ANTHROPIC_API_KEY`` (the cookbook's simulated-user recipe's shape);
+    the agent asks it and writes the answer to ``/app/word.txt``."""
+    probe = "import socket; socket.create_connection(('localhost', 8000), 2)"
+    health = f'["CMD", "python3", "-c", "{probe}"]'
+    compose = (
+        "services:\n  main:\n    depends_on:\n      user-server:\n"
+        "        condition: service_healthy\n"
+        "  user-server:\n    build:\n      context: ./user-server\n"
+        "    environment:\n      - ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}\n"
+        "      - SIM_USER_MODEL=${SIM_USER_MODEL:-}\n"
+        '    expose:\n      - "8000"\n'
+        f"    healthcheck:\n      test: {health}\n"
+        "      interval: 500ms\n      timeout: 5s\n      retries: 20\n"
+    )
+    return _write(root / "simulated-user", {
+        "task.toml": "[verifier]\ntimeout_sec = 30.0\n[agent]\ntimeout_sec = 60.0\n",
+        "instruction.md": (
+            "Ask the user at http://user-server:8000/ask?q=QUESTION which word they want, "
+            "and write it to /app/word.txt.\n"
+        ),
+        "environment/Dockerfile": PY_CURL + "WORKDIR /app\n",
+        "environment/docker-compose.yaml": compose,
+        "environment/user-server/Dockerfile": (
+            PY_CURL + "WORKDIR /srv\nCOPY server.py /srv/\nCMD [\"python3\", \"/srv/server.py\"]\n"
+        ),
+        "environment/user-server/server.py": USER_SERVER_PY,
+        "tests/test.sh": (
+            "#!/bin/bash\ngrep -qx forge-word-3 /app/word.txt && r=1 || r=0\n"
+            "echo $r > /logs/verifier/reward.txt\n"
+        ),
+        "solution/solve.sh": f"#!/bin/bash\n{ASK_USER} > /app/word.txt\n",
+    })  # fmt: skip
+
+
 # Terminal-Bench 1's published verifier templates (laude-institute/terminal-bench-datasets),
 # each in a hand-written task whose image names the t-bench Python base, mapped by the tests to
 # the offline uv base (deploy/build-uv-base.sh): EvoEval's run-tests.sh (uv's installer, `source

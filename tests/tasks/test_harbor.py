@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from openforge.environments.services import McpRelay
+from openforge.rollouts.runner import task_roles
 from openforge.sandboxes import SandboxBackend
-from openforge.sandboxes.base import SandboxError, TaskImage
+from openforge.sandboxes.base import ModelKey, SandboxError, TaskImage, model_env
 from openforge.sandboxes.images import ImageBuilder, parse_base_images, substitute_bases
 from openforge.suites import load_tasks
 from openforge.suites.harbor.loader import with_reward_key
@@ -289,3 +290,27 @@ def test_compose_services_besides_main_are_sidecars(tmp_path: Path) -> None:
     compose.write_text(compose.read_text().replace("500ms", "soon"))
     (err,) = load_tasks(tmp_path / "sidecar").errors
     assert err.field == "services.api.healthcheck.interval"
+
+
+def test_a_sidecar_that_names_a_vendor_key_calls_a_model_through_the_user_role(
+    tmp_path: Path,
+) -> None:
+    """The cookbook's simulated user names ``ANTHROPIC_API_KEY``: its sidecar is marked as
+    calling Anthropic's API, a rollout of the task asks for a user-role key, and the backend
+    gives the sidecar that key at the gateway's address inside the sandbox (an oracle check,
+    with no gateway, leaves its environment as compose has it)."""
+    (task,) = load_tasks(samples.harbor_simulated_user(tmp_path)).tasks
+    assert task.environment is not None
+    (user,) = task.environment.services
+    (plain,) = load_tasks(samples.harbor_sidecar(tmp_path)).tasks
+    assert plain.environment is not None
+    (api,) = plain.environment.services
+    assert (user.model_apis, api.model_apis) == (("anthropic",), ())
+    assert task_roles(task, frozenset({"judge", "user"})) == ["user"]
+    assert task_roles(task, frozenset({"judge"})) == []
+    key = ModelKey("k-1", "/r/k-1/v1", "/r/k-1")
+    assert model_env(("anthropic", "openai"), key, "http://127.0.0.1:8080/") == {
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:8080/r/k-1", "ANTHROPIC_API_KEY": "k-1",
+        "OPENAI_BASE_URL": "http://127.0.0.1:8080/r/k-1/v1", "OPENAI_API_KEY": "k-1",
+    }  # fmt: skip
+    assert sandbox_spec(task, "/workspace").service_key is None

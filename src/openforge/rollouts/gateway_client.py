@@ -32,6 +32,7 @@ class RoleKey:
     key: str
     openai_base_url: str  # the model listener, as the host (a grader) reaches it
     model: str  # the model name to ask for
+    anthropic_base_url: str  # the same listener's Anthropic Messages root
 
 
 @dataclass(slots=True)
@@ -85,7 +86,9 @@ class GatewayClient:
             raise GatewayError(f"mint: HTTP {resp.status_code}: {resp.text[:500]}")
         data = resp.json()
         role_keys = {
-            role: RoleKey(entry["key"], entry["openai_base_url"], entry["model"])
+            role: RoleKey(
+                entry["key"], entry["openai_base_url"], entry["model"], entry["anthropic_base_url"]
+            )
             for role, entry in (data.get("role_keys") or {}).items()
         }
         return Minted(data["rollout_id"], data["key"], data["base_url"], role_keys)

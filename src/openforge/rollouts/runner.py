@@ -50,7 +50,7 @@ from openforge.rollouts.gateway_client import GatewayClient, GatewayError, Minte
 from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.rollouts.host import mark_overload
 from openforge.rollouts.recorded import recorded_transcript
-from openforge.sandboxes.base import Sandbox, SandboxBackend, SandboxError
+from openforge.sandboxes.base import ModelKey, Sandbox, SandboxBackend, SandboxError
 from openforge.sandboxes.runtime import SANDBOX_HOME
 from openforge.tasks.episode import (
     NEEDS_CONTAINER,
@@ -175,6 +175,12 @@ def _cannot_run(task: Task, job: RolloutJob, minted: Minted) -> str | None:
             f"the task needs the internet ({task.needs_internet}); run with "
             "--allow-task-internet where its sandbox can reach it"
         )
+    calling = _model_sidecars(task)
+    if calling and "user" not in minted.role_keys:
+        return (
+            f"the task's sidecar {calling[0]} calls a model (a simulated user): start the "
+            "gateway with --user-engine (or --judge-engine) to answer it"
+        )
     if task.simulated_user is not None:
         if not isinstance(job.harness, TakesTurnLimit):
             return (
@@ -254,13 +260,30 @@ def _harness_act(
     return act
 
 
+def _model_sidecars(task: Task) -> list[str]:
+    """The names of ``task``'s sidecars that call a model (Harbor's simulated users)."""
+    services = task.environment.services if task.environment else ()
+    return [svc.name for svc in services if svc.model_apis]
+
+
 def task_roles(task: Task, serving: frozenset[str]) -> list[str]:
     """The role keys to mint with a rollout of ``task``: a judge for a suite's grader and a
-    simulated user for a multi-turn task, where the gateway serves them."""
-    wanted = (["judge"] if task.grader is not None else []) + (
-        ["user"] if task.simulated_user is not None else []
-    )
+    simulated user for a multi-turn task or a sidecar that calls a model, where the gateway
+    serves them."""
+    user = task.simulated_user is not None or bool(_model_sidecars(task))
+    wanted = (["judge"] if task.grader is not None else []) + (["user"] if user else [])
     return [role for role in wanted if role in serving]
+
+
+def _service_key(minted: Minted) -> ModelKey | None:
+    """The rollout's user-role key as its sidecars call a model with it (paths only: the
+    backend joins them to the gateway's address inside the sandbox)."""
+    key = minted.role_keys.get("user")
+    if key is None:
+        return None
+    return ModelKey(
+        key.key, urlsplit(key.openai_base_url).path, urlsplit(key.anthropic_base_url).path
+    )
 
 
 def role_endpoint(minted: Minted, role: str) -> Judge | None:
@@ -340,6 +363,7 @@ async def _attempt(
         return
     spec = sandbox_spec(task, job.workdir, _model_origin(minted), job.allow_internet)
     spec.labels = {"openforge/rollout": minted.rollout_id, "openforge/group": job.group_id}
+    spec.service_key = _service_key(minted)
     workdir = spec.workdir
     t0 = time.perf_counter()
     try:

@@ -21,6 +21,8 @@ __all__ = [
     "ExecResult",
     "HarnessInstall",
     "KillsLeftovers",
+    "ModelApi",
+    "ModelKey",
     "NetworkPolicy",
     "OutputCallback",
     "Sandbox",
@@ -30,6 +32,8 @@ __all__ = [
     "SandboxTimeout",
     "ServiceContainer",
     "TaskImage",
+    "model_env",
+    "service_env",
 ]
 
 # What a sandbox may write in all, when its task does not say (``SandboxSpec.disk_mb``).
@@ -40,6 +44,8 @@ HARNESS_DIR = "/opt/openforge/harness"
 NetworkPolicy = Literal["none", "gateway", "open"]
 # Called with ("stdout" | "stderr", chunk) as output arrives.
 OutputCallback = Callable[[str, bytes], Awaitable[None] | None]
+# The model APIs a sidecar's environment names a key for (ANTHROPIC_API_KEY, OPENAI_API_KEY).
+ModelApi = Literal["anthropic", "openai"]
 
 
 class SandboxError(Exception):
@@ -98,6 +104,45 @@ class ServiceContainer:
     timeout_s: float = 5.0
     retries: int = 15
     start_period_s: float = 0.0
+    # The model APIs it calls (a simulated user's LLM, say): given the rollout's user-role
+    # key when the sandbox has a :class:`ModelKey`, so its calls reach the run's user engine
+    # through the gateway, recorded under the rollout, instead of a vendor's API.
+    model_apis: tuple[ModelApi, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelKey:
+    """A gateway key a task's sidecars call a model with (the rollout's user-role key): the
+    paths of its OpenAI and Anthropic base URLs, joined by the backend to the gateway's
+    address as the sandbox reaches it."""
+
+    key: str
+    openai_path: str
+    anthropic_path: str
+
+
+def model_env(apis: Sequence[ModelApi], key: ModelKey, gateway_url: str) -> dict[str, str]:
+    """The variables the official SDKs read (and Harbor's recipes set) that point a sidecar
+    calling ``apis`` at ``key`` on the gateway reached at ``gateway_url``."""
+    root = gateway_url.rstrip("/")
+    env: dict[str, str] = {}
+    if "anthropic" in apis:
+        env |= {"ANTHROPIC_BASE_URL": root + key.anthropic_path, "ANTHROPIC_API_KEY": key.key}
+    if "openai" in apis:
+        env |= {"OPENAI_BASE_URL": root + key.openai_path, "OPENAI_API_KEY": key.key}
+    return env
+
+
+def service_env(
+    svc: ServiceContainer, key: ModelKey | None, gateway_url: str | None
+) -> dict[str, str]:
+    """``svc``'s environment in a sandbox: one that calls a model gets ``key`` at the
+    gateway's address as the sandbox reaches it (sidecars share the sandbox's network)."""
+    if not svc.model_apis or key is None:
+        return svc.env
+    if gateway_url is None:
+        raise SandboxError(f"sidecar {svc.name} calls a model but the sandbox has no gateway")
+    return {**svc.env, **model_env(svc.model_apis, key, gateway_url)}
 
 
 @dataclass(slots=True)
@@ -127,8 +172,10 @@ class SandboxSpec:
     # Kubernetes backends run it in their GUI image (``deploy/build-gui-image.sh``: chromium,
     # Xvfb, the GUI venv), unless the task brings its own image, which must then carry them.
     gui: bool = False
-    # The task's sidecars (Harbor's compose services besides main).
+    # The task's sidecars (Harbor's compose services besides main), and the key those that
+    # call a model use (none outside a rollout: an oracle check has no gateway).
     services: tuple[ServiceContainer, ...] = ()
+    service_key: ModelKey | None = None
 
 
 @runtime_checkable

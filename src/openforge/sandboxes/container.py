@@ -43,7 +43,13 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from openforge.sandboxes.base import HARNESS_DIR, SandboxError, SandboxSpec, ServiceContainer
+from openforge.sandboxes.base import (
+    HARNESS_DIR,
+    SandboxError,
+    SandboxSpec,
+    ServiceContainer,
+    service_env,
+)
 from openforge.sandboxes.disk import DiskError, loop_disks_available, make_disk, remove_disk
 from openforge.sandboxes.gateway_relay import GatewayRelay, gateway_address
 from openforge.sandboxes.images import ImageBuilder
@@ -345,21 +351,24 @@ class ContainerBackend:
             raise
         try:
             for svc in spec.services:
-                await self._sidecar(name, svc, labels)
+                await self._sidecar(name, svc, labels, service_env(svc, spec.service_key, url))
         except BaseException:
             await box.close()
             raise
         self._open[sid] = box
         return box
 
-    async def _sidecar(self, main: str, svc: ServiceContainer, labels: list[str]) -> None:
-        """Start ``svc`` in ``main``'s network namespace, name it in ``main``'s hosts file and
-        wait until its healthcheck passes (:class:`SandboxError` with its logs otherwise)."""
+    async def _sidecar(
+        self, main: str, svc: ServiceContainer, labels: list[str], environ: dict[str, str]
+    ) -> None:
+        """Start ``svc`` with ``environ`` in ``main``'s network namespace, name it in
+        ``main``'s hosts file and wait until its healthcheck passes (:class:`SandboxError`
+        with its logs otherwise)."""
         if self.name != "podman":
             raise SandboxError("a task's sidecar services need podman")
         tag = await self.builder.ensure(svc.image)
         cname = f"{main}-{svc.name}"
-        env = [f"--env={k}={v}" for k, v in svc.env.items()]
+        env = [f"--env={k}={v}" for k, v in environ.items()]
         await self._run(
             "run", "--detach", "--name", cname, *labels, *env, "--network", f"container:{main}",
             *_ulimits(), tag, *svc.command,

@@ -9,6 +9,9 @@ compose does) and ``command``, and are waited for until their ``healthcheck`` pa
 ``1m30s``). ``main``'s own overrides (``depends_on``) need nothing here: the sandbox is handed
 out only once every sidecar is healthy. Keys with no meaning for a sidecar sharing the
 sandbox's network (``expose``, ``ports``, ``networks``) are accepted; others are warnings.
+A service whose environment names a vendor's API key (``ANTHROPIC_API_KEY``,
+``OPENAI_API_KEY``: the cookbook's simulated user) calls a model: in a rollout its key and
+base URL become the rollout's user-role key on the gateway (``ServiceContainer.model_apis``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from openforge.sandboxes.base import ServiceContainer, TaskImage
+from openforge.sandboxes.base import ModelApi, ServiceContainer, TaskImage
 from openforge.tasks.model import TaskError, TaskWarning, inside, unknown_keys
 
 __all__ = ["compose_services"]
@@ -34,6 +37,12 @@ _HEALTH = ("test", "interval", "timeout", "retries", "start_period", "start_inte
 _TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us)")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6}
+# A service whose environment names one of these calls that vendor's model API (the
+# cookbook's simulated user: ``ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}``).
+_MODEL_KEYS: dict[ModelApi, frozenset[str]] = {
+    "anthropic": frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}),
+    "openai": frozenset({"OPENAI_API_KEY", "OPENAI_BASE_URL"}),
+}
 
 
 def _seconds(file: Path, value: Any, where: str, default: float) -> float:
@@ -140,12 +149,14 @@ def compose_services(
             command = shlex.split(command)
         if not isinstance(command, list | tuple):
             raise TaskError(compose, f"{where}.command", "must be a string or a list")
+        env = _environment(compose, body.get("environment"), f"{where}.environment")
         out.append(
             ServiceContainer(
                 name=str(name),
                 image=_image(compose, body, where, build_timeout_s),
-                env=_environment(compose, body.get("environment"), f"{where}.environment"),
+                env=env,
                 command=tuple(str(c) for c in command),
+                model_apis=tuple(api for api, names in _MODEL_KEYS.items() if names & env.keys()),
                 **_health(compose, body.get("healthcheck"), f"{where}.healthcheck", warns),
             )
         )
