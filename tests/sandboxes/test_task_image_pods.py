@@ -10,8 +10,14 @@ import yaml
 from kubernetes_validate import validate
 
 from openforge.sandboxes import SandboxError, SandboxSpec
-from openforge.sandboxes.base import HARNESS_DIR, HarnessInstall, TaskImage
-from openforge.sandboxes.kubernetes import KubernetesBackend
+from openforge.sandboxes.base import (
+    HARNESS_DIR,
+    HarnessInstall,
+    ModelKey,
+    ServiceContainer,
+    TaskImage,
+)
+from openforge.sandboxes.kubernetes import KubernetesBackend, parse_pod
 from openforge.sandboxes.manifests import pod_manifest
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
@@ -112,3 +118,61 @@ def test_a_gui_pod_runs_the_gui_image_with_the_runtime_mounted(
     gui_pool = KubernetesBackend(image="reg.example/sb:1", api_client=object(), warm_pool=1,
                                  pool_spec=SandboxSpec(gui=True))  # fmt: skip
     assert gui_pool._fits_pool(SandboxSpec(gui=True)) and not gui_pool._fits_pool(SandboxSpec())
+
+
+def test_compose_sidecars_are_containers_of_the_pod(tmp_path: Path) -> None:
+    """A task's compose services run as containers of its pod (one network, as compose's):
+    their pushed images, compose's command as args, the healthcheck as the readiness probe
+    (the pod, and so the sandbox, is Ready only once they are), their names resolving to the
+    pod; a sidecar that calls a model gets the rollout's key at the gateway's address. A
+    sidecar container that exits while the pod starts fails it by name; warm-pool pods never
+    serve a spec with sidecars."""
+    (tmp_path / "api").mkdir()
+    api_image = _task_image(tmp_path / "api")
+    api = ServiceContainer(
+        name="api_server", image=api_image, env={"TOKEN": "t"}, command=("serve", "--port=5000"),
+        health=("curl", "-sf", "http://localhost:5000"), interval_s=0.5, timeout_s=5.0,
+        retries=20, start_period_s=2.5,
+    )  # fmt: skip
+    user = ServiceContainer(name="user-server", image=TaskImage(image="reg.example/user:1"),
+                            env={"ANTHROPIC_API_KEY": ""}, model_apis=("anthropic",))  # fmt: skip
+    spec = SandboxSpec(
+        workdir="/app", task_image=_task_image(tmp_path), services=(api, user),
+        gateway_url="http://openforge-gateway.of.svc:8000",
+        service_key=ModelKey("k-9", "/r/k-9/v1", "/r/k-9"),
+    )  # fmt: skip
+    backend = KubernetesBackend(task_registry="reg.example/of", image="reg.example/sb:1",
+                                api_client=object())  # fmt: skip
+    sidecars = backend._sidecars(spec)
+    pod = pod_manifest("of-x", spec, image="reg.example/of/openforge-task:abc", secret="s",
+                       deadline_s=60, runtime_image="reg.example/sb:1",
+                       sidecars=sidecars)  # fmt: skip
+    validate(yaml.safe_load(yaml.safe_dump(pod)), "1.33.0", strict=True)
+    box, side_api, side_user = pod["spec"]["containers"]
+    assert box["name"] == "sandbox"
+    assert side_api["name"].startswith("svc-api-server-") and len(side_api["name"]) <= 63
+    assert side_api["image"].startswith("reg.example/of/openforge-task:")
+    assert side_api["image"].rsplit(":", 1)[1] == backend.task_images.tag(api_image).split(":")[1]
+    assert side_api["args"] == ["serve", "--port=5000"] and "command" not in side_api
+    assert side_api["env"] == [{"name": "TOKEN", "value": "t"}]
+    assert side_api["readinessProbe"] == {
+        "exec": {"command": ["curl", "-sf", "http://localhost:5000"]}, "periodSeconds": 1,
+        "timeoutSeconds": 5, "failureThreshold": 20, "initialDelaySeconds": 3,
+    }  # fmt: skip
+    assert "volumeMounts" not in side_api  # the runtime and harness are the sandbox's only
+    assert side_user["image"] == "reg.example/user:1" and "readinessProbe" not in side_user
+    assert {e["name"]: e["value"] for e in side_user["env"]} == {
+        "ANTHROPIC_API_KEY": "k-9", "ANTHROPIC_BASE_URL": "http://openforge-gateway.of.svc:8000/r/k-9",
+    }  # fmt: skip
+    assert pod["spec"]["hostAliases"] == [
+        {"ip": "127.0.0.1", "hostnames": ["api_server", "user-server"]}
+    ]
+    assert not KubernetesBackend(api_client=object())._fits_pool(SandboxSpec(services=(user,)))
+    with pytest.raises(SandboxError, match="--push REGISTRY"):
+        KubernetesBackend(api_client=object())._sidecars(spec)
+    exited = {"metadata": {"name": "of-x"}, "status": {"phase": "Running", "containerStatuses": [
+        {"name": side_api["name"], "state": {"terminated": {"exitCode": 3, "reason": "Error"}}},
+    ]}}  # fmt: skip
+    state = parse_pod(exited)
+    assert state.failed_reason is None  # a rollout already running goes on, as under podman
+    assert state.exited == f"container {side_api['name']} exited (3): Error"

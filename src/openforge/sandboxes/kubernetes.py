@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from openforge.sandboxes.base import SandboxError, SandboxSpec
+from openforge.sandboxes.base import SandboxError, SandboxSpec, TaskImage, service_env
 from openforge.sandboxes.container import gui_image_default, sandbox_image_default
 from openforge.sandboxes.images import ImageBuilder
 from openforge.sandboxes.k8s_pool import PooledPod, WarmPool
@@ -33,6 +33,7 @@ from openforge.sandboxes.manifests import (
     LABEL_SANDBOX,
     NAMESPACE_ENV,
     SANDBOXD_PORT,
+    PodSidecar,
     harness_image_ref,
     label_value,
     network_policy,
@@ -95,6 +96,9 @@ class PodState:
     ip: str | None
     failed_reason: str | None
     terminating: bool
+    # A container that ended (a sidecar, restartPolicy Never: it never comes back). While
+    # the pod starts that fails it; later the rollout goes on, as under podman.
+    exited: str | None = None
 
 
 def parse_pod(pod: Any) -> PodState:
@@ -106,15 +110,20 @@ def parse_pod(pod: Any) -> PodState:
     conditions = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     ip = status.get("podIP") or status.get("pod_ip")
-    reason = None
+    reason = exited = None
     if phase == "Failed":
         reason = status.get("reason") or "Failed"
     for cs in status.get("containerStatuses") or status.get("container_statuses") or []:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
+        state = cs.get("state") or {}
+        waiting = state.get("waiting") or {}
         if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "CreateContainerError"):
             reason = f"{waiting['reason']}: {waiting.get('message', '')}"
+        ended = state.get("terminated")
+        if ended:
+            code = ended.get("exitCode", ended.get("exit_code"))
+            exited = f"container {cs.get('name')} exited ({code}): {ended.get('reason') or ''}"
     deleting = meta.get("deletionTimestamp") or meta.get("deletion_timestamp")
-    return PodState(phase, ready and phase == "Running", ip, reason, bool(deleting))
+    return PodState(phase, ready and phase == "Running", ip, reason, bool(deleting), exited)
 
 
 class KubernetesBackend:
@@ -244,9 +253,6 @@ class KubernetesBackend:
         Its own pod is created (or re-created) with its Secret, then waited for until
         sandboxd answers.
         """
-        if spec.services:
-            # Sidecar containers in the pod spec are not made yet: refused, never left out.
-            raise SandboxError("a task's sidecar services run on podman only (not Kubernetes yet)")
         from kubernetes_asyncio.client.exceptions import ApiException
 
         rollout = (spec.labels.get(LABEL_ROLLOUT) or spec.labels.get("openforge/rollout")
@@ -267,6 +273,7 @@ class KubernetesBackend:
             name, spec, image=image, secret=f"{name}-token",
             deadline_s=int(lifetime + self.verify_margin_s), owner=self.owner,
             runtime_image=runtime, harness_image=self._harness_image(spec),
+            sidecars=self._sidecars(spec),
         )  # fmt: skip
         self._creating.add(name)
         try:
@@ -291,15 +298,29 @@ class KubernetesBackend:
             return self.gui_image, self.image
         if spec.task_image is None:
             return spec.image or self.image, None
-        ref = self.task_images.tag(spec.task_image)
-        if spec.task_image.dockerfile is not None:
-            if self.task_registry is None:
-                raise SandboxError(
-                    "a task with its own Dockerfile needs its image in a registry: "
-                    "openforge images build --tasks … --push REGISTRY, then task_registry=REGISTRY"
-                )
-            ref = f"{self.task_registry.rstrip('/')}/{ref.rsplit('/', 1)[-1]}"
-        return ref, self.image
+        return self._pushed(spec.task_image), self.image
+
+    def _pushed(self, image: TaskImage) -> str:
+        """The reference the cluster pulls ``image`` by: its own when prebuilt, else where
+        ``openforge images build --push REGISTRY`` put it."""
+        ref = self.task_images.tag(image)
+        if image.dockerfile is None:
+            return ref
+        if self.task_registry is None:
+            raise SandboxError(
+                "a task with its own Dockerfile needs its image in a registry: "
+                "openforge images build --tasks … --push REGISTRY, then task_registry=REGISTRY"
+            )
+        return f"{self.task_registry.rstrip('/')}/{ref.rsplit('/', 1)[-1]}"
+
+    def _sidecars(self, spec: SandboxSpec) -> list[PodSidecar]:
+        """The task's compose services as containers of its pod; one that calls a model gets
+        the sandbox's model key at the gateway's in-cluster address."""
+        return [
+            PodSidecar(svc, self._pushed(svc.image),
+                       service_env(svc, spec.service_key, spec.gateway_url))
+            for svc in spec.services
+        ]  # fmt: skip
 
     def _harness_image(self, spec: SandboxSpec) -> str | None:
         """The pushed image of the spec's portable harness install, if it has one."""
@@ -347,6 +368,7 @@ class KubernetesBackend:
         lifetime = spec.lifetime_s or self.default_lifetime_s
         return (
             spec.task_image is None
+            and not spec.services
             and spec.gui == pool.gui
             and (spec.image or self.image) == (pool.image or self.image)
             and spec.workdir == pool.workdir
@@ -457,6 +479,8 @@ class KubernetesBackend:
             state = parse_pod(pod)
             if state.failed_reason or state.phase in ("Failed", "Succeeded"):
                 raise SandboxError(f"kubernetes: pod {name} failed: {state.failed_reason}")
+            if state.exited:
+                raise SandboxError(f"kubernetes: pod {name} failed: {state.exited}")
             return state.ready and state.ip is not None
 
         try:

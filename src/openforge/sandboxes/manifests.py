@@ -7,11 +7,13 @@ prints them, and the tests validate them offline with ``kubernetes-validate``.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openforge.sandboxes.base import DEFAULT_DISK_MB, HARNESS_DIR, SandboxSpec
+from openforge.sandboxes.base import DEFAULT_DISK_MB, HARNESS_DIR, SandboxSpec, ServiceContainer
 from openforge.sandboxes.container import SANDBOX_IMAGE_ENV
 from openforge.sandboxes.runtime import RT_DIR, RT_ENTRYPOINT, SANDBOX_HOME
 
@@ -26,6 +28,7 @@ __all__ = [
     "SANDBOXD_PORT",
     "STORE_SECRET",
     "EngineArgs",
+    "PodSidecar",
     "gateway_manifests",
     "harness_image_ref",
     "label_key",
@@ -36,6 +39,7 @@ __all__ = [
     "secret_commands",
     "secret_manifest",
     "service_url",
+    "sidecar_container_name",
 ]
 
 LABEL_SANDBOX = "openforge.dev/sandbox"
@@ -51,6 +55,23 @@ ADMIN_SECRET = "openforge-admin"  # key "token": the admin API's token
 # The namespace the Kubernetes backend makes sandbox pods in, when not told.
 NAMESPACE_ENV = "OPENFORGE_K8S_NAMESPACE"
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSidecar:
+    """A task's sidecar as a container of the sandbox pod (which shares one network, as
+    compose's services share theirs here): its service, the image reference the cluster
+    pulls and its environment."""
+
+    service: ServiceContainer
+    image: str
+    env: dict[str, str]
+
+
+def sidecar_container_name(service: str) -> str:
+    """The pod container of compose service ``service`` (a DNS label, never ``sandbox``)."""
+    base = re.sub(r"[^a-z0-9-]", "-", service.lower()).strip("-")
+    return f"svc-{base}"[:54] + "-" + hashlib.sha256(service.encode()).hexdigest()[:8]
 
 
 def harness_image_ref(registry: str, key: str) -> str:
@@ -97,8 +118,11 @@ def pod_manifest(
     service_account: str | None = None,
     runtime_image: str | None = None,
     harness_image: str | None = None,
+    sidecars: Sequence[PodSidecar] = (),
 ) -> Obj:
-    """One sandbox pod running sandboxd, its token from ``secret``.
+    """One sandbox pod running sandboxd, its token from ``secret``, and the task's
+    ``sidecars`` as containers beside it, their service names resolving to the pod's own
+    address (``hostAliases``) and the pod Ready only once each one's healthcheck passes.
 
     With ``runtime_image`` (the sandbox image), ``image`` is a task's own image or the GUI
     image (``deploy/build-gui-image.sh``), neither of which has sandboxd: the sandbox
@@ -133,7 +157,37 @@ def pod_manifest(
             container.setdefault("volumeMounts", []).append(mount)
     if runtime_image is not None:
         container["command"] = RT_ENTRYPOINT
+    if sidecars:
+        pod_spec["containers"] += [_sidecar_container(side) for side in sidecars]
+        names = [side.service.name for side in sidecars]
+        pod_spec["hostAliases"] = [{"ip": "127.0.0.1", "hostnames": names}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+
+
+def _sidecar_container(side: PodSidecar) -> Obj:
+    """A sidecar's container: compose's ``command`` as its args (it overrides the image's
+    CMD, as compose's does) and its healthcheck as the readiness probe, so the pod (and
+    with it the sandbox) is Ready only once the service is."""
+    svc = side.service
+    container: Obj = {
+        "name": sidecar_container_name(svc.name),
+        "image": side.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [{"name": k, "value": v} for k, v in side.env.items()],
+        "resources": {"limits": {"ephemeral-storage": f"{DEFAULT_DISK_MB}Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if svc.command:
+        container["args"] = list(svc.command)
+    if svc.health:
+        container["readinessProbe"] = {
+            "exec": {"command": list(svc.health)},
+            "periodSeconds": max(1, math.ceil(svc.interval_s)),
+            "timeoutSeconds": max(1, math.ceil(svc.timeout_s)),
+            "failureThreshold": svc.retries,
+            "initialDelaySeconds": math.ceil(svc.start_period_s),
+        }
+    return container
 
 
 def _sandbox_container(spec: SandboxSpec, image: str, secret: str) -> Obj:

@@ -194,7 +194,8 @@ def build(
     seed: SeedOpt = 0,
     claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
-    """Build every task's own image (cached by content); print task id and image reference."""
+    """Build every task's own image and its sidecars' (cached by content); print task id (and
+    ``/service``) and image reference."""
     import shutil
 
     from openforge.sandboxes import SandboxError
@@ -217,13 +218,19 @@ def build(
 
     async def go() -> None:
         for one in loaded.tasks:
-            image = task_image(one)
-            if image is None:
-                continue
-            ref = await builder.ensure(image)
-            if push:
-                ref = await push_image(path, ref, push)
-            typer.echo(f"{one.id}\t{ref}")
+            images = [(one.id, task_image(one))]
+            # Its compose sidecars' own builds too: a pod pulls them as it pulls the task's
+            # (a sidecar naming a published image is pulled from where it is published).
+            services = one.environment.services if one.environment else ()
+            images += [(f"{one.id}/{svc.name}", svc.image) for svc in services
+                       if svc.image.dockerfile is not None]  # fmt: skip
+            for what, image in images:
+                if image is None:
+                    continue
+                ref = await builder.ensure(image)
+                if push:
+                    ref = await push_image(path, ref, push)
+                typer.echo(f"{what}\t{ref}")
 
     try:
         asyncio.run(go())
