@@ -41,7 +41,7 @@ from openforge.rollouts.config import RolloutConfig, RolloutResult
 from openforge.rollouts.gateway_client import GatewayClient, GatewayConflict, GatewayError
 from openforge.rollouts.gateway_watch import GatewayWatch
 from openforge.rollouts.reach import refuse_reachable_evidence
-from openforge.rollouts.runner import Attempt, RolloutJob, run_job
+from openforge.rollouts.runner import Attempt, RolloutJob, run_job, wanted_roles
 from openforge.sandboxes import create_backend
 from openforge.sandboxes.base import SandboxBackend
 from openforge.suites import load_tasks
@@ -182,11 +182,12 @@ def _warn_missing_roles(tasks: Sequence[Task], serving: frozenset[str]) -> None:
             "grader that asks a judge ends its rollout as infra_error",
             graded,
         )
-    talking = sum(1 for t in tasks if t.simulated_user is not None)
+    talking = sum(1 for t in tasks if "user" in wanted_roles(t))
     if talking and "user" not in serving:
         log.warning(
-            "%d multi-turn task(s) need a simulated user, and the gateway serves none "
-            "(openforge gateway --judge-engine or --user-engine SPEC): they end as infra_error",
+            "%d task(s) need a simulated user (multi-turn, or a sidecar that calls a model), "
+            "and the gateway serves none (openforge gateway --judge-engine or --user-engine "
+            "SPEC): they end as infra_error",
             talking,
         )
 
@@ -252,7 +253,7 @@ def _signals(enabled: bool) -> Iterator[list[int]]:
 async def _serving_roles(gateway: GatewayClient, tasks: list[Task]) -> frozenset[str]:
     """The judge / user engines the gateway has, when some task needs one (their keys are
     minted per rollout); a gateway that cannot say is met by each rollout's own mint."""
-    if not any(t.grader is not None or t.simulated_user is not None for t in tasks):
+    if not any(wanted_roles(t) for t in tasks):
         return frozenset()
     roles: frozenset[str] = frozenset()
     with contextlib.suppress(GatewayError):

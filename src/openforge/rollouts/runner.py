@@ -266,13 +266,17 @@ def _model_sidecars(task: Task) -> list[str]:
     return [svc.name for svc in services if svc.model_apis]
 
 
-def task_roles(task: Task, serving: frozenset[str]) -> list[str]:
-    """The role keys to mint with a rollout of ``task``: a judge for a suite's grader and a
-    simulated user for a multi-turn task or a sidecar that calls a model, where the gateway
-    serves them."""
+def wanted_roles(task: Task) -> list[str]:
+    """The role keys a rollout of ``task`` asks for: a judge for a suite's grader and a
+    simulated user for a multi-turn task or a sidecar that calls a model."""
     user = task.simulated_user is not None or bool(_model_sidecars(task))
-    wanted = (["judge"] if task.grader is not None else []) + (["user"] if user else [])
-    return [role for role in wanted if role in serving]
+    return (["judge"] if task.grader is not None else []) + (["user"] if user else [])
+
+
+def task_roles(task: Task, serving: frozenset[str]) -> list[str]:
+    """The role keys to mint with a rollout of ``task``: those it asks for that the
+    gateway serves."""
+    return [role for role in wanted_roles(task) if role in serving]
 
 
 def _service_key(minted: Minted) -> ModelKey | None:
