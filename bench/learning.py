@@ -128,12 +128,12 @@ async def one_seed(
 
 
 async def eval_sft_checkpoint(
-    root: Path, from_sft: Path, changes: dict[str, Any], samples: int
+    root: Path, from_sft: Path, changes: dict[str, Any], samples: int, seed: int = 0
 ) -> dict[str, Any]:
-    """The shared SFT checkpoint's held-out evaluation (``samples`` per task), once for
-    every seed's GRPO to be compared against."""
+    """The shared SFT checkpoint's held-out evaluation (``samples`` per task, sampled under
+    ``seed``), once for every seed's GRPO to be compared against."""
     cfg = quickstart_config(str(root / "sft-eval"), 1)  # no step runs: evaluation only
-    cfg = dataclasses.replace(cfg, **{**changes, "eval_samples": samples})
+    cfg = dataclasses.replace(cfg, **{**changes, "eval_samples": samples, "seed": seed})
     target = Path(cfg.run_dir) / "checkpoints" / from_sft.name
     if not target.exists():
         shutil.copytree(from_sft, target)
@@ -147,11 +147,13 @@ async def eval_sft_checkpoint(
     return {"sft": float(result["reward_mean"]), "by_task": rewards}
 
 
-def run_sft_eval(root: Path, from_sft: Path, changes: dict[str, Any], samples: int) -> Any:
+def run_sft_eval(
+    root: Path, from_sft: Path, changes: dict[str, Any], samples: int, seed: int
+) -> Any:
     """:func:`eval_sft_checkpoint` in this process (a worker of ``--jobs``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [sft] %(message)s", force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    return asyncio.run(eval_sft_checkpoint(root, from_sft, changes, samples))
+    return asyncio.run(eval_sft_checkpoint(root, from_sft, changes, samples, seed))
 
 
 def _before_of(run_dir: Path) -> float:
@@ -223,6 +225,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 seed, 2 steps, 1 eval sample")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument(
+        "--first-seed", type=int, default=0,
+        help="seeds are FIRST..FIRST+S-1 (a second, independent run: --first-seed 3)",
+    )  # fmt: skip
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
     ap.add_argument("--group-size", type=int, default=8, help="G: rollouts per task")
@@ -365,10 +371,10 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1, **tie) as ex:
         shared = None
         if from_sft is not None:
-            shared = ex.submit(run_sft_eval, root, from_sft, changes, sft_samples)
+            shared = ex.submit(run_sft_eval, root, from_sft, changes, sft_samples, args.first_seed)
         futures = [
             ex.submit(run_seed, s, steps, root, per_family, changes, from_sft, args.sft_only)
-            for s in range(seeds)
+            for s in range(args.first_seed, args.first_seed + seeds)
         ]
         runs = [f.result() for f in futures]
         sft_shared = shared.result() if shared is not None else None
