@@ -189,6 +189,13 @@ def test_cli_check_table_and_images_build(podman_images: dict[str, str], tmp_pat
     refs = dict(line.split("\t") for line in built.stdout.splitlines())
     assert set(refs) == {"samples-count-lines", "no-pytest"}
     assert all(r.startswith("localhost/openforge-task:") for r in refs.values())
+    # A task's compose sidecars are built beside it, a line each (a pod pulls them too).
+    samples.harbor_sidecar(tmp_path / "side")
+    built = subprocess.run([*cli, "images", "build", "--tasks", str(tmp_path / "side")],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    refs = dict(line.split("\t") for line in built.stdout.splitlines())
+    assert set(refs) == {"sidecar", "sidecar/api"} and refs["sidecar"] != refs["sidecar/api"]
 
 
 async def test_min_reward_table_stops_the_episode_and_healthchecks_gate_the_agent(
