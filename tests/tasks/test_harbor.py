@@ -314,3 +314,10 @@ def test_a_sidecar_that_names_a_vendor_key_calls_a_model_through_the_user_role(
         "OPENAI_BASE_URL": "http://127.0.0.1:8080/r/k-1/v1", "OPENAI_API_KEY": "k-1",
     }  # fmt: skip
     assert sandbox_spec(task, "/workspace").service_key is None
+    # A service that sets the API's base URL itself calls a model the task serves: left be.
+    compose = tmp_path / "simulated-user" / "environment" / "docker-compose.yaml"
+    own = "      - ANTHROPIC_BASE_URL=http://mock-llm:8080\n      - OPENAI_API_KEY=x\n"
+    compose.write_text(compose.read_text().replace("      - SIM_USER_MODEL", own + "      - SIM"))
+    (served,) = load_tasks(tmp_path / "simulated-user").tasks
+    assert served.environment is not None
+    assert served.environment.services[0].model_apis == ("openai",)

@@ -37,12 +37,20 @@ _HEALTH = ("test", "interval", "timeout", "retries", "start_period", "start_inte
 _TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us)")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6}
-# A service whose environment names one of these calls that vendor's model API (the
-# cookbook's simulated user: ``ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}``).
-_MODEL_KEYS: dict[ModelApi, frozenset[str]] = {
-    "anthropic": frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}),
-    "openai": frozenset({"OPENAI_API_KEY", "OPENAI_BASE_URL"}),
+# A service whose environment names one of these keys calls that vendor's model API (the
+# cookbook's simulated user: ``ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}``), unless it sets the
+# API's base URL itself (a model the task serves, say, in a sidecar of its own).
+_MODEL_KEYS: dict[ModelApi, tuple[frozenset[str], str]] = {
+    "anthropic": (frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}), "ANTHROPIC_BASE_URL"),
+    "openai": (frozenset({"OPENAI_API_KEY"}), "OPENAI_BASE_URL"),
 }
+
+
+def _model_apis(env: dict[str, str]) -> tuple[ModelApi, ...]:
+    """The vendor APIs a service with ``env`` calls (see :data:`_MODEL_KEYS`)."""
+    return tuple(
+        api for api, (keys, base) in _MODEL_KEYS.items() if keys & env.keys() and not env.get(base)
+    )
 
 
 def _seconds(file: Path, value: Any, where: str, default: float) -> float:
@@ -156,7 +164,7 @@ def compose_services(
                 image=_image(compose, body, where, build_timeout_s),
                 env=env,
                 command=tuple(str(c) for c in command),
-                model_apis=tuple(api for api, names in _MODEL_KEYS.items() if names & env.keys()),
+                model_apis=_model_apis(env),
                 **_health(compose, body.get("healthcheck"), f"{where}.healthcheck", warns),
             )
         )
