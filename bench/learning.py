@@ -227,7 +227,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument(
         "--first-seed", type=int, default=0,
-        help="seeds are FIRST..FIRST+S-1 (a second, independent run: --first-seed 3)",
+        help="seeds are FIRST..FIRST+S-1: a second run repeats none of the first's seeded "
+        "choices (warm-up order, task draws, trainer seed) with --first-seed 3",
     )  # fmt: skip
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
