@@ -122,7 +122,7 @@ def test_a_gui_pod_runs_the_gui_image_with_the_runtime_mounted(
 
 def test_compose_sidecars_are_containers_of_the_pod(tmp_path: Path) -> None:
     """A task's compose services run as containers of its pod (one network, as compose's):
-    their pushed images, compose's command as args, the healthcheck as the readiness probe
+    their pushed images, compose's command as args, the healthcheck as the startup probe
     (the pod, and so the sandbox, is Ready only once they are), their names resolving to the
     pod; a sidecar that calls a model gets the rollout's key at the gateway's address. A
     sidecar container that exits while the pod starts fails it by name; warm-pool pods never
@@ -155,12 +155,12 @@ def test_compose_sidecars_are_containers_of_the_pod(tmp_path: Path) -> None:
     assert side_api["image"].rsplit(":", 1)[1] == backend.task_images.tag(api_image).split(":")[1]
     assert side_api["args"] == ["serve", "--port=5000"] and "command" not in side_api
     assert side_api["env"] == [{"name": "TOKEN", "value": "t"}]
-    assert side_api["readinessProbe"] == {
+    assert side_api["startupProbe"] == {
         "exec": {"command": ["curl", "-sf", "http://localhost:5000"]}, "periodSeconds": 1,
         "timeoutSeconds": 5, "failureThreshold": 20, "initialDelaySeconds": 3,
     }  # fmt: skip
     assert "volumeMounts" not in side_api  # the runtime and harness are the sandbox's only
-    assert side_user["image"] == "reg.example/user:1" and "readinessProbe" not in side_user
+    assert side_user["image"] == "reg.example/user:1" and "startupProbe" not in side_user
     assert {e["name"]: e["value"] for e in side_user["env"]} == {
         "ANTHROPIC_API_KEY": "k-9", "ANTHROPIC_BASE_URL": "http://openforge-gateway.of.svc:8000/r/k-9",
     }  # fmt: skip

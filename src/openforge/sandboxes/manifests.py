@@ -166,8 +166,10 @@ def pod_manifest(
 
 def _sidecar_container(side: PodSidecar) -> Obj:
     """A sidecar's container: compose's ``command`` as its args (it overrides the image's
-    CMD, as compose's does) and its healthcheck as the readiness probe, so the pod (and
-    with it the sandbox) is Ready only once the service is."""
+    CMD, as compose's does) and its healthcheck as the startup probe: the container is Ready
+    (and the pod, and with it the sandbox) only once it passes, and after ``retries``
+    failures the kubelet stops the container, which (``restartPolicy: Never``) fails the
+    starting sandbox naming it, as an unhealthy sidecar does under podman."""
     svc = side.service
     container: Obj = {
         "name": sidecar_container_name(svc.name),
@@ -180,7 +182,7 @@ def _sidecar_container(side: PodSidecar) -> Obj:
     if svc.command:
         container["args"] = list(svc.command)
     if svc.health:
-        container["readinessProbe"] = {
+        container["startupProbe"] = {
             "exec": {"command": list(svc.health)},
             "periodSeconds": max(1, math.ceil(svc.interval_s)),
             "timeoutSeconds": max(1, math.ceil(svc.timeout_s)),
