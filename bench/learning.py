@@ -115,6 +115,7 @@ async def one_seed(
     sft_rewards = eval_rewards(rollouts / "eval-sft") if from_sft is None else None
     after_rewards = eval_rewards(rollouts / ("eval-sft" if sft_only else "eval-after"))
     return {
+        "seed": seed,
         "sft_by_task": _means(sft_rewards) if sft_rewards is not None else None,
         "after_by_task": _means(after_rewards),
         "sft_rewards": sft_rewards,
@@ -467,7 +468,8 @@ def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
               f" ± {100 * sft_half:.1f} points, its evaluation noise)")  # fmt: skip
     # The GRPO-only difference paired per held-out task within each seed: an interval over
     # tasks that says whether this seed's change exceeds its evaluation noise.
-    for seed, r in enumerate([] if sft_only else runs):
+    for i, r in enumerate([] if sft_only else runs):
+        seed = r.get("seed", i)  # runs recorded before the seed was kept: their order
         sft_by, after_by = r["sft_by_task"], r["after_by_task"]
         diffs = [after_by[t] - sft_by[t] for t in sorted(sft_by.keys() & after_by.keys())]
         mean, half = ci95(diffs)
@@ -495,7 +497,9 @@ def _report_reach(runs: list[dict[str, Any]], sft_shared: dict[str, Any] | None)
         sft = [sft_shared["by_task"]] * len(runs)
     else:
         sft = [r["sft_rewards"] for r in runs]
-    for line in reach_report(sft, [r["after_rewards"] for r in runs], sft_shared is not None):
+    after = [r["after_rewards"] for r in runs]
+    seeds = [r.get("seed", i) for i, r in enumerate(runs)]
+    for line in reach_report(sft, after, sft_shared is not None, seeds):
         print(line)
 
 

@@ -231,6 +231,7 @@ def reach_report(
     sft_per_seed: Sequence[Mapping[str, Sequence[float]]],
     after_per_seed: Sequence[Mapping[str, Sequence[float]]],
     shared_sft: bool = False,
+    seeds: Sequence[int] | None = None,
 ) -> list[str]:
     """A bench's lines on the tasks within reach: each seed's paired gain with its interval
     over tasks, pass@1 after against the SFT pass@1 and pass@k, and the gain pooled over
@@ -239,7 +240,8 @@ def reach_report(
     lines: list[str] = []
     gains: list[float] = []
     shared_se = None
-    for seed, (sft, after) in enumerate(zip(sft_per_seed, after_per_seed, strict=True)):
+    labels = list(seeds) if seeds is not None else list(range(len(after_per_seed)))
+    for seed, sft, after in zip(labels, sft_per_seed, after_per_seed, strict=True):
         reach = within_reach(sft)
         g = reach_gain(reach, after)
         if g is None:
