@@ -131,8 +131,8 @@ async def one_seed(
 async def eval_sft_checkpoint(
     root: Path, from_sft: Path, changes: dict[str, Any], samples: int, seed: int = 0
 ) -> dict[str, Any]:
-    """The shared SFT checkpoint's held-out evaluation (``samples`` per task, sampled under
-    ``seed``), once for every seed's GRPO to be compared against."""
+    """The shared SFT checkpoint's held-out evaluation (``samples`` per task; ``seed`` is
+    its run's), once for every seed's GRPO to be compared against."""
     cfg = quickstart_config(str(root / "sft-eval"), 1)  # no step runs: evaluation only
     cfg = dataclasses.replace(cfg, **{**changes, "eval_samples": samples, "seed": seed})
     target = Path(cfg.run_dir) / "checkpoints" / from_sft.name

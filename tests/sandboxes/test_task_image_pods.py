@@ -162,7 +162,8 @@ def test_compose_sidecars_are_containers_of_the_pod(tmp_path: Path) -> None:
     assert "volumeMounts" not in side_api  # the runtime and harness are the sandbox's only
     assert side_user["image"] == "reg.example/user:1" and "startupProbe" not in side_user
     assert {e["name"]: e["value"] for e in side_user["env"]} == {
-        "ANTHROPIC_API_KEY": "k-9", "ANTHROPIC_BASE_URL": "http://openforge-gateway.of.svc:8000/r/k-9",
+        "ANTHROPIC_API_KEY": "k-9", "ANTHROPIC_AUTH_TOKEN": "k-9",
+        "ANTHROPIC_BASE_URL": "http://openforge-gateway.of.svc:8000/r/k-9",
     }  # fmt: skip
     assert pod["spec"]["hostAliases"] == [
         {"ip": "127.0.0.1", "hostnames": ["api_server", "user-server"]}

@@ -311,6 +311,7 @@ def test_a_sidecar_that_names_a_vendor_key_calls_a_model_through_the_user_role(
     key = ModelKey("k-1", "/r/k-1/v1", "/r/k-1")
     assert model_env(("anthropic", "openai"), key, "http://127.0.0.1:8080/") == {
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:8080/r/k-1", "ANTHROPIC_API_KEY": "k-1",
+        "ANTHROPIC_AUTH_TOKEN": "k-1",
         "OPENAI_BASE_URL": "http://127.0.0.1:8080/r/k-1/v1", "OPENAI_API_KEY": "k-1",
     }  # fmt: skip
     assert sandbox_spec(task, "/workspace").service_key is None

@@ -127,7 +127,10 @@ def model_env(apis: Sequence[ModelApi], key: ModelKey, gateway_url: str) -> dict
     root = gateway_url.rstrip("/")
     env: dict[str, str] = {}
     if "anthropic" in apis:
-        env |= {"ANTHROPIC_BASE_URL": root + key.anthropic_path, "ANTHROPIC_API_KEY": key.key}
+        # Both of the SDK's credentials: a host's token the compose file passed on would
+        # otherwise ride along (and reach the sandbox's network) beside the rollout's key.
+        env |= {"ANTHROPIC_BASE_URL": root + key.anthropic_path, "ANTHROPIC_API_KEY": key.key,
+                "ANTHROPIC_AUTH_TOKEN": key.key}  # fmt: skip
     if "openai" in apis:
         env |= {"OPENAI_BASE_URL": root + key.openai_path, "OPENAI_API_KEY": key.key}
     return env

@@ -10,8 +10,9 @@ compose does) and ``command``, and are waited for until their ``healthcheck`` pa
 out only once every sidecar is healthy. Keys with no meaning for a sidecar sharing the
 sandbox's network (``expose``, ``ports``, ``networks``) are accepted; others are warnings.
 A service whose environment names a vendor's API key (``ANTHROPIC_API_KEY``,
-``OPENAI_API_KEY``: the cookbook's simulated user) calls a model: in a rollout its key and
-base URL become the rollout's user-role key on the gateway (``ServiceContainer.model_apis``).
+``OPENAI_API_KEY``: the cookbook's simulated user) and not that API's base URL calls a
+model: in a rollout its key and base URL become the rollout's user-role key on the gateway
+(``ServiceContainer.model_apis``).
 """
 
 from __future__ import annotations
