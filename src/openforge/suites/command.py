@@ -194,8 +194,8 @@ def build(
     seed: SeedOpt = 0,
     claweval_fixtures: ClawEvalFixturesOpt = None,
 ) -> None:
-    """Build every task's own image and its sidecars' (cached by content); print task id (and
-    ``/service``) and image reference."""
+    """Build every task's own image and its sidecars' (cached by content); print each task id
+    (TASK/SERVICE for a sidecar) and its image reference."""
     import shutil
 
     from openforge.sandboxes import SandboxError
