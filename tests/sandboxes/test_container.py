@@ -19,6 +19,7 @@ from openforge.sandboxes.container import (
     sandbox_image_default,
 )
 from openforge.sandboxes.fspaths import PathEscape
+from openforge.sandboxes.images import ImageBuilder
 
 from .gateway_probe import check_gateway_only, gateway_server, tcp_server
 
@@ -238,3 +239,33 @@ async def test_task_image_starts_survive_removals_of_the_same_image_mount(
         await asyncio.gather(*(b.close() for b in boxes))
         await one.close()
         await two.close()
+
+
+@pytest.mark.slow
+async def test_builders_of_one_process_build_an_image_once(
+    podman_images: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two backends of one process (two runs side by side) asking for the same task image at
+    once build it once: the second waits for the first's build and finds the image."""
+    from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
+
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile").write_text(
+        f"FROM debian:bookworm\nRUN echo {tmp_path.name} > /built-once\n"  # a fresh tag per test
+    )
+    image = TaskImage(context=str(tmp_path / "ctx"), dockerfile=str(tmp_path / "ctx/Dockerfile"))
+    builders = [ImageBuilder("podman", samples.BASE_IMAGES) for _ in range(2)]
+    builds: list[str] = []
+    real = ImageBuilder._build
+
+    async def counted(self: ImageBuilder, image: TaskImage, tag: str) -> None:
+        builds.append(tag)
+        await real(self, image, tag)
+
+    monkeypatch.setattr(ImageBuilder, "_build", counted)
+    try:
+        tags = await asyncio.gather(*(b.ensure(image) for b in builders))
+        assert tags[0] == tags[1] and builds == [tags[0]]
+    finally:
+        subprocess.run(["podman", "rmi", "--force", builders[0].tag(image)], check=False,
+                       capture_output=True)  # fmt: skip

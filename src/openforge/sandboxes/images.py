@@ -20,10 +20,16 @@ import hashlib
 import os
 import re
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
 from openforge.sandboxes.base import SandboxError, TaskImage
+
+# (engine, tag) -> the lock its build holds, per event loop (see ImageBuilder.ensure).
+_BUILD_LOCKS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Lock]
+] = weakref.WeakKeyDictionary()
 
 __all__ = [
     "BASE_IMAGES_ENV",
@@ -107,7 +113,6 @@ class ImageBuilder:
         self.engine = engine
         self.base_images = dict(base_images_from_env() if base_images is None else base_images)
         self.build_args = build_args or []
-        self._locks: dict[str, asyncio.Lock] = {}
 
     def tag(self, image: TaskImage) -> str:
         """The tag ``image`` builds to (its content hash), or its prebuilt reference."""
@@ -131,7 +136,11 @@ class ImageBuilder:
         tag = self.tag(image)
         if image.context is None or image.dockerfile is None:
             return tag
-        lock = self._locks.setdefault(tag, asyncio.Lock())
+        # One lock per engine and tag in this event loop, shared by every builder: several
+        # backends of one process (runs side by side) would otherwise build the same image
+        # at once. Locks are per loop: an asyncio.Lock cannot be shared between loops.
+        locks = _BUILD_LOCKS.setdefault(asyncio.get_running_loop(), {})
+        lock = locks.setdefault((self.engine, tag), asyncio.Lock())
         async with lock:
             if not await self._exists(tag):
                 await self._build(image, tag)
