@@ -70,8 +70,7 @@ class PodSidecar:
 
 def sidecar_container_name(service: str) -> str:
     """The pod container of compose service ``service`` (a DNS label, never ``sandbox``)."""
-    base = re.sub(r"[^a-z0-9-]", "-", service.lower()).strip("-")
-    return f"svc-{base}"[:54] + "-" + hashlib.sha256(service.encode()).hexdigest()[:8]
+    return _dns_label("svc", service, 40, 10)
 
 
 def harness_image_ref(registry: str, key: str) -> str:
@@ -87,9 +86,15 @@ def _image_volume(name: str, reference: str, path: str) -> tuple[Obj, Obj]:
 
 def pod_name(rollout_id: str) -> str:
     """A deterministic DNS-1123 name for a rollout's pod (a retry finds the same pod)."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", rollout_id.lower()).strip("-")[:40].strip("-")
-    digest = hashlib.sha256(rollout_id.encode()).hexdigest()[:10]
-    return f"of-sb-{slug}-{digest}" if slug else f"of-sb-{digest}"
+    return _dns_label("of-sb", rollout_id, 40, 10)
+
+
+def _dns_label(prefix: str, value: str, slug_chars: int, digest_chars: int) -> str:
+    """``prefix``, ``value`` made DNS-safe and cut to ``slug_chars``, and a digest of
+    ``value`` (names that differ only in dropped characters stay apart)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:slug_chars].strip("-")
+    digest = hashlib.sha256(value.encode()).hexdigest()[:digest_chars]
+    return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
 
 
 def label_value(value: str) -> str:
