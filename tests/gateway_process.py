@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import pytest
@@ -79,3 +81,42 @@ def start_gateway(
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"the gateway did not answer /health: {(d / 'gateway.log').read_text()}")
+
+
+class ScriptedGateway(Protocol):
+    """Starts a scripted gateway (policy replies, optional judge replies); its admin URL."""
+
+    def __call__(self, replies: Sequence[Reply], judge: Sequence[Reply] | None = None) -> str:
+        """Start one; return its admin URL."""
+        ...
+
+
+@pytest.fixture(scope="module")
+def scripted_gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ScriptedGateway]:
+    """Start ``openforge gateway --engine scripted`` with the given replies (a text, or a
+    script line such as ``{"tool_calls": [...]}``) and, when given, a scripted judge engine's;
+    returns its admin URL. Its admin token is put in ``$OPENFORGE_ADMIN_TOKEN`` while it
+    runs."""
+    procs: list[subprocess.Popen[bytes]] = []
+    saved = os.environ.get("OPENFORGE_ADMIN_TOKEN")
+    token = secrets.token_urlsafe(32)
+    os.environ["OPENFORGE_ADMIN_TOKEN"] = token
+
+    def start(replies: Sequence[Reply], judge: Sequence[Reply] | None = None) -> str:
+        admin_port = free_port()
+        d = tmp_path_factory.mktemp("gateway")
+        procs.append(start_gateway(d, free_port(), admin_port, token, replies, judge))
+        return f"http://127.0.0.1:{admin_port}"
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        if saved is None:
+            os.environ.pop("OPENFORGE_ADMIN_TOKEN", None)
+        else:
+            os.environ["OPENFORGE_ADMIN_TOKEN"] = saved

@@ -8,9 +8,26 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway_process import MODEL, OPENFORGE, admin_headers, free_port, start_gateway
+from gateway_process import (
+    MODEL,
+    OPENFORGE,
+    ScriptedGateway,
+    admin_headers,
+    free_port,
+    scripted_gateway,
+    start_gateway,
+)
 
-__all__ = ["MODEL", "OPENFORGE", "admin_headers", "free_port", "gateway", "start_gateway"]
+__all__ = [
+    "MODEL",
+    "OPENFORGE",
+    "ScriptedGateway",
+    "admin_headers",
+    "free_port",
+    "gateway",
+    "scripted_gateway",
+    "start_gateway",
+]
 
 
 @pytest.fixture(scope="session")

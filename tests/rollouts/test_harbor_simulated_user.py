@@ -7,8 +7,6 @@ never the policy's. Without a user engine the rollout says why, before any sandb
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,25 +17,10 @@ from openforge.suites import load_tasks
 from openforge.tasks import Task
 from tasks import harbor_samples as samples  # tests/ is on sys.path (its conftest)
 
-from .conftest import admin_headers, free_port, start_gateway
+from .conftest import ScriptedGateway, admin_headers
 
 pytestmark = pytest.mark.slow
 WORD = "forge-word-3"
-
-
-@pytest.fixture
-def user_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A gateway whose judge engine (which answers user-role keys too) says :data:`WORD`."""
-    token = secrets.token_urlsafe(32)
-    monkeypatch.setenv("OPENFORGE_ADMIN_TOKEN", token)
-    port, admin_port = free_port(), free_port()
-    (tmp_path / "gw").mkdir()
-    proc = start_gateway(tmp_path / "gw", port, admin_port, token, judge=[WORD])
-    try:
-        yield f"http://127.0.0.1:{admin_port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _config(gateway: str, out: Path, task: Task) -> RolloutConfig:
@@ -50,8 +33,10 @@ def _config(gateway: str, out: Path, task: Task) -> RolloutConfig:
 
 
 async def test_the_sidecars_model_calls_go_to_the_user_role_and_are_recorded(
-    user_gateway: str, podman_images: dict[str, str], tmp_path: Path
+    scripted_gateway: ScriptedGateway, podman_images: dict[str, str], tmp_path: Path
 ) -> None:
+    # The judge engine answers user-role keys too: the simulated user says the word.
+    user_gateway = scripted_gateway(["hello"], judge=[WORD])
     (task,) = load_tasks(samples.harbor_simulated_user(tmp_path / "suite")).tasks
     (res,) = await run_rollouts(_config(user_gateway, tmp_path / "run", task))
     assert (res.status, res.reward) == ("completed", 1.0), (res.error, res.verifier_output)
@@ -68,9 +53,12 @@ async def test_the_sidecars_model_calls_go_to_the_user_role_and_are_recorded(
     assert WORD in str(call["completion"])
 
 
-async def test_without_a_user_engine_the_rollout_says_so(gateway: str, tmp_path: Path) -> None:
-    """The shared gateway serves no user role: the sidecar would call a vendor's API with an
-    empty key, so the rollout is not started and says what to start the gateway with."""
+async def test_without_a_user_engine_the_rollout_says_so(
+    scripted_gateway: ScriptedGateway, tmp_path: Path
+) -> None:
+    """A gateway with no user (or judge) engine: the sidecar would call a vendor's API with
+    an empty key, so the rollout is not started and says what to start the gateway with."""
+    gateway = scripted_gateway(["hello"])
     (task,) = load_tasks(samples.harbor_simulated_user(tmp_path / "suite")).tasks
     (res,) = await run_rollouts(_config(gateway, tmp_path / "run", task))
     assert res.status == "infra_error"
