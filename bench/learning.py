@@ -262,6 +262,11 @@ def main() -> None:
         help="optimizer updates per GRPO step, each on its share of the step's samples",
     )  # fmt: skip
     ap.add_argument(
+        "--solved-advantage", type=float, default=None,
+        help="self-imitation: the advantage of (up to 2) rollouts of a group that all passed, "
+        "which GRPO drops (default 0: dropped; training/advantages.py)",
+    )  # fmt: skip
+    ap.add_argument(
         "--sft-per-family",
         type=int,
         default=2,
@@ -331,6 +336,7 @@ def main() -> None:
         "sft_epochs": args.sft_epochs,
         "sft_learning_rate": args.sft_learning_rate,
         "temperature": args.temperature,
+        "solved_advantage": args.solved_advantage,
     }
     changes |= {name: value for name, value in optional.items() if value is not None}
     if args.curriculum:

@@ -44,6 +44,21 @@ def test_grpo_drops_and_counts_zero_variance_and_singleton_groups() -> None:
     assert (out.kept_groups, out.zero_variance_groups, out.singleton_groups) == (1, 1, 1)
 
 
+def test_solved_groups_get_the_self_imitation_advantage_on_their_first_rollouts() -> None:
+    scored = [
+        ("g1", "a", 1.0), ("g1", "b", 0.0),
+        ("solved", "c", 1.0), ("solved", "d", 1.0), ("solved", "e", 1.0),
+        ("partial", "f", 0.5), ("partial", "g", 0.5),
+        ("failed", "h", 0.0), ("failed", "i", 0.0),
+    ]  # fmt: skip
+    out = grpo_advantages(scored, scale="none", solved_advantage=0.1, solved_rollouts=2)
+    assert out.advantages == pytest.approx({"a": 0.5, "b": -0.5, "c": 0.1, "d": 0.1})
+    counts = (out.kept_groups, out.solved_groups, out.zero_variance_groups)
+    assert counts == (1, 1, 2)  # uniform at 0.5 or 0 is no success to imitate
+    # off by default: the solved group is dropped like any uniform one
+    assert grpo_advantages(scored, scale="none").zero_variance_groups == 3
+
+
 def test_token_logprobs_and_entropy() -> None:
     logits = torch.tensor([[[0.0, math.log(3.0)]]])  # p = (0.25, 0.75)
     lp = token_logprobs(logits, torch.tensor([[1]]))

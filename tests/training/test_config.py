@@ -37,6 +37,8 @@ def test_yaml_overrides_and_int_to_float(tmp_path: Path) -> None:
         ("tis_cap: 0.5\n", "tis_cap", ">= 1"),
         ("skill_rest_after: 2\n", "skill_rest_after", "rest_steps > 0"),
         ("skill_rest_after: -1\n", "skill_rest_after", ">= 0"),
+        ("solved_advantage: -0.1\n", "solved_advantage", ">= 0"),
+        ("solved_rollouts: 0\n", "solved_rollouts", "> 0"),
         ("train_split: test\n", "train_split", "allow_held_out: true"),
         ("curriculum_low: 0.3\n", "curriculum_low", "curriculum: true"),
         ("curriculum: true\ncurriculum_low: 0.9\n", "curriculum_low", "0 <= curriculum_low <"),

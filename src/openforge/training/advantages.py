@@ -8,6 +8,13 @@ For a group of ``G`` rollouts of the same task with rewards ``r_1 … r_G``::
 ``Â_i`` is given to every trained token of rollout ``i`` (outcome supervision). A
 group whose rewards are all equal carries no learning signal (every ``Â_i`` is 0);
 it is dropped and counted, so the step's token normaliser is not diluted by it.
+
+One exception, off by default: a *solved* group (every rollout earned the full reward)
+carries no GRPO signal either, yet the weights it shares with the other tasks move under
+their updates and can unlearn it. With ``solved_advantage > 0`` the first
+``solved_rollouts`` of such a group get that small constant advantage: self-imitation on
+what the policy already does right (Oh et al., 2018), an anchor whose gradient is small
+where the policy is already confident and grows as it drifts away.
 """
 
 from __future__ import annotations
@@ -17,9 +24,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["AdvantageScale", "GroupAdvantages", "group_advantages", "grpo_advantages"]
+__all__ = [
+    "FULL_REWARD",
+    "AdvantageScale",
+    "GroupAdvantages",
+    "group_advantages",
+    "grpo_advantages",
+]
 
 AdvantageScale = Literal["none", "std"]
+
+# A verifier's reward lies in [0, 1] (tasks/verify.py refuses others); 1: nothing missing.
+FULL_REWARD = 1.0
 
 
 def group_advantages(
@@ -48,6 +64,7 @@ class GroupAdvantages:
     advantages: dict[str, float] = field(default_factory=dict)
     kept_groups: int = 0
     zero_variance_groups: int = 0  # all rewards equal: no signal, dropped
+    solved_groups: int = 0  # all at the full reward, anchored with solved_advantage
     singleton_groups: int = 0  # one rollout: no baseline, dropped
 
 
@@ -56,11 +73,15 @@ def grpo_advantages(
     scale: AdvantageScale = "std",
     eps: float = 1e-6,
     min_spread: float = 1e-8,
+    solved_advantage: float = 0.0,
+    solved_rollouts: int = 2,
 ) -> GroupAdvantages:
     """GRPO advantages for ``(group_id, rollout_id, reward)`` triples.
 
     Groups with fewer than two rollouts, or whose reward range is ≤ ``min_spread``,
-    are dropped (their rollouts get no advantage) and counted.
+    are dropped (their rollouts get no advantage) and counted; with ``solved_advantage``
+    > 0, a uniform group at :data:`FULL_REWARD` gives that advantage to its first
+    ``solved_rollouts`` rollouts instead (counted in ``solved_groups``, not dropped).
     """
     groups: dict[str, list[tuple[str, float]]] = {}
     for group_id, rollout_id, reward in scored:
@@ -72,6 +93,11 @@ def grpo_advantages(
             out.singleton_groups += 1
             continue
         if max(rewards) - min(rewards) <= min_spread:
+            if solved_advantage > 0 and min(rewards) >= FULL_REWARD:
+                out.solved_groups += 1
+                for rollout_id, _ in members[:solved_rollouts]:
+                    out.advantages[rollout_id] = solved_advantage
+                continue
             out.zero_variance_groups += 1
             continue
         out.kept_groups += 1

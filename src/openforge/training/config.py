@@ -76,6 +76,12 @@ class TrainConfig:
     tis_cap: float | None = 2.0  # C; null turns truncated importance sampling off
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
     kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
+    # Self-imitation on solved groups (training/advantages.py): a group whose every rollout
+    # earned the full reward is dropped by GRPO, while the weights it shares with the other
+    # tasks move and can unlearn it (docs/training.md: make-dir 1.00 -> 0.62 in one run).
+    # > 0: its first solved_rollouts rollouts train with this advantage. 0: dropped.
+    solved_advantage: float = 0.0
+    solved_rollouts: int = 2
     entropy_coef: float = 0.0  # α
     sample_mode: Literal["per_call", "merged", "auto"] = "per_call"  # auto: per_call with images
     # Optimizer updates per step: the step's samples are shuffled and split into this many
@@ -191,6 +197,7 @@ def _check_ranges(cfg: TrainConfig) -> None:
         "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
         "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
         "rollout_timeout_s", "lora_rank", "max_sample_rounds", "updates_per_step",
+        "solved_rollouts",
     )  # fmt: skip
     for name in positive:
         if getattr(cfg, name) <= 0:
@@ -198,7 +205,7 @@ def _check_ranges(cfg: TrainConfig) -> None:
     nonneg = (
         "max_grad_norm", "weight_decay", "kl_coef", "entropy_coef", "max_staleness",
         "train_layers", "sft_epochs", "sft_learning_rate", "threads", "rest_steps",
-        "skill_rest_after",
+        "skill_rest_after", "solved_advantage",
     )  # fmt: skip
     for name in nonneg:
         if getattr(cfg, name) < 0:

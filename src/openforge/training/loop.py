@@ -293,6 +293,8 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
             for s in _one_per_rollout(fresh)
         ),
         scale=cfg.advantage_scale,
+        solved_advantage=cfg.solved_advantage,
+        solved_rollouts=cfg.solved_rollouts,
     )
     rollout_metrics |= {
         "stale_dropped": float(len(batch.samples) - len(fresh)),
@@ -300,6 +302,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         "staleness_max": float(max(staleness, default=0)),
         "groups_kept": float(adv.kept_groups),
         "groups_zero_variance": float(adv.zero_variance_groups),
+        "groups_solved": float(adv.solved_groups),
     }
     if not adv.advantages:
         log.info("step %d: no group with a reward spread; no update", step)
