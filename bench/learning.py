@@ -20,7 +20,10 @@ policy's reach (``training/reach.py``): those some but not all of the SFT evalua
 even-numbered samples solved (chosen before GRPO; ``within_reach.json`` in each seed's run
 dir), measured against its odd-numbered samples, per seed (paired over tasks) and pooled
 over seeds with 95% intervals, and pass@1 after GRPO against the SFT policy's pass@k there.
-Target (issues 19, 46): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min.
+Last, each skill's pass rate SFT -> GRPO (seeds pooled) and the skills whose loss exceeds
+their samples' noise (``training/reach.py`` ``skill_changes``).
+Target (issues 19, 46): GRPO-only gain >= 10 points with an interval above 0, 3 seeds, 60 min;
+no skill losing more than the noise.
 
     .venv/bin/python bench/learning.py [--quick] [--seeds 3] [--jobs 3] [--steps 6]
 """
@@ -46,10 +49,18 @@ from typing import Any
 from intervals import ci95  # bench/intervals.py, beside this file
 from openforge.lifetime import end_with_parent
 from openforge.models.registry import resolve_model
+from openforge.suites.loading import load_tasks
 from openforge.training.config import TrainConfig
 from openforge.training.loop import LoopEnv, evaluate, resume, run_loop, save_checkpoint
+from openforge.training.metrics import skills
 from openforge.training.quickstart import QUICKSTART_SUITE, quickstart_config, teacher_tasks
-from openforge.training.reach import eval_rewards, fixed_tasks_se, reach_report, within_reach
+from openforge.training.reach import (
+    eval_rewards,
+    fixed_tasks_se,
+    reach_report,
+    skill_changes,
+    within_reach,
+)
 from openforge.training.report import write_run_report
 from openforge.training.session import open_session
 from openforge.training.teacher import TEACHER_HARNESSES, sft_warmup, teacher_samples
@@ -483,6 +494,7 @@ def report(record: dict[str, Any], sft_shared: dict[str, Any] | None) -> None:
               f"{100 * mean:+.1f} ± {100 * half:.1f} points")  # fmt: skip
     if not sft_only:
         _report_reach(runs, sft_shared)
+        _report_skills(runs, sft_shared, suite)
     loads = ", ".join(f"{r['load_1min_end']:.1f}" for r in runs)
     trained = "SFT only" if sft_only else f"SFT + {steps} GRPO steps"
     start = record.get("load_start")
@@ -507,6 +519,30 @@ def _report_reach(runs: list[dict[str, Any]], sft_shared: dict[str, Any] | None)
     seeds = [r.get("seed", i) for i, r in enumerate(runs)]
     for line in reach_report(sft, after, sft_shared is not None, seeds):
         print(line)
+
+
+def _report_skills(
+    runs: list[dict[str, Any]], sft_shared: dict[str, Any] | None, suite: str
+) -> None:
+    """Each skill's held-out pass rate, SFT -> after GRPO (seeds pooled), and the skills
+    whose loss exceeds their samples' noise (``training/reach.py`` ``skill_changes``)."""
+    if any(r.get("after_rewards") is None for r in runs):
+        return  # a bench.json from before per-sample rewards: reported nowhere else either
+    sft = [sft_shared["by_task"]] if sft_shared is not None else [r["sft_rewards"] for r in runs]
+    changes = skill_changes(
+        sft, [r["after_rewards"] for r in runs], skills(load_tasks(suite).tasks)
+    )
+    print("per skill, SFT -> GRPO (held-out samples, seeds pooled): " + ", ".join(
+        f"{c.skill} {c.sft:.2f}->{c.after:.2f}" for c in changes
+    ))  # fmt: skip
+    losing = [c for c in changes if c.loses]
+    print("skills losing more than the noise (95% interval of the change below 0): " + (
+        "; ".join(
+            f"{c.skill} {100 * c.change.mean:+.1f} ± {100 * c.change.half:.1f} points "
+            f"({c.sft_samples} SFT vs {c.after_samples} GRPO samples)"
+            for c in losing
+        ) or "none"
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":

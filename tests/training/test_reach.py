@@ -18,6 +18,7 @@ from openforge.training.reach import (
     pooled_gain,
     reach_gain,
     reach_report,
+    skill_changes,
     t_quantile,
     within_reach,
 )
@@ -129,3 +130,28 @@ def test_reach_report_prints_each_seed_and_the_pooled_gain() -> None:
         "seed 0: no held-out task within reach (of 1, chosen on 1 SFT sample(s) each; "
         "3+ SFT samples per task are needed: 2 to choose, the rest to measure)"
     ]
+
+
+def test_skill_changes_flag_a_loss_beyond_the_noise_with_agresti_caffo() -> None:
+    skill_of = {"mk-0": "make-dir", "mk-1": "make-dir", "cp-0": "copy", "ls-0": "list"}
+    # one shared SFT evaluation: make-dir passed all 32 samples; copy 1 of 4; list 4 of 4
+    sft = [{"mk-0": [1.0] * 16, "mk-1": [1.0] * 16, "cp-0": [1.0, 0, 0, 0], "ls-0": [1.0] * 4}]
+    # three seeds after GRPO: make-dir 17 of 24 (run B of docs/training.md), copy 12 of
+    # 12, list 11 of 12
+    after = [
+        {"mk-0": [1.0] * 4, "mk-1": [1.0, 1, 0, 0], "cp-0": [1.0] * 4, "ls-0": [1.0] * 4},
+        {"mk-0": [1.0] * 4, "mk-1": [1.0, 1, 0, 0], "cp-0": [1.0] * 4, "ls-0": [1.0, 1, 1, 0]},
+        {"mk-0": [1.0] * 4, "mk-1": [1.0, 0, 0, 0], "cp-0": [1.0] * 4, "ls-0": [1.0] * 4},
+    ]
+    got = {c.skill: c for c in skill_changes(sft, after, skill_of)}
+    mk = got["make-dir"]
+    assert (mk.sft, mk.after, mk.sft_samples, mk.after_samples) == (1.0, 17 / 24, 32, 24)
+    # Agresti–Caffo: 33/34 against 18/26
+    p1, p2 = 33 / 34, 18 / 26
+    half = 1.959964 * math.sqrt(p1 * (1 - p1) / 34 + p2 * (1 - p2) / 26)
+    assert mk.change.mean == pytest.approx(p2 - p1)
+    assert mk.change.half == pytest.approx(half)
+    assert mk.loses  # -27.8 ± 18.6 points
+    assert not got["copy"].loses and got["copy"].change.mean > 0
+    # 11 of 12 after 4 of 4: a loss the 4 SFT samples cannot tell from noise
+    assert got["list"].after < got["list"].sft and not got["list"].loses

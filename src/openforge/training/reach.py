@@ -30,12 +30,14 @@ __all__ = [
     "Interval",
     "Reach",
     "ReachGain",
+    "SkillChange",
     "ci95",
     "eval_rewards",
     "fixed_tasks_se",
     "pooled_gain",
     "reach_gain",
     "reach_report",
+    "skill_changes",
     "t_quantile",
     "within_reach",
 ]
@@ -268,6 +270,67 @@ def reach_report(
             f"{100 * pooled.mean:+.1f} ± {100 * pooled.half:.1f} points ({verdict})"
         )
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class SkillChange:
+    """One skill's held-out reward under the SFT checkpoint and after GRPO, every sample
+    of its tasks pooled (over seeds too), and the 95% interval of the change."""
+
+    skill: str
+    sft: float
+    after: float
+    change: Interval  # Agresti–Caffo: both sides' pass fractions with one pass and one fail added
+    sft_samples: int
+    after_samples: int
+
+    @property
+    def loses(self) -> bool:
+        """Whether the skill lost more than its samples' noise: the interval lies below 0."""
+        return self.change.excludes_zero and self.change.mean < 0
+
+
+def _pass_fraction_change(sft: Sequence[float], after: Sequence[float]) -> Interval:
+    # Agresti & Caffo (2000): adding one pass and one fail to each side keeps the interval
+    # honest at the edges, where a skill passed in all 32 SFT samples would otherwise count
+    # as having no noise of its own. Rewards in [0, 1] count as pass fractions.
+    def adjusted(xs: Sequence[float]) -> tuple[float, float]:
+        p = (sum(xs) + 1) / (len(xs) + 2)
+        return p, p * (1 - p) / (len(xs) + 2)
+
+    (p_sft, v_sft), (p_after, v_after) = adjusted(sft), adjusted(after)
+    return Interval(p_after - p_sft, 1.959964 * math.sqrt(v_sft + v_after), len(after))
+
+
+def skill_changes(
+    sft_runs: Sequence[Mapping[str, Sequence[float]]],
+    after_runs: Sequence[Mapping[str, Sequence[float]]],
+    skill_of: Mapping[str, str],
+) -> list[SkillChange]:
+    """Each skill's change from the SFT evaluations (``sft_runs``: one shared evaluation
+    or one per seed) to the evaluations after GRPO (one per seed), pooled per skill over
+    its tasks' samples. "No skill loses more than the noise" means no ``loses`` here."""
+
+    def pooled(runs: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for by_task in runs:
+            for task_id, rewards in by_task.items():
+                out.setdefault(skill_of.get(task_id, task_id), []).extend(rewards)
+        return out
+
+    sft, after = pooled(sft_runs), pooled(after_runs)
+    return [
+        SkillChange(
+            skill,
+            statistics.fmean(sft[skill]),
+            statistics.fmean(after[skill]),
+            _pass_fraction_change(sft[skill], after[skill]),
+            len(sft[skill]),
+            len(after[skill]),
+        )
+        for skill in sorted(sft.keys() & after.keys())
+        if sft[skill] and after[skill]
+    ]
 
 
 def eval_rewards(eval_dir: Path) -> dict[str, list[float]]:
