@@ -78,7 +78,7 @@ class TrainConfig:
     kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
     # Self-imitation on solved groups (training/advantages.py): a group whose every rollout
     # earned the full reward is dropped by GRPO, while the weights it shares with the other
-    # tasks move and can unlearn it (docs/training.md: make-dir 1.00 -> 0.62 in one run).
+    # tasks move and can unlearn it (docs/training.md run B: make-dir 1.00 -> 0.71).
     # > 0: its first solved_rollouts rollouts train with this advantage. 0: dropped.
     solved_advantage: float = 0.0
     solved_rollouts: int = 2
