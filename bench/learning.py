@@ -278,6 +278,11 @@ def main() -> None:
         "which GRPO drops (default 0: dropped; training/advantages.py)",
     )  # fmt: skip
     ap.add_argument(
+        "--kl-coef", type=float, default=None,
+        help="β of the KL to the policy GRPO starts from, also on 2 rollouts of each group "
+        "without a spread (default 0: no KL)",
+    )  # fmt: skip
+    ap.add_argument(
         "--sft-per-family",
         type=int,
         default=2,
@@ -348,6 +353,7 @@ def main() -> None:
         "sft_learning_rate": args.sft_learning_rate,
         "temperature": args.temperature,
         "solved_advantage": args.solved_advantage,
+        "kl_coef": args.kl_coef,
     }
     changes |= {name: value for name, value in optional.items() if value is not None}
     if args.curriculum:

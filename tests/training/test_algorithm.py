@@ -51,12 +51,20 @@ def test_solved_groups_get_the_self_imitation_advantage_on_their_first_rollouts(
         ("partial", "f", 0.5), ("partial", "g", 0.5),
         ("failed", "h", 0.0), ("failed", "i", 0.0),
     ]  # fmt: skip
-    out = grpo_advantages(scored, scale="none", solved_advantage=0.1, solved_rollouts=2)
+    out = grpo_advantages(scored, scale="none", solved_advantage=0.1, uniform_rollouts=2)
     assert out.advantages == pytest.approx({"a": 0.5, "b": -0.5, "c": 0.1, "d": 0.1})
     counts = (out.kept_groups, out.solved_groups, out.zero_variance_groups)
     assert counts == (1, 1, 2)  # uniform at 0.5 or 0 is no success to imitate
     # off by default: the solved group is dropped like any uniform one
     assert grpo_advantages(scored, scale="none").zero_variance_groups == 3
+    # with a KL term every other uniform group keeps 2 rollouts at advantage 0, for the KL
+    kl = grpo_advantages(
+        scored, scale="none", solved_advantage=0.1, uniform_rollouts=2, kl_anchor=True
+    )
+    assert kl.advantages == pytest.approx(
+        {"a": 0.5, "b": -0.5, "c": 0.1, "d": 0.1, "f": 0.0, "g": 0.0, "h": 0.0, "i": 0.0}
+    )
+    assert (kl.solved_groups, kl.zero_variance_groups, kl.kl_only_groups) == (1, 2, 2)
 
 
 def test_token_logprobs_and_entropy() -> None:

@@ -192,14 +192,15 @@ async def test_step_whose_rollouts_all_failed_is_skipped(tmp_path: Path) -> None
     ]
 
 
-@pytest.mark.parametrize("solved_advantage", [0.0, 0.2])
+@pytest.mark.parametrize(("solved_advantage", "kl_coef"), [(0.0, 0.0), (0.2, 0.0), (0.0, 0.05)])
 async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
-    tmp_path: Path, solved_advantage: float
+    tmp_path: Path, solved_advantage: float, kl_coef: float
 ) -> None:
     """Two tasks always score 1 (no spread); dynamic sampling draws further rounds until B
     groups have a spread, and the uniform tasks rest in the next step. With a
-    solved_advantage their groups are solved ones: 2 rollouts of each are trained, and they
-    still do not count as groups with a spread."""
+    solved_advantage their groups are solved ones, with a KL term groups for the KL only:
+    either way 2 rollouts of each are trained, and they still do not count as groups with
+    a spread."""
     from openforge.engines.local import LocalEngine
     from openforge.gateway.server import Gateway
     from openforge.store.sqlite import SqliteStore
@@ -220,7 +221,7 @@ async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
         model=str(model), steps=2, tasks_per_step=2, group_size=5, learning_rate=1e-3,
         tasks=str(suite), harness="shell", max_sample_rounds=4, rest_steps=1,
         skill_rest_after=2, rollout_options={"harness_options": {"command": AGENT}}, concurrency=5,
-        run_dir=str(tmp_path / "run"), solved_advantage=solved_advantage,
+        run_dir=str(tmp_path / "run"), solved_advantage=solved_advantage, kl_coef=kl_coef,
     )  # fmt: skip
     store_path = tmp_path / "store.db"
     gateway = Gateway(LocalEngine(str(model), threads=1), SqliteStore(store_path), model=model)
@@ -249,14 +250,18 @@ async def test_dynamic_sampling_draws_more_tasks_until_groups_have_a_spread(
     records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if r["kind"] == "train"]
     keys = ("sample_rounds", "groups_drawn", "groups_kept", "groups_zero_variance")
-    got = [{k: r[k] for k in (*keys, "groups_solved", "samples")} for r in steps]
+    got = [{k: r[k] for k in (*keys, "groups_solved", "groups_kl_only", "samples")} for r in steps]
     solved = 2 if solved_advantage else 0  # the easy groups, each trained on 2 of its 5
+    kl_only = 2 if kl_coef else 0
     assert got == [
         {"sample_rounds": 3, "groups_drawn": 4, "groups_kept": 2,
-         "groups_zero_variance": 2 - solved, "groups_solved": solved, "samples": 10 + 2 * solved},
+         "groups_zero_variance": 2 - solved, "groups_solved": solved,
+         "groups_kl_only": kl_only, "samples": 10 + 2 * (solved + kl_only)},
         {"sample_rounds": 1, "groups_drawn": 2, "groups_kept": 2, "groups_zero_variance": 0,
-         "groups_solved": 0, "samples": 10},
+         "groups_solved": 0, "groups_kl_only": 0, "samples": 10},
     ]  # fmt: skip
+    if kl_coef:  # the reference is the policy GRPO started from: no drift before step 0's update
+        assert steps[0]["kl"] == pytest.approx(0.0, abs=1e-6) and steps[1]["kl"] > 0
     # the two easy tasks are one skill (their tag): its second uniform group rested it
     assert [r["skills_resting"] for r in steps] == [1, 1]
     ckpt = latest_checkpoint(cfg.run_dir)

@@ -73,6 +73,43 @@ def test_kl_is_measured_against_the_reference_once_the_policy_moves(tiny: Path, 
     assert second.metrics["kl"] > 1e-6
 
 
+def test_the_reference_moves_to_where_grpo_starts_and_survives_a_checkpoint(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """After a warm-up the reference is reset to the warmed-up policy (KL 0 again), and a
+    checkpoint written later restores that reference, not the base model."""
+    cfg = TrainConfig(model=str(tiny), learning_rate=1e-2, max_grad_norm=1.0, kl_coef=0.01)
+    trainer = Trainer(cfg, tiny, device="cpu")
+    good = _sample("good", [1, 42, 43], [100, 101, 2])
+    bad = _sample("bad", [1, 42, 44], [200, 201, 2])
+    adv = grpo_advantages([("g", "good", 1.0), ("g", "bad", 0.0)], scale="none")
+    _on_policy(trainer, [good, bad])
+    trainer.train_step([good, bad], adv.advantages)  # stands for the SFT warm-up
+    _on_policy(trainer, [good, bad])
+    assert trainer.train_step([good, bad], adv.advantages).metrics["kl"] > 1e-6  # base: drift
+    trainer.reset_reference()
+    _on_policy(trainer, [good, bad])
+    assert trainer.train_step([good, bad], adv.advantages).metrics["kl"] == pytest.approx(
+        0.0, abs=1e-6
+    )
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / "reference.safetensors").is_file()
+    resumed = Trainer(cfg, tiny, device="cpu")
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    # the reference is the policy of one update before the checkpoint: some KL, and the
+    # same as the original trainer measures at these weights
+    _on_policy(resumed, [good, bad])
+    _on_policy(trainer, [good, bad])
+    assert resumed.train_step([good, bad], adv.advantages).metrics["kl"] == pytest.approx(
+        trainer.train_step([good, bad], adv.advantages).metrics["kl"], rel=1e-3, abs=1e-7
+    )
+    # without kl_coef there is no reference to move or keep
+    plain = Trainer(TrainConfig(model=str(tiny)), tiny, device="cpu")
+    plain.reset_reference()
+    plain.save_checkpoint(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "reference.safetensors").exists()
+
+
 def test_accumulation_matches_one_batch(tiny: Path) -> None:
     prompt = [1, 50, 51]
     samples = [_sample(f"r{i}", prompt + [60 + i] * i, [70 + i, 2]) for i in range(4)]

@@ -12,9 +12,16 @@ it is dropped and counted, so the step's token normaliser is not diluted by it.
 One exception, off by default: a *solved* group (every rollout earned the full reward)
 carries no GRPO signal either, yet the weights it shares with the other tasks move under
 their updates and can unlearn it. With ``solved_advantage > 0`` the first
-``solved_rollouts`` of such a group get that small constant advantage: self-imitation on
+``uniform_rollouts`` of such a group get that small constant advantage: self-imitation on
 what the policy already does right (Oh et al., 2018), an anchor whose gradient is small
 where the policy is already confident and grows as it drifts away.
+
+With a KL term (``kl_anchor``: ``kl_coef > 0``) the first ``uniform_rollouts`` of every
+other uniform group are kept too, with advantage 0: GRPO as published (Shao et al.) puts
+β·KL on every sampled output, and a skill whose groups all fail is exactly the one whose
+prompts the other tasks' updates can wreck unseen (docs/training.md: ``count-lines``
+0.53 → 0 as ``count-words`` was learned). Dropping them, as DAPO (which has no KL) does,
+would leave the KL blind there.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class GroupAdvantages:
     kept_groups: int = 0
     zero_variance_groups: int = 0  # all rewards equal: no signal, dropped
     solved_groups: int = 0  # all at the full reward, anchored with solved_advantage
+    kl_only_groups: int = 0  # other uniform groups kept with advantage 0 for the KL term
     singleton_groups: int = 0  # one rollout: no baseline, dropped
 
 
@@ -74,14 +82,18 @@ def grpo_advantages(
     eps: float = 1e-6,
     min_spread: float = 1e-8,
     solved_advantage: float = 0.0,
-    solved_rollouts: int = 2,
+    uniform_rollouts: int = 2,
+    kl_anchor: bool = False,
 ) -> GroupAdvantages:
     """GRPO advantages for ``(group_id, rollout_id, reward)`` triples.
 
     Groups with fewer than two rollouts, or whose reward range is ≤ ``min_spread``,
     are dropped (their rollouts get no advantage) and counted; with ``solved_advantage``
     > 0, a uniform group at :data:`FULL_REWARD` gives that advantage to its first
-    ``solved_rollouts`` rollouts instead (counted in ``solved_groups``, not dropped).
+    ``uniform_rollouts`` rollouts instead (counted in ``solved_groups``, not dropped); with
+    ``kl_anchor``, any other uniform group keeps its first ``uniform_rollouts`` rollouts
+    at advantage 0 for the KL term (counted in ``zero_variance_groups`` and
+    ``kl_only_groups``).
     """
     groups: dict[str, list[tuple[str, float]]] = {}
     for group_id, rollout_id, reward in scored:
@@ -95,10 +107,14 @@ def grpo_advantages(
         if max(rewards) - min(rewards) <= min_spread:
             if solved_advantage > 0 and min(rewards) >= FULL_REWARD:
                 out.solved_groups += 1
-                for rollout_id, _ in members[:solved_rollouts]:
+                for rollout_id, _ in members[:uniform_rollouts]:
                     out.advantages[rollout_id] = solved_advantage
                 continue
             out.zero_variance_groups += 1
+            if kl_anchor:
+                out.kl_only_groups += 1
+                for rollout_id, _ in members[:uniform_rollouts]:
+                    out.advantages[rollout_id] = 0.0
             continue
         out.kept_groups += 1
         advs = group_advantages(rewards, scale, eps)

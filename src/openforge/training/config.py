@@ -75,13 +75,18 @@ class TrainConfig:
     eps_high: float = 0.28  # DAPO's clip-higher: leaves room for unlikely good tokens to grow
     tis_cap: float | None = 2.0  # C; null turns truncated importance sampling off
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
-    kl_coef: float = 0.0  # β; > 0 keeps a frozen reference copy of the model
+    # β; > 0 keeps a frozen reference: the policy as GRPO starts (after the SFT warm-up)
+    kl_coef: float = 0.0
     # Self-imitation on solved groups (training/advantages.py): a group whose every rollout
     # earned the full reward is dropped by GRPO, while the weights it shares with the other
     # tasks move and can unlearn it (docs/training.md run B: make-dir 1.00 -> 0.71).
-    # > 0: its first solved_rollouts rollouts train with this advantage. 0: dropped.
+    # > 0: its first uniform_rollouts rollouts train with this advantage. 0: dropped.
     solved_advantage: float = 0.0
-    solved_rollouts: int = 2
+    # Rollouts kept of a group without a reward spread: for solved_advantage (a solved
+    # group) and, with kl_coef > 0, for the KL term alone (any other, advantage 0; GRPO
+    # as published keeps all G, each costing trainer time: 2 already put the KL on the
+    # task's prompt).
+    uniform_rollouts: int = 2
     entropy_coef: float = 0.0  # α
     sample_mode: Literal["per_call", "merged", "auto"] = "per_call"  # auto: per_call with images
     # Optimizer updates per step: the step's samples are shuffled and split into this many
@@ -197,7 +202,7 @@ def _check_ranges(cfg: TrainConfig) -> None:
         "learning_rate", "micro_batch_tokens", "steps", "tasks_per_step", "concurrency",
         "checkpoint_every", "keep_checkpoints", "eval_samples", "max_tokens",
         "rollout_timeout_s", "lora_rank", "max_sample_rounds", "updates_per_step",
-        "solved_rollouts",
+        "uniform_rollouts",
     )  # fmt: skip
     for name in positive:
         if getattr(cfg, name) <= 0:
@@ -236,6 +241,13 @@ def _check_ranges(cfg: TrainConfig) -> None:
 
 def _check_setup(cfg: TrainConfig) -> None:
     """The fine-tuning, engine, gateway and data choices agree with each other."""
+    if cfg.lora and cfg.kl_coef > 0 and cfg.sft_epochs > 0:
+        raise ConfigError(
+            "kl_coef",
+            "the KL's reference is the policy after the SFT warm-up, which LoRA cannot "
+            "copy: set kl_coef: 0, sft_epochs: 0 or lora: false",
+            cfg.source,
+        )
     if cfg.lora and cfg.train_layers:
         raise ConfigError(
             "train_layers",

@@ -294,7 +294,8 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         ),
         scale=cfg.advantage_scale,
         solved_advantage=cfg.solved_advantage,
-        solved_rollouts=cfg.solved_rollouts,
+        uniform_rollouts=cfg.uniform_rollouts,
+        kl_anchor=cfg.kl_coef > 0,
     )
     rollout_metrics |= {
         "stale_dropped": float(len(batch.samples) - len(fresh)),
@@ -303,6 +304,7 @@ async def _train_on(cfg: TrainConfig, env: LoopEnv, step: int, batch: StepBatch)
         "groups_kept": float(adv.kept_groups),
         "groups_zero_variance": float(adv.zero_variance_groups),
         "groups_solved": float(adv.solved_groups),
+        "groups_kl_only": float(adv.kl_only_groups),
     }
     if not adv.advantages:
         log.info("step %d: no group with a reward spread; no update", step)
@@ -501,6 +503,8 @@ async def run_loop(
     if warmup is not None and not warmed:
         await warmup(cfg, env)
         await save_checkpoint(cfg, env, start)
+    if start == 0:  # later steps' checkpoints carry the reference set here
+        env.trainer.reset_reference()
     if cfg.eval_every and env.eval_tasks and 0 < start < cfg.steps and start % cfg.eval_every == 0:
         await evaluate_once(f"step-{start}", start)  # it may have been cut short
     pending: asyncio.Task[StepBatch] | None = None

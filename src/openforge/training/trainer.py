@@ -61,6 +61,7 @@ __all__ = ["StepResult", "Trainer", "freeze_below", "pick_dtype"]
 _STATE = "trainer_state.json"
 _WEIGHTS = "trainable.safetensors"
 _OPTIM = "optimizer.safetensors"
+_REFERENCE = "reference.safetensors"  # the KL's reference, when it is not the base model
 # Causal LMs whose logits are the LM head applied to the decoder's last hidden state and
 # nothing more (no soft-capping or scaling): the trainer projects only the trained
 # positions of these; any other model goes through its own forward.
@@ -196,6 +197,7 @@ class Trainer:
         )
         self.step_count = 0  # accepted updates
         self.version = 0  # weight version of the current weights (bumped per accepted update)
+        self.reference_moved = False  # the reference holds weights other than the base's
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The forward passes' mixed precision: autocast to the compute dtype when it is
@@ -574,6 +576,30 @@ class Trainer:
         tmp.rename(target)
         return target
 
+    def reset_reference(self) -> None:
+        """Make the KL's reference the policy as it is now: the loop calls this where GRPO
+        starts, so β·KL holds the policy near the SFT warm-up (or the checkpoint GRPO
+        resumed from), not near the base model the warm-up moved away from. Only the
+        trainable tensors differ from the base; a no-op without a reference (kl_coef 0)."""
+        if self.ref_model is None:
+            return
+        if self.config.lora:
+            if self.version == 0:
+                return  # the adapters are untrained: the base model is the policy
+            raise RuntimeError(
+                "kl_coef with lora: the policy moved before GRPO (an SFT warm-up or a loaded "
+                "checkpoint) and a LoRA reference cannot be moved with it; set kl_coef: 0 or "
+                "lora: false"
+            )
+        self._copy_into_reference(self.params)
+
+    def _copy_into_reference(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        ref = dict(self.ref_model.named_parameters())
+        with torch.no_grad():
+            for name, value in tensors.items():
+                ref[name].copy_(value.to(ref[name].device, ref[name].dtype))
+        self.reference_moved = True
+
     # --- checkpoints --------------------------------------------------------------------
 
     def save_checkpoint(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -590,6 +616,10 @@ class Trainer:
                 t = value if isinstance(value, torch.Tensor) else torch.tensor(value)
                 optim[f"{name}::{key}"] = t.detach().cpu().contiguous()
         save_file(optim, str(tmp / _OPTIM))
+        if self.reference_moved:  # else the base model is the reference, nothing to keep
+            ref = dict(self.ref_model.named_parameters())
+            kept = {n: ref[n].detach().cpu().contiguous() for n in self.params}
+            save_file(kept, str(tmp / _REFERENCE))
         state = {"step": self.step_count, "version": self.version, "extra": extra or {}}
         (tmp / _STATE).write_text(json.dumps(state))
         shutil.rmtree(directory, ignore_errors=True)
@@ -618,6 +648,8 @@ class Trainer:
             }
             if state:
                 self.optimizer.state[p] = state
+        if self.ref_model is not None and (directory / _REFERENCE).is_file():
+            self._copy_into_reference(load_file(str(directory / _REFERENCE)))
         meta = json.loads((directory / _STATE).read_text())
         self.step_count = int(meta["step"])
         self.version = int(meta["version"])
