@@ -581,11 +581,9 @@ class Trainer:
         starts, so β·KL holds the policy near the SFT warm-up (or the checkpoint GRPO
         resumed from), not near the base model the warm-up moved away from. Only the
         trainable tensors differ from the base; a no-op without a reference (kl_coef 0)."""
-        if self.ref_model is None:
-            return
+        if self.ref_model is None or self.version == 0:
+            return  # no KL, or nothing trained yet: the reference already is the policy
         if self.config.lora:
-            if self.version == 0:
-                return  # the adapters are untrained: the base model is the policy
             raise RuntimeError(
                 "kl_coef with lora: the policy moved before GRPO (an SFT warm-up or a loaded "
                 "checkpoint) and a LoRA reference cannot be moved with it; set kl_coef: 0 or "
