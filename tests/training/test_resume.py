@@ -144,3 +144,33 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
         code = proc.wait(timeout=120)
     assert code == 130, "".join(seen) + rest
     assert f"interrupted: rerun `openforge train {cfg}` to resume from the start" in rest, rest
+
+
+async def test_the_kl_reference_is_the_warmed_up_policy_and_its_checkpoints_keep_it(
+    tmp_path: Path,
+) -> None:
+    """With a KL, GRPO's first step measures no drift from the policy the SFT warm-up left
+    (the base model would show the warm-up's own), and the checkpoint keeps that reference."""
+    from openforge.engines.local import LocalEngine
+    from openforge.gateway.server import Gateway
+    from openforge.store.sqlite import SqliteStore
+
+    model = resolve_model("tiny")
+    run_dir = tmp_path / "run"
+    cfg = TrainConfig(
+        model=str(model), steps=1, tasks_per_step=1, group_size=2, sft_epochs=2,
+        sft_learning_rate=1e-2, kl_coef=0.05, tasks=str(_suite(tmp_path / "suite")),
+        harness="shell", rollout_options={"harness_options": {"command": AGENT}},
+        concurrency=2, run_dir=str(run_dir), eval_samples=1,
+    )  # fmt: skip
+    samples = [SftSample(f"r{i}", [1, 2, 3 + i], [4, 5, 6], [1, 1, 1], [0.0] * 3) for i in range(2)]
+    store_path = tmp_path / "store.db"
+    gateway = Gateway(LocalEngine(str(model), threads=1), SqliteStore(store_path), model=model)
+    async with gateway as gw:
+        cfg = dataclasses.replace(cfg, admin_token=gw.admin_token)
+        async with open_session(cfg, gw.control_url, store_path) as env:
+            await run_loop(cfg, env, evaluate_edges=False, warmup=sft_warmup(samples))
+    assert [r["kind"] for r in _records(run_dir)].count("sft") == 2  # the policy moved
+    (step,) = [r for r in _records(run_dir) if r["kind"] == "train"]
+    assert step["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert (run_dir / "checkpoints" / "step-000001" / "reference.safetensors").is_file()
