@@ -12,7 +12,14 @@ from typing import Any
 from openforge.rollouts.metrics import pass_at_k
 from openforge.tasks.model import Task
 
-__all__ = ["MetricsWriter", "RecordListener", "mean_by_skill", "reward_summary", "skills"]
+__all__ = [
+    "MetricsWriter",
+    "RecordListener",
+    "mean_by_skill",
+    "reward_summary",
+    "rewards_by_skill",
+    "skills",
+]
 
 
 def reward_summary(
@@ -46,13 +53,23 @@ def skills(tasks: Iterable[Task]) -> dict[str, str]:
     return {t.id: next((tag for tag in t.tags if tag not in common), t.id) for t in tasks}
 
 
+def rewards_by_skill(
+    by_tasks: Iterable[Mapping[str, Sequence[float]]], skill_of: Mapping[str, str]
+) -> dict[str, list[float]]:
+    """Every reward of each skill's tasks, over one or more evaluations' ``by_task``
+    (a task not in ``skill_of`` is its own skill)."""
+    pooled: dict[str, list[float]] = {}
+    for by_task in by_tasks:
+        for task_id, rewards in by_task.items():
+            pooled.setdefault(skill_of.get(task_id, task_id), []).extend(rewards)
+    return pooled
+
+
 def mean_by_skill(
     by_task: Mapping[str, Sequence[float]], skill_of: Mapping[str, str]
 ) -> dict[str, float]:
     """Mean reward per skill over every rollout of its tasks."""
-    pooled: dict[str, list[float]] = {}
-    for task_id, rewards in by_task.items():
-        pooled.setdefault(skill_of.get(task_id, task_id), []).extend(rewards)
+    pooled = rewards_by_skill([by_task], skill_of)
     return {s: sum(rs) / len(rs) for s, rs in sorted(pooled.items()) if rs}
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openforge.rollouts.metrics import pass_at_k
+from openforge.training.metrics import rewards_by_skill
 
 __all__ = [
     "Interval",
@@ -310,15 +311,7 @@ def skill_changes(
     """Each skill's change from the SFT evaluations (``sft_runs``: one shared evaluation
     or one per seed) to the evaluations after GRPO (one per seed), pooled per skill over
     its tasks' samples. "No skill loses more than the noise" means no ``loses`` here."""
-
-    def pooled(runs: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {}
-        for by_task in runs:
-            for task_id, rewards in by_task.items():
-                out.setdefault(skill_of.get(task_id, task_id), []).extend(rewards)
-        return out
-
-    sft, after = pooled(sft_runs), pooled(after_runs)
+    sft, after = rewards_by_skill(sft_runs, skill_of), rewards_by_skill(after_runs, skill_of)
     return [
         SkillChange(
             skill,
